@@ -1,0 +1,123 @@
+// tickwheel/detail/callback.hpp -- the move-only, type-erased callable a timer
+// carries. Not part of the stable API; use Runtime::start with any callable.
+//
+// 24 bytes of inline storage: a lambda capturing up to three pointers (or a
+// C function pointer, its argument and its release hook) is stored without a
+// heap allocation. Larger or throwing-move callables are boxed on the heap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "tickwheel/timer.hpp"
+
+namespace tickwheel {
+
+namespace detail {
+
+class Callback {
+public:
+    static constexpr std::size_t kInline = 24;
+
+    Callback() noexcept = default;
+
+    template <class F, class D = std::decay_t<F>,
+              class = std::enable_if_t<!std::is_same_v<D, Callback>>>
+    Callback(F&& f) {  // NOLINT(google-explicit-constructor): implicit by design
+        static_assert(std::is_invocable_v<D&, Timer> || std::is_invocable_v<D&>,
+                      "a timer callback must be callable as f(tickwheel::Timer) or f()");
+        if constexpr (fits_inline<D>()) {
+            ::new (static_cast<void*>(buf_)) D(std::forward<F>(f));
+            ops_ = &kInlineOps<D>;
+        } else {
+            D* boxed = new D(std::forward<F>(f));
+            ::new (static_cast<void*>(buf_)) D*(boxed);
+            ops_ = &kBoxedOps<D>;
+        }
+    }
+
+    Callback(Callback&& other) noexcept { take(other); }
+    Callback& operator=(Callback&& other) noexcept {
+        if (this != &other) {
+            reset();
+            take(other);
+        }
+        return *this;
+    }
+    Callback(const Callback&) = delete;
+    Callback& operator=(const Callback&) = delete;
+    ~Callback() { reset(); }
+
+    explicit operator bool() const noexcept { return ops_ != nullptr; }
+
+    /// Calls the callable. Precondition: *this is not empty.
+    void operator()(Timer t) { ops_->invoke(buf_, t); }
+
+    /// Destroys the callable (running its destructor: the timer's release
+    /// hook) and leaves *this empty.
+    void reset() noexcept {
+        if (ops_ != nullptr) {
+            const Ops* ops = ops_;
+            ops_ = nullptr;
+            ops->destroy(buf_);
+        }
+    }
+
+private:
+    struct Ops {
+        void (*invoke)(void* buf, Timer t);
+        void (*relocate)(void* dst, void* src) noexcept;  // move-construct dst, destroy src
+        void (*destroy)(void* buf) noexcept;
+    };
+
+    template <class D>
+    static constexpr bool fits_inline() {
+        return sizeof(D) <= kInline && alignof(D) <= alignof(std::max_align_t) &&
+               alignof(D) <= 8 && std::is_nothrow_move_constructible_v<D>;
+    }
+
+    template <class D>
+    static void call(D& f, Timer t) {
+        if constexpr (std::is_invocable_v<D&, Timer>)
+            f(t);
+        else
+            f();
+    }
+
+    template <class D>
+    static constexpr Ops kInlineOps = {
+        [](void* buf, Timer t) { call(*std::launder(static_cast<D*>(buf)), t); },
+        [](void* dst, void* src) noexcept {
+            D* s = std::launder(static_cast<D*>(src));
+            ::new (dst) D(std::move(*s));
+            s->~D();
+        },
+        [](void* buf) noexcept { std::launder(static_cast<D*>(buf))->~D(); },
+    };
+
+    template <class D>
+    static constexpr Ops kBoxedOps = {
+        [](void* buf, Timer t) { call(**std::launder(static_cast<D**>(buf)), t); },
+        [](void* dst, void* src) noexcept { ::new (dst) D*(*std::launder(static_cast<D**>(src))); },
+        [](void* buf) noexcept { delete *std::launder(static_cast<D**>(buf)); },
+    };
+
+    void take(Callback& other) noexcept {
+        if (other.ops_ != nullptr) {
+            other.ops_->relocate(buf_, other.buf_);
+            ops_ = other.ops_;
+            other.ops_ = nullptr;
+        }
+    }
+
+    const Ops* ops_ = nullptr;
+    alignas(8) unsigned char buf_[kInline];
+};
+
+static_assert(sizeof(Callback) == 32);
+
+}  // namespace detail
+}  // namespace tickwheel

@@ -1,0 +1,264 @@
+// tickwheel/runtime.hpp -- the thread-safe timer runtime (C++ API).
+//
+// A Runtime owns N shards (default: one per online CPU). Each shard is a
+// hierarchical timing wheel (tickwheel/wheel.hpp) driven by its own thread,
+// which sleeps until the wheel's next deadline. Any thread may start, stop or
+// re-arm a timer: the request goes to the owning shard through a lock-free
+// MPSC queue (moodycamel::ConcurrentQueue). Expired timers are handed in
+// batches to a oneTBB task_arena, whose worker threads run the callbacks;
+// shard threads never run user code.
+//
+// THE CONTRACT, in one place (each function repeats its part):
+//
+//  * Thread safety. Every member function of Runtime and Timer may be called
+//    from any thread, concurrently, including from inside a callback.
+//  * Never early. A callback never starts before its deadline, as read by
+//    std::chrono::steady_clock (CLOCK_MONOTONIC) by the caller of start().
+//    Deadlines are rounded UP to the runtime's resolution (a tick, default
+//    1 ms); a timer fires within about one tick plus scheduling noise after
+//    its deadline.
+//  * Callback context. Callbacks run on the runtime's TBB worker threads,
+//    never on the caller's thread and never on a shard thread. Runs of one
+//    timer never overlap. A callback may call any function here, on its own
+//    timer or others, except the runtime's destructor/shutdown (reported as
+//    an error, see shutdown()).
+//  * Stop. stop() never blocks and tells, exactly, whether it prevented the
+//    callback from running (again): for every timer exactly one of these
+//    happens -- the callback runs for the last time, or a stop() returns
+//    true, or the runtime is shut down while it is pending.
+//  * Release. The callable passed to start() is destroyed exactly once, when
+//    the runtime is done with the timer: after its last run, inside the
+//    stop() that cancelled it (or, if a run was in progress, right after that
+//    run), or at shutdown. Its destructor is the timer's release hook: free
+//    what the callback uses there, or in the callback's last run.
+//  * Ids. A timer is named by a 64-bit id carrying a 24-bit generation: a
+//    stale id (timer fired, stopped, or its slot reused) is answered "not
+//    found", never acted on. Id 0 is never valid.
+//  * Errors. Functions that can fail for a reason the caller must handle
+//    return bool (stop/reset: false = no such pending timer). Invalid
+//    arguments, shutdown and the pending limit throw tickwheel::Error from
+//    the throwing overloads; every operation also has a noexcept overload
+//    taking std::error_code&.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <system_error>
+#include <vector>
+
+#include "tickwheel/detail/callback.hpp"
+
+namespace tickwheel {
+
+using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC on Linux
+using Duration = std::chrono::nanoseconds;
+using TimePoint = Clock::time_point;
+
+/// Error codes; the values are the (positive) errno numbers the C API
+/// returns negated.
+enum class errc : int {
+    invalid_argument = 22,  // bad delay/period/config, empty callback
+    no_memory = 12,         // allocation failed
+    not_found = 2,          // no such pending timer (fired, stopped, stale, never existed)
+    limit_reached = 11,     // Config::max_timers timers are alive
+    shutting_down = 108,    // the runtime is shutting down or shut down
+    would_deadlock = 35,    // e.g. shutdown() called from one of the runtime's callbacks
+};
+const std::error_category& error_category() noexcept;
+std::error_code make_error_code(errc e) noexcept;
+
+/// Thrown by the throwing overloads.
+class Error : public std::system_error {
+public:
+    explicit Error(errc e) : std::system_error(make_error_code(e)) {}
+    explicit Error(std::error_code ec) : std::system_error(ec) {}
+};
+
+/// The longest delay (or deadline distance) accepted: 2^60 ns, about 36.5
+/// years. Longer ones are errc::invalid_argument.
+inline constexpr Duration kMaxDelay{std::int64_t{1} << 60};
+
+struct Config {
+    /// Number of shards (wheel + driver thread each); 0 = one per online CPU.
+    /// At most 256.
+    unsigned shards = 0;
+    /// TBB arena concurrency (callback worker threads); 0 = one per online CPU.
+    unsigned workers = 0;
+    /// The tick. Deadlines are rounded up to it. 1 us .. 1 s.
+    Duration resolution = std::chrono::milliseconds(1);
+    /// Pin shard i's driver thread to CPU i % online CPUs.
+    bool pin_shards = false;
+    /// Maximum number of live timers (started and not yet released); 0 =
+    /// unlimited. start() beyond it fails with errc::limit_reached.
+    std::size_t max_timers = 0;
+    /// Called (on the worker thread) when a callback throws. The exception
+    /// is otherwise swallowed and counted in Stats::callback_exceptions; the
+    /// timer behaves as if the callback had returned. Must not throw.
+    std::function<void(std::exception_ptr, std::uint64_t timer_id)> on_callback_error;
+};
+
+/// A snapshot of counters. Counters are totals since creation.
+struct Stats {
+    std::vector<std::size_t> pending_per_shard;  // timers filed in each shard's wheel
+    std::vector<std::size_t> inbox_per_shard;    // requests queued to each shard (approx.)
+    std::uint64_t live = 0;              // started and not yet released
+    std::uint64_t started = 0;
+    std::uint64_t fired = 0;             // callback runs
+    std::uint64_t stopped = 0;           // stop() calls that returned true
+    std::uint64_t reset = 0;             // reset() calls that returned true
+    std::uint64_t callback_exceptions = 0;
+    std::uint64_t cancelled_at_shutdown = 0;
+    /// Lateness = callback start minus deadline (rounded up to the tick).
+    /// Percentiles from a log-linear histogram (about 3% relative error).
+    Duration lateness_p50{0}, lateness_p99{0}, lateness_p999{0}, lateness_max{0};
+    std::uint64_t lateness_samples = 0;
+};
+
+/// Options for Runtime::start(const StartOptions&, F&&).
+struct StartOptions {
+    /// Absolute deadline of the first run (steady_clock). Overrides `delay`
+    /// when set (non-default).
+    TimePoint deadline{};
+    /// Delay of the first run from now, used when `deadline` is not set.
+    Duration delay{0};
+    /// 0 = one-shot; otherwise fixed-rate period (runs at first + k*period;
+    /// overrun periods are skipped, never run in a burst). Must be >= 1 ns;
+    /// rounded up to the resolution.
+    Duration period{0};
+    /// Shard to place the timer on (taken modulo the shard count); -1 = the
+    /// calling CPU's shard.
+    int shard = -1;
+};
+
+class Runtime {
+public:
+    /// Starts the shard threads and the TBB arena. Throws Error
+    /// (invalid_argument) for a bad Config, std::system_error if a thread
+    /// cannot be started.
+    explicit Runtime(Config config = {});
+
+    /// shutdown(), then frees everything. Calling it from one of this
+    /// runtime's callbacks is a programming error: it prints a message and
+    /// calls std::terminate (the C API returns TW_EDEADLK instead); call
+    /// shutdown() yourself to get the error as an exception.
+    ~Runtime();
+
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    // ---- start ---------------------------------------------------------
+    /// Starts a one-shot timer that calls `f` once, `delay` from now (a
+    /// fresh steady_clock reading), rounded up to the tick. `f` is any
+    /// move-constructible callable taking `tickwheel::Timer` or nothing;
+    /// captures up to 24 bytes are stored without a heap allocation.
+    /// Returns the timer's handle. Throws Error: invalid_argument (negative
+    /// delay or delay > kMaxDelay), limit_reached, shutting_down. Cost: O(1),
+    /// lock-free: one slot allocation and one queue push.
+    template <class F>
+    Timer start(Duration delay, F&& f) {
+        StartOptions o;
+        o.delay = delay;
+        return start(o, std::forward<F>(f));
+    }
+    /// As start(), at an absolute steady_clock deadline (a past one fires
+    /// at once).
+    template <class F>
+    Timer start_at(TimePoint deadline, F&& f) {
+        StartOptions o;
+        o.deadline = deadline;
+        return start(o, std::forward<F>(f));
+    }
+    /// A fixed-rate periodic timer: first run after `period`, then every
+    /// `period`. Throws as start(), and invalid_argument for period <= 0.
+    template <class F>
+    Timer start_periodic(Duration period, F&& f) {
+        StartOptions o;
+        o.delay = period;
+        o.period = period;
+        return start(o, std::forward<F>(f));
+    }
+    template <class F>
+    Timer start(const StartOptions& opts, F&& f) {
+        std::error_code ec;
+        Timer t = start(opts, detail::Callback(std::forward<F>(f)), ec);
+        if (ec) throw Error(ec);
+        return t;
+    }
+    /// The non-throwing start: on failure returns an empty Timer, sets `ec`,
+    /// and destroys `cb` (running its release hook) before returning.
+    Timer start(const StartOptions& opts, detail::Callback&& cb, std::error_code& ec) noexcept;
+
+    // ---- stop ----------------------------------------------------------
+    /// Cancels the timer. Never blocks (no lock, no wait for a running
+    /// callback). Returns true iff this call prevented the callback from
+    /// running (one-shot: it had not started; periodic: no run will start
+    /// after this returns). Returns false for a timer that already ran its
+    /// last run, is running it now, was already stopped, or a stale/0 id.
+    /// If true and no run is in progress, the callable is destroyed (release
+    /// hook) inside this call; if a periodic run is in progress, right after
+    /// that run on its worker thread. O(1): one CAS, one queue push.
+    bool stop(std::uint64_t id) noexcept;
+    bool stop(Timer t) noexcept { return stop(t.id()); }
+
+    /// As stop(), and in addition, when it returns, the callback is not
+    /// running and will never run again, so the caller may free what it
+    /// uses. Waits for a run in progress. Called from inside the same
+    /// timer's callback it does not wait for itself. Two callbacks that
+    /// stop_sync each other wait for each other forever (as with Linux's
+    /// del_timer_sync): don't. Also waits if the callable's destructor is
+    /// running on a worker after the last run.
+    bool stop_sync(std::uint64_t id) noexcept;
+    bool stop_sync(Timer t) noexcept { return stop_sync(t.id()); }
+
+    // ---- reset ---------------------------------------------------------
+    /// Re-arms a pending timer to fire `delay` from now (a periodic timer:
+    /// next run then, then every period). Returns true on success, false if
+    /// the timer is not pending (already fired -- unless called from its own
+    /// running callback, which re-arms a one-shot timer --, stopped, stale).
+    /// Cost: a later deadline is one CAS on the caller's side (the shard
+    /// re-files the timer lazily when its old slot comes due); an earlier one
+    /// adds a queue push. Throws Error(invalid_argument) for delay < 0 or >
+    /// kMaxDelay; the noexcept overload reports that, and shutting_down, in
+    /// `ec` (returning false).
+    bool reset(std::uint64_t id, Duration delay);
+    bool reset(Timer t, Duration delay) { return reset(t.id(), delay); }
+    bool reset(std::uint64_t id, Duration delay, std::error_code& ec) noexcept;
+
+    // ---- lifecycle -----------------------------------------------------
+    /// Shuts down: from now on start() fails with shutting_down; pending
+    /// timers are cancelled (their callables destroyed on this thread);
+    /// callbacks in progress are waited for; all threads are joined.
+    /// stop()/stop_sync()/reset() stay safe to call during and after it
+    /// (they return false). Idempotent; concurrent callers all wait for the
+    /// end. Called from one of this runtime's callbacks it throws
+    /// Error(would_deadlock) and does nothing.
+    void shutdown();
+    void shutdown(std::error_code& ec) noexcept;
+    bool is_shut_down() const noexcept;
+
+    // ---- observation ---------------------------------------------------
+    Stats stats() const;
+    unsigned shard_count() const noexcept;
+    unsigned worker_count() const noexcept;
+    Duration resolution() const noexcept;
+    /// The runtime's clock: steady_clock::now().
+    static TimePoint now() noexcept { return Clock::now(); }
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+inline bool Timer::stop() noexcept { return rt_ != nullptr && rt_->stop(id_); }
+inline bool Timer::stop_sync() { return rt_ != nullptr && rt_->stop_sync(id_); }
+inline bool Timer::reset(Duration delay) { return rt_ != nullptr && rt_->reset(id_, delay); }
+
+}  // namespace tickwheel
+
+template <>
+struct std::is_error_code_enum<tickwheel::errc> : std::true_type {};

@@ -1,0 +1,35 @@
+// tickwheel/timer.hpp -- tickwheel::Timer, the handle start() returns and a
+// callback receives. Its member functions are defined in runtime.hpp.
+#pragma once
+
+#include <cstdint>
+#include <chrono>
+
+namespace tickwheel {
+
+class Runtime;
+
+/// A small copyable handle to a timer: the runtime and the timer's id. A
+/// default-constructed Timer is empty (id 0). Copies name the same timer.
+/// Its member functions forward to the Runtime's; see those.
+class Timer {
+public:
+    Timer() noexcept = default;
+    Timer(Runtime* rt, std::uint64_t id) noexcept : rt_(rt), id_(id) {}
+
+    std::uint64_t id() const noexcept { return id_; }
+    Runtime* runtime() const noexcept { return rt_; }
+    explicit operator bool() const noexcept { return id_ != 0; }
+
+    bool stop() noexcept;
+    bool stop_sync();
+    bool reset(std::chrono::nanoseconds delay);
+
+    friend bool operator==(const Timer&, const Timer&) noexcept = default;
+
+private:
+    Runtime* rt_ = nullptr;
+    std::uint64_t id_ = 0;
+};
+
+}  // namespace tickwheel

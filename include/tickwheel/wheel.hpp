@@ -1,0 +1,275 @@
+// tickwheel/wheel.hpp -- the single-shard hierarchical timing wheel.
+//
+// This is the data structure each shard of tickwheel::Runtime owns. It is
+// public because it is useful on its own (a single-threaded event loop can
+// embed it, and bench/ measures it directly), but it is NOT thread-safe: one
+// thread at a time may call any member function of a given Wheel.
+//
+// ---------------------------------------------------------------------------
+// Design
+// ---------------------------------------------------------------------------
+// Time is an unsigned 64-bit count of ticks. The wheel never reads a clock:
+// the caller says what "now" is with advance(), so tests run on a virtual
+// clock and the runtime decides what a tick is (1 us to 1 s).
+//
+// Levels. There are kLevels = 8 levels of kSlots = 64 slots. A slot of level
+// L spans 64^L ticks, so level 0 resolves single ticks and level 7 slots span
+// 2^42 ticks; together the levels cover deadlines up to 2^48 ticks ahead of
+// "now" (89 years at 1 us per tick). A timer is filed at the level of the
+// highest bit in which its deadline differs from now (deadline XOR now), in
+// the slot given by the deadline's 6-bit digit at that level. Why 64: one
+// 64-bit occupancy word per level, so "first non-empty slot" is one
+// count-trailing-zeros instruction; and 8 levels x 64 slots x 16 bytes of
+// list head is 8 KiB per wheel, which stays in L1/L2.
+//
+// Bitmaps. Each level keeps a 64-bit word with bit s set iff slot s holds a
+// timer. The wheel maintains this invariant: every occupied slot of level L
+// has a digit strictly greater than now's digit at level L, and every timer
+// of level L shares all digits above L with now. Hence all level-L timers
+// are due before any level-(L+1) timer, the next event is the first set bit
+// of the lowest non-empty level, and finding it costs at most kLevels loads
+// plus one ctz -- never a scan of empty slots.
+//
+// Cascading. When advance() reaches the start of a level-L slot, that slot's
+// timers are re-filed relative to the new now: they land on lower levels
+// (or expire if their deadline has come). A timer is therefore re-filed at
+// most kLevels times in its life (amortised O(levels)), and a far timer is
+// exactly as precise as a near one: it expires at the first advance() at or
+// after its deadline, never earlier and never a slot later. (Linux's wheel
+// gives up this precision to avoid cascading; we do not.)
+//
+// Beyond the top level. A deadline 2^48 or more ticks ahead is held on an
+// overflow list and re-filed when now enters its 2^48-tick epoch. It is
+// never rejected and never fires early. Re-filing scans the overflow list
+// once per epoch that holds a deadline (at 1 us per tick an epoch is 89
+// years, so this list is empty in practice).
+//
+// Idle gaps. advance() jumps straight from one non-empty slot to the next, so
+// advancing over an hour of 1 us ticks costs time proportional to the
+// non-empty slots visited, not to the 3.6e9 ticks elapsed.
+//
+// Costs: insert O(1); remove O(1) (intrusive doubly linked slot lists, no
+// search); rearm O(1); next_expiry O(kLevels); advance O(slots visited +
+// timers moved), each timer moved at most kLevels + 1 times.
+// ---------------------------------------------------------------------------
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tickwheel {
+
+/// Ticks: the wheel's unit of time. What a tick is worth is up to the caller.
+using tick_t = std::uint64_t;
+
+class Wheel;
+
+/// The doubly linked list link shared by nodes and the wheel's list heads
+/// (circular lists with a sentinel head, as in Linux's list_head).
+struct WheelLink {
+    WheelLink* next = nullptr;
+    WheelLink* prev = nullptr;
+};
+
+/// The intrusive part of a timer. Embed it (as a base or a member) in your
+/// own timer object; the wheel links nodes, it never allocates or frees them.
+/// A node must not be moved, copied or destroyed while it is in a wheel.
+/// sizeof(WheelNode) == 32 on 64-bit targets.
+class WheelNode : private WheelLink {
+public:
+    WheelNode() noexcept = default;
+    WheelNode(const WheelNode&) = delete;
+    WheelNode& operator=(const WheelNode&) = delete;
+
+    /// True while the node is filed in a wheel (pending or expired-but-not-
+    /// yet-popped).
+    bool linked() const noexcept { return loc_ != kUnlinked; }
+    /// The deadline (in ticks) the node was last inserted with.
+    tick_t deadline() const noexcept { return deadline_; }
+
+private:
+    friend class Wheel;
+    static constexpr std::uint16_t kUnlinked = 0xFFFF;
+
+    tick_t deadline_ = 0;
+    std::uint16_t loc_ = kUnlinked;  // level * 64 + slot, or a special list
+public:
+    /// Spare bytes of the node's padding, free for the embedding object to
+    /// use (the wheel never reads or writes them).
+    std::uint16_t user16 = 0;
+    std::uint32_t user32 = 0;
+};
+
+/// A hierarchical timing wheel over tick_t time. Not thread-safe; see the
+/// design notes at the top of this file.
+class Wheel {
+public:
+    static constexpr unsigned kSlotBits = 6;
+    static constexpr unsigned kSlots = 1u << kSlotBits;  // 64
+    static constexpr unsigned kLevels = 8;
+    /// Deadlines at most this far ahead of now() are filed on the levels;
+    /// further ones wait on the overflow list (still exact).
+    static constexpr tick_t kLevelRange = tick_t{1} << (kSlotBits * kLevels);  // 2^48
+    /// Returned by next_expiry() when the wheel is empty.
+    static constexpr tick_t kNever = ~tick_t{0};
+
+    /// A wheel whose clock starts at `now`.
+    explicit Wheel(tick_t now = 0) noexcept;
+    Wheel(const Wheel&) = delete;
+    Wheel& operator=(const Wheel&) = delete;
+    /// Unlinks nothing: destroying a wheel leaves its nodes' links dangling.
+    /// Drain it first (remove or pop every node) if the nodes outlive it.
+    ~Wheel() = default;
+
+    /// The wheel's current time: the largest value ever passed to advance()
+    /// (or the constructor's).
+    tick_t now() const noexcept { return now_; }
+    /// Number of nodes in the wheel, including expired ones not yet popped.
+    std::size_t size() const noexcept { return size_; }
+    bool empty() const noexcept { return size_ == 0; }
+
+    /// Files `node` to expire at `deadline`. A deadline at or before now()
+    /// (including 0) makes the node expired at once: the next pop_expired()
+    /// returns it. Precondition: !node->linked(). O(1).
+    void insert(WheelNode* node, tick_t deadline) noexcept;
+
+    /// Takes `node` out of the wheel, wherever it is (pending or expired).
+    /// Returns false, and does nothing, if the node was not linked. O(1).
+    bool remove(WheelNode* node) noexcept;
+
+    /// Moves a node to a new deadline (earlier or later); a node that was not
+    /// linked is inserted. O(1).
+    void rearm(WheelNode* node, tick_t deadline) noexcept {
+        remove(node);
+        insert(node, deadline);
+    }
+
+    /// Moves the clock to `t` and moves every node whose deadline is <= t to
+    /// the expired list. A `t` below now() is treated as now() (time never
+    /// goes back). Returns how many nodes became expired in this call.
+    /// Cost: O(non-empty slots whose start is <= t, plus nodes re-filed).
+    std::size_t advance(tick_t t) noexcept;
+
+    /// Pops one expired node (in no particular order), unlinked, or nullptr
+    /// if there is none. O(1). Inserting with a deadline <= now() while
+    /// popping is allowed; the node is returned by a later pop.
+    WheelNode* pop_expired() noexcept;
+    bool has_expired() const noexcept;
+
+    /// The tick by which advance() must next be called: now() if expired
+    /// nodes are waiting; otherwise a lower bound of the earliest pending
+    /// deadline -- the start of the earliest non-empty slot, which equals the
+    /// earliest deadline when that slot is on level 0; kNever if the wheel is
+    /// empty. Sleeping until this tick and then calling advance() is exactly
+    /// what a tickless driver does: a slot on a higher level costs one extra
+    /// wake-up (to cascade) per level, never a missed or early expiry.
+    /// O(kLevels).
+    tick_t next_expiry() const noexcept;
+
+    /// The exact earliest deadline among pending (not yet expired) nodes, or
+    /// kNever. Scans one slot: O(nodes in the earliest non-empty slot), or
+    /// O(overflow list) when only the overflow list is non-empty. Meant for
+    /// tests and diagnostics.
+    tick_t earliest_deadline() const noexcept;
+
+private:
+    // The special values of WheelNode::loc_ besides level*64+slot.
+    static constexpr std::uint16_t kExpiredList = 0xFFFE;
+    static constexpr std::uint16_t kOverflowList = 0xFFFD;
+
+    using ListHead = WheelLink;
+
+    static WheelLink* link(WheelNode* n) noexcept { return static_cast<WheelLink*>(n); }
+    static WheelNode* node(WheelLink* l) noexcept { return static_cast<WheelNode*>(l); }
+    static void list_init(ListHead* h) noexcept { h->next = h->prev = h; }
+    static bool list_empty(const ListHead* h) noexcept { return h->next == h; }
+    static void list_push(ListHead* h, WheelNode* n) noexcept;
+    static void list_unlink(WheelNode* n) noexcept;
+
+    void file(WheelNode* node) noexcept;  // place node by its deadline_ relative to now_
+    std::size_t refile_list(ListHead* list) noexcept;
+    tick_t overflow_min_epoch() noexcept;
+
+    tick_t now_;
+    std::size_t size_ = 0;
+    std::uint64_t occupied_[kLevels] = {};
+    // Lower bound of the earliest epoch (deadline >> 48 << 48) on the
+    // overflow list; refreshed exactly when the overflow list is processed.
+    tick_t overflow_epoch_hint_ = kNever;
+    ListHead slots_[kLevels][kSlots];
+    ListHead expired_;
+    ListHead overflow_;
+};
+
+// ---------------------------------------------------------------------------
+// Inline hot paths.
+// ---------------------------------------------------------------------------
+inline void Wheel::list_push(ListHead* h, WheelNode* n) noexcept {
+    WheelLink* l = link(n);
+    l->next = h;
+    l->prev = h->prev;
+    h->prev->next = l;
+    h->prev = l;
+}
+
+inline void Wheel::list_unlink(WheelNode* n) noexcept {
+    WheelLink* l = link(n);
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->next = l->prev = nullptr;
+}
+
+inline void Wheel::file(WheelNode* node) noexcept {
+    const tick_t d = node->deadline_;
+    if (d <= now_) {
+        node->loc_ = kExpiredList;
+        list_push(&expired_, node);
+        return;
+    }
+    const tick_t diff = d ^ now_;
+    if (diff >= kLevelRange) {
+        node->loc_ = kOverflowList;
+        list_push(&overflow_, node);
+        const tick_t epoch = d & ~(kLevelRange - 1);
+        if (epoch < overflow_epoch_hint_) overflow_epoch_hint_ = epoch;
+        return;
+    }
+    const unsigned level = (63u - static_cast<unsigned>(__builtin_clzll(diff))) / kSlotBits;
+    const unsigned slot = static_cast<unsigned>(d >> (level * kSlotBits)) & (kSlots - 1);
+    node->loc_ = static_cast<std::uint16_t>(level * kSlots + slot);
+    list_push(&slots_[level][slot], node);
+    occupied_[level] |= std::uint64_t{1} << slot;
+}
+
+inline void Wheel::insert(WheelNode* node, tick_t deadline) noexcept {
+    node->deadline_ = deadline;
+    file(node);
+    ++size_;
+}
+
+inline bool Wheel::remove(WheelNode* node) noexcept {
+    const std::uint16_t loc = node->loc_;
+    if (loc == WheelNode::kUnlinked) return false;
+    if (loc < kLevels * kSlots) {
+        const unsigned level = loc / kSlots, slot = loc % kSlots;
+        // Is the node alone in its slot? Then the slot empties.
+        if (link(node)->next == link(node)->prev) occupied_[level] &= ~(std::uint64_t{1} << slot);
+    }
+    list_unlink(node);
+    node->loc_ = WheelNode::kUnlinked;
+    --size_;
+    return true;
+}
+
+inline bool Wheel::has_expired() const noexcept { return !list_empty(&expired_); }
+
+inline WheelNode* Wheel::pop_expired() noexcept {
+    if (list_empty(&expired_)) return nullptr;
+    WheelNode* n = node(expired_.next);
+    list_unlink(n);
+    n->loc_ = WheelNode::kUnlinked;
+    --size_;
+    return n;
+}
+
+}  // namespace tickwheel

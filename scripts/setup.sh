@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what tickwheel needs from Debian 12 packages, and only what is
+# missing. As root it runs apt-get; otherwise it prints the command to run.
+#   scripts/setup.sh          build + demo dependencies
+#   scripts/setup.sh --test   also the test, sanitizer and ABI tools
+set -euo pipefail
+
+want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev)
+if [[ "${1:-}" == "--test" ]]; then
+  want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev)
+fi
+
+missing=()
+for pkg in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#want[@]} Debian packages present" >&2
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "setup: missing Debian packages: ${missing[*]}" >&2
+  echo "setup: run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

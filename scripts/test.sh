@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, then build and run the
+# whole test suite through ctest in three configurations:
+#   release  g++ -O2                       (unit, integration, stress short mode)
+#   asan     clang ASan + LSan + UBSan
+#   tsan     clang ThreadSanitizer, linked against oneTBB rebuilt with TSan
+# Usage: scripts/test.sh [preset ...]   (default: release asan tsan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+presets=("$@")
+((${#presets[@]})) || presets=(release asan tsan)
+
+scripts/setup.sh --test
+for p in "${presets[@]}"; do
+  if [[ $p == tsan ]]; then scripts/build-tbb-tsan.sh >/dev/null; fi
+done
+
+jobs=$(nproc)
+status=0
+summary=()
+for p in "${presets[@]}"; do
+  echo "=== [$p] configure + build" >&2
+  cmake --preset "$p" >/dev/null
+  cmake --build --preset "$p" -j "$jobs"
+  echo "=== [$p] ctest" >&2
+  start=$SECONDS
+  if ctest --preset "$p" -j "$jobs"; then r=pass; else r=FAIL; status=1; fi
+  summary+=("$p: $r ($((SECONDS - start)) s)")
+done
+printf '=== %s\n' "${summary[@]}" >&2
+exit $status

@@ -1,0 +1,59 @@
+// The runtime's clock and its tick arithmetic.
+//
+// Deadlines are CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock). The
+// wheels count ticks of `resolution` ns since the runtime's epoch. The two
+// roundings below are what makes "never early" hold:
+//   deadline tick = ceil((deadline_ns - epoch) / res)   (round the deadline up)
+//   now tick      = floor((now_ns - epoch) / res)       (round now down)
+// A timer fires when now tick >= deadline tick, hence now_ns >= deadline_ns.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+
+#include "tickwheel/wheel.hpp"
+
+namespace tickwheel::rt {
+
+inline std::int64_t monotonic_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+class TickClock {
+public:
+    TickClock(std::int64_t epoch_ns, std::uint64_t resolution_ns) noexcept
+        : epoch_(epoch_ns), res_(resolution_ns) {}
+
+    std::uint64_t resolution_ns() const noexcept { return res_; }
+    std::int64_t epoch_ns() const noexcept { return epoch_; }
+
+    /// The first tick at or after `deadline_ns` (0 for anything before the epoch).
+    tick_t deadline_tick(std::int64_t deadline_ns) const noexcept {
+        if (deadline_ns <= epoch_) return 0;
+        const auto d = static_cast<std::uint64_t>(deadline_ns - epoch_);
+        return d / res_ + (d % res_ != 0);
+    }
+    /// The tick `now_ns` lies in (rounded down).
+    tick_t now_tick(std::int64_t now_ns) const noexcept {
+        if (now_ns <= epoch_) return 0;
+        return static_cast<std::uint64_t>(now_ns - epoch_) / res_;
+    }
+    tick_t now_tick() const noexcept { return now_tick(monotonic_ns()); }
+    /// The CLOCK_MONOTONIC time at which tick `t` begins.
+    std::int64_t tick_start_ns(tick_t t) const noexcept {
+        return epoch_ + static_cast<std::int64_t>(t * res_);
+    }
+    /// Period in ticks, rounded up, at least 1.
+    std::uint64_t period_ticks(std::uint64_t period_ns) const noexcept {
+        const std::uint64_t p = period_ns / res_ + (period_ns % res_ != 0);
+        return p == 0 ? 1 : p;
+    }
+
+private:
+    std::int64_t epoch_;
+    std::uint64_t res_;
+};
+
+}  // namespace tickwheel::rt

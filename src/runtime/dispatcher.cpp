@@ -1,0 +1,155 @@
+// The dispatcher: TBB arena hand-off, and the worker's half of the timer
+// state machine (timer_record.hpp): claim the run, call, then settle.
+#include "runtime/dispatcher.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/runtime_core.hpp"
+
+namespace tickwheel::rt {
+
+thread_local CurrentRun t_current;
+
+struct Dispatcher::Arena {
+    // TBB caps the process's worker threads at (hardware threads - 1) unless
+    // a global_control raises it; without this, workers=2 on a 2-CPU machine
+    // would get one worker and a blocking callback would stall everything.
+    tbb::global_control parallelism;
+    tbb::task_arena arena;
+    explicit Arena(unsigned workers)
+        : parallelism(tbb::global_control::max_allowed_parallelism,
+                      std::max<std::size_t>(workers + 1,
+                                            tbb::global_control::active_value(
+                                                tbb::global_control::max_allowed_parallelism))),
+          arena(static_cast<int>(workers), /*reserved_for_masters=*/0) {
+        arena.initialize();
+    }
+};
+
+struct Dispatcher::Batch {
+    std::size_t n;
+    FireItem items[Shard::kFireBatch];
+};
+
+Dispatcher::Dispatcher(RuntimeCore& core, unsigned workers)
+    : core_(core), workers_(workers), arena_(std::make_unique<Arena>(workers)) {}
+
+Dispatcher::~Dispatcher() { wait_idle(); }
+
+void Dispatcher::submit(const FireItem* items, std::size_t n) {
+    auto* b = new Batch;
+    b->n = n;
+    std::memcpy(static_cast<void*>(b->items), items, n * sizeof(FireItem));
+    inflight_.fetch_add(1, std::memory_order_relaxed);
+    arena_->arena.enqueue([this, b] { run_batch(b); });
+}
+
+void Dispatcher::wait_idle() noexcept {
+    for (std::int64_t v = inflight_.load(std::memory_order_acquire); v != 0;
+         v = inflight_.load(std::memory_order_acquire))
+        inflight_.wait(v, std::memory_order_acquire);
+}
+
+void Dispatcher::run_batch(Batch* b) noexcept {
+    if (b->n == 1) {
+        run_one(b->items[0]);
+    } else {
+        tbb::parallel_for(
+            tbb::blocked_range<std::size_t>(0, b->n, 1),
+            [this, b](const tbb::blocked_range<std::size_t>& r) {
+                for (std::size_t i = r.begin(); i != r.end(); ++i) run_one(b->items[i]);
+            },
+            tbb::simple_partitioner());
+    }
+    delete b;
+    if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
+}
+
+void Dispatcher::run_one(const FireItem& item) noexcept {
+    Record& r = *item.rec;
+    // Claim the run: DISPATCHED -> RUNNING, unless a stop or reset got there
+    // first (then the timer is no longer ours to run).
+    std::uint64_t c = r.ctl.load(std::memory_order_acquire);
+    for (;;) {
+        if (Ctl::gen(c) != item.gen10 || Ctl::state(c) != State::Dispatched) return;
+        if (r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Running), std::memory_order_acq_rel,
+                                        std::memory_order_acquire))
+            break;
+    }
+    const std::int64_t start_ns = monotonic_ns();
+    const std::int64_t due_ns = core_.clock.tick_start_ns(item.due);
+    core_.lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
+
+    const CurrentRun saved = t_current;
+    t_current = CurrentRun{&core_, &r};
+    const std::uint64_t id = core_.id_of(r, item.shard);
+    try {
+        r.cb(Timer(core_.owner, id));
+    } catch (...) {
+        core_.counters.add(kCallbackExceptions);
+        if (core_.config.on_callback_error) {
+            try {
+                core_.config.on_callback_error(std::current_exception(), id);
+            } catch (...) {
+                // The error hook must not throw; if it does, we drop it.
+            }
+        }
+    }
+    t_current = saved;
+    core_.counters.add(kFired);
+    finish_run(r, core_.shard(item.shard));
+}
+
+// After a run: settle the state the run (or concurrent callers) left.
+void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
+    // Messages are built now: once the state leaves RUNNING*, the slot may
+    // be recycled and its generation move on.
+    const std::uint32_t index = HandleTable::index_of(&r);
+    const std::uint32_t gen = r.gen();
+    std::uint64_t c = r.ctl.load(std::memory_order_acquire);
+    for (;;) {
+        const State s = Ctl::state(c);
+        if (s == State::Running && r.period != 0) {
+            // Periodic: already back in the wheel at its next deadline.
+            if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Pending), std::memory_order_acq_rel,
+                                             std::memory_order_acquire))
+                continue;
+            r.ctl.notify_all();
+            return;
+        }
+        if (s == State::Running) {
+            // One-shot, last run: release, then recycle the slot.
+            if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Done), std::memory_order_acq_rel,
+                                             std::memory_order_acquire))
+                continue;
+            r.cb.reset();
+            shard.recycle(r);
+            return;
+        }
+        if (s == State::RunningRearmed) {
+            // One-shot re-armed from its own callback: pending again.
+            if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Pending), std::memory_order_acq_rel,
+                                             std::memory_order_acquire))
+                continue;
+            shard.post_and_wake(Msg::make(MsgType::Insert, gen, index), Ctl::deadline(c));
+            r.ctl.notify_all();
+            return;
+        }
+        // RunningStopped: a stop() returned true during the run. Nobody else
+        // moves this state; release, then let the shard unlink and recycle.
+        r.cb.reset();
+        r.ctl.store(Ctl::with(c, State::Cancelled), std::memory_order_release);
+        r.ctl.notify_all();
+        shard.post(Msg::make(MsgType::Cancel, gen, index));
+        return;
+    }
+}
+
+}  // namespace tickwheel::rt
