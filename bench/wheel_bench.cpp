@@ -1,0 +1,96 @@
+// Micro-benchmarks of the single-shard wheel used directly (no threads, no
+// runtime around it): what the data structure itself costs.
+//
+//   WheelStartStop/N   N timers pending (deadlines uniform in [1 s, 100 s] at
+//                      1 ms ticks); one iteration = insert one timer with a
+//                      random delay in [1 ms, 100 s] + remove a random pending
+//                      one. Reports ns per insert+remove pair.
+//   WheelRearm/N       re-arm a random pending timer to [30 s, 60 s] later.
+//   WheelExpire/N      N timers due over the next 1000 ticks; advance tick by
+//                      tick and pop them all. Reports time per expired timer.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "tickwheel/wheel.hpp"
+
+using tickwheel::tick_t;
+using tickwheel::Wheel;
+using tickwheel::WheelNode;
+
+namespace {
+
+struct Node : WheelNode {
+    void (*fn)(void*) = nullptr;
+    void* arg = nullptr;
+};
+
+constexpr tick_t kMs = 1;  // 1 ms ticks
+constexpr tick_t kSec = 1000 * kMs;
+
+void WheelStartStop(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto nodes = std::make_unique<Node[]>(n + 1);
+    std::vector<Node*> pending(n);
+    Wheel w(0);
+    std::mt19937_64 rng(42);
+    std::uniform_int_distribution<tick_t> preload(1 * kSec, 100 * kSec), delay(1 * kMs, 100 * kSec);
+    for (std::size_t i = 0; i < n; ++i) {
+        w.insert(&nodes[i], preload(rng));
+        pending[i] = &nodes[i];
+    }
+    Node* spare = &nodes[n];
+    for (auto _ : state) {
+        w.insert(spare, delay(rng));                // start one
+        const std::size_t victim = rng() % n;       // stop a random pending one
+        Node* v = pending[victim];
+        w.remove(v);
+        pending[victim] = spare;
+        spare = v;
+    }
+    benchmark::DoNotOptimize(w.size());
+    state.counters["pending"] = static_cast<double>(w.size());
+}
+BENCHMARK(WheelStartStop)->Arg(1000)->Arg(100000)->Arg(1000000)->Arg(10000000)->Unit(benchmark::kNanosecond);
+
+void WheelRearm(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto nodes = std::make_unique<Node[]>(n);
+    Wheel w(0);
+    std::mt19937_64 rng(7);
+    std::uniform_int_distribution<tick_t> preload(1 * kSec, 100 * kSec), later(30 * kSec, 60 * kSec);
+    for (std::size_t i = 0; i < n; ++i) w.insert(&nodes[i], preload(rng));
+    for (auto _ : state) w.rearm(&nodes[rng() % n], later(rng));
+    benchmark::DoNotOptimize(w.size());
+}
+BENCHMARK(WheelRearm)->Arg(1000000)->Unit(benchmark::kNanosecond);
+
+void WheelExpire(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    auto nodes = std::make_unique<Node[]>(n);
+    std::mt19937_64 rng(9);
+    std::size_t expired = 0;
+    tick_t base = 0;
+    Wheel w(0);
+    for (auto _ : state) {
+        state.PauseTiming();
+        for (std::size_t i = 0; i < n; ++i) w.insert(&nodes[i], base + 1 + rng() % 1000);
+        state.ResumeTiming();
+        for (tick_t t = base + 1; t <= base + 1000; ++t) {
+            w.advance(t);
+            while (WheelNode* x = w.pop_expired()) {
+                benchmark::DoNotOptimize(x);
+                ++expired;
+            }
+        }
+        base += 1000;
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(expired));
+}
+BENCHMARK(WheelExpire)->Arg(1000000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
