@@ -36,8 +36,29 @@ Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
     return chunk;
 }
 
+void HandleTable::release(std::uint32_t index, std::uint32_t gen) noexcept {
+    Record& r = at(index);
+    std::uint64_t head = free_head_.load(std::memory_order_relaxed);
+    std::uint64_t next;
+    do {
+        r.ctl.store(Ctl::make(gen, State::Free, head & 0xFFFFFFFFu), std::memory_order_relaxed);
+        next = ((head >> 32) + 1) << 32 | (std::uint64_t{index} + 1);
+    } while (!free_head_.compare_exchange_weak(head, next, std::memory_order_release, std::memory_order_relaxed));
+}
+
 bool HandleTable::allocate(std::uint32_t& index) noexcept {
-    if (free_.try_dequeue(index)) return true;
+    std::uint64_t head = free_head_.load(std::memory_order_acquire);
+    while ((head & 0xFFFFFFFFu) != 0) {
+        const auto top = static_cast<std::uint32_t>(head) - 1;
+        // The link may be stale if `top` was popped meanwhile; then the tag
+        // has moved on and the CAS fails.
+        const std::uint64_t link = Ctl::deadline(at(top).ctl.load(std::memory_order_relaxed));
+        const std::uint64_t next = ((head >> 32) + 1) << 32 | (link & 0xFFFFFFFFu);
+        if (free_head_.compare_exchange_weak(head, next, std::memory_order_acquire, std::memory_order_acquire)) {
+            index = top;
+            return true;
+        }
+    }
     const std::uint64_t fresh = next_fresh_.fetch_add(1, std::memory_order_relaxed);
     if (fresh >= kCapacity) {
         next_fresh_.store(kCapacity, std::memory_order_relaxed);  // keep it from wrapping

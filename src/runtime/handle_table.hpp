@@ -4,11 +4,15 @@
 // freed before the table is destroyed, so a pointer to a record (or an id
 // naming one) stays dereferenceable for the runtime's whole life; staleness
 // is decided by the record's generation, not by its memory. Free indices
-// wait in a lock-free MPMC queue (moodycamel): the shard and the workers
-// push recycled indices, any thread starting a timer pops one. When none is
-// free, a fresh index is taken with one fetch_add and its chunk is created on
-// first use (a CAS publishes it; a loser of that race frees its copy).
-// No mutex anywhere.
+// form a lock-free stack (Treiber, with a 32-bit ABA tag in the head word)
+// whose links live in the free records' own `ctl` words (the deadline bits of
+// a FREE ctl): the shard and the workers push recycled indices, any thread
+// starting a timer pops one, and every access is atomic. When none is free, a
+// fresh index is taken with one fetch_add and its chunk is created on first
+// use (a CAS publishes it; a loser of that race frees its copy). No mutex.
+// (A moodycamel queue served here first; used MPMC, its implicit producers
+// recycle blocks with a release-only counter, which ThreadSanitizer reports
+// as a race -- upstream issue #254 -- so it is kept for the MPSC inboxes.)
 //
 // Each chunk is one 2 MiB-aligned block: a 64-byte header holding the chunk's
 // number, then the records. A record's index is therefore computed from its
@@ -19,7 +23,6 @@
 #include <cstdint>
 #include <memory>
 
-#include "concurrentqueue.h"
 #include "runtime/timer_record.hpp"
 
 namespace tickwheel::rt {
@@ -50,8 +53,10 @@ public:
     /// Takes a free index (its record is FREE and its callable empty).
     /// Returns false when the index space or memory is exhausted. Any thread.
     bool allocate(std::uint32_t& index) noexcept;
-    /// Returns a recycled index (its record already FREE). Any thread.
-    void release(std::uint32_t index) noexcept { free_.enqueue(index); }
+    /// Marks record `index` FREE under generation `gen` and pushes it on the
+    /// free stack. The caller owns the record (terminal state, unlinked,
+    /// callable destroyed). Any thread.
+    void release(std::uint32_t index, std::uint32_t gen) noexcept;
 
     /// Indices ever handed out: every allocated record is below this.
     std::uint32_t high_water() const noexcept;
@@ -77,7 +82,8 @@ private:
 
     std::unique_ptr<std::atomic<Record*>[]> chunks_;
     alignas(64) std::atomic<std::uint64_t> next_fresh_{0};
-    moodycamel::ConcurrentQueue<std::uint32_t> free_;
+    // [ABA tag : 32 | top index + 1 : 32]; 0 in the low half = empty.
+    alignas(64) std::atomic<std::uint64_t> free_head_{0};
 };
 
 }  // namespace tickwheel::rt

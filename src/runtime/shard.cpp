@@ -37,11 +37,10 @@ void Shard::post_and_wake(std::uint64_t msg, tick_t due) {
 void Shard::recycle(Record& r) noexcept {
     const std::uint32_t g = Id::next_gen(r.gen());
     r.set_gen(g);
-    r.ctl.store(Ctl::make(g, State::Free, 0), std::memory_order_release);
-    r.ctl.notify_all();
+    table_.release(HandleTable::index_of(&r), g);  // ctl becomes FREE under g
+    r.ctl.notify_all();                            // wake stop_sync waiters
     core_.on_recycled();
     core_.counters.add(kRecycled);
-    table_.release(HandleTable::index_of(&r));
 }
 
 void Shard::handle(std::uint64_t msg) {
