@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The README's first command: install what is missing, build Release, run the demo.
+# The README's first command: install what is missing, build Release, run the
+# demo (a simulated server). Arguments go to the demo: [seconds] [threads] [connections per thread].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cmake --preset release -DTICKWHEEL_BUILD_TESTS=OFF -DTICKWHEEL_BUILD_BENCH=OFF -DTICKWHEEL_BUILD_STRESS=OFF >/dev/null
-cmake --build --preset release --target demo
-exec build/release/examples/demo "$@"
+cmake --preset demo >/dev/null
+cmake --build --preset demo --target demo
+exec build/demo/examples/demo "$@"

@@ -106,6 +106,7 @@ struct Stats {
     std::vector<std::size_t> pending_per_shard;  // timers filed in each shard's wheel
     std::vector<std::size_t> inbox_per_shard;    // requests queued to each shard (approx.)
     std::uint64_t live = 0;              // started and not yet released
+    std::size_t slots = 0;               // timer records ever allocated (80 bytes each): the memory high-water mark
     std::uint64_t started = 0;
     std::uint64_t fired = 0;             // callback runs
     std::uint64_t stopped = 0;           // stop() calls that returned true

@@ -147,7 +147,7 @@ void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
         r.cb.reset();
         r.ctl.store(Ctl::with(c, State::Cancelled), std::memory_order_release);
         r.ctl.notify_all();
-        shard.post(Msg::make(MsgType::Cancel, gen, index));
+        shard.post_cancel(Msg::make(MsgType::Cancel, gen, index));
         return;
     }
 }

@@ -192,7 +192,7 @@ StopResult try_stop(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uin
             // then ask the shard to unlink it and recycle the slot.
             r.cb.reset();
             core.counters.add(rt::kStopped);
-            shard.post(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
+            shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
             return StopResult::Stopped;
         }
         if ((s == State::Running && r.period != 0) || s == State::RunningRearmed) {
@@ -365,6 +365,7 @@ Stats Runtime::stats() const {
     for (const auto& s : core.shards) {
         st.pending_per_shard.push_back(s->pending());
         st.inbox_per_shard.push_back(s->inbox_size());
+        st.slots += s->table().high_water();
     }
     const auto& c = core.counters;
     st.started = c.sum(rt::kStarted);

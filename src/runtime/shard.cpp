@@ -34,6 +34,16 @@ void Shard::post_and_wake(std::uint64_t msg, tick_t due) {
         parker_.unpark();
 }
 
+void Shard::post_cancel(std::uint64_t msg) {
+    inbox_.enqueue(msg);
+    thread_local unsigned cancels = 0;
+    if (++cancels % kCancelWakeEvery != 0) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    tick_t target = sleep_until_.load(std::memory_order_relaxed);
+    if (target != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
+        parker_.unpark();
+}
+
 void Shard::recycle(Record& r) noexcept {
     const std::uint32_t g = Id::next_gen(r.gen());
     r.set_gen(g);
