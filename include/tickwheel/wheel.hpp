@@ -38,11 +38,14 @@
 // after its deadline, never earlier and never a slot later. (Linux's wheel
 // gives up this precision to avoid cascading; we do not.)
 //
-// Beyond the top level. A deadline 2^48 or more ticks ahead is held on an
-// overflow list and re-filed when now enters its 2^48-tick epoch. It is
-// never rejected and never fires early. Re-filing scans the overflow list
-// once per epoch that holds a deadline (at 1 us per tick an epoch is 89
-// years, so this list is empty in practice).
+// Beyond the top level. A deadline in a later 2^48-tick epoch than now (the
+// levels hold only deadlines that share now's bits above 2^48; so every
+// deadline 2^48 or more ticks ahead, and near an epoch boundary also nearer
+// ones) is held on an overflow list and re-filed when now enters its epoch.
+// It is never rejected and never fires early. A lower bound of the earliest
+// epoch on the list is kept, so the list is scanned only when an epoch that
+// may hold a deadline begins (at 1 us per tick an epoch is 89 years, so this
+// list is empty in practice).
 //
 // Idle gaps. advance() jumps straight from one non-empty slot to the next, so
 // advancing over an hour of 1 us ticks costs time proportional to the
@@ -256,6 +259,7 @@ inline bool Wheel::remove(WheelNode* node) noexcept {
         if (link(node)->next == link(node)->prev) occupied_[level] &= ~(std::uint64_t{1} << slot);
     }
     list_unlink(node);
+    if (loc == kOverflowList && list_empty(&overflow_)) overflow_epoch_hint_ = kNever;
     node->loc_ = WheelNode::kUnlinked;
     --size_;
     return true;

@@ -73,7 +73,13 @@ std::size_t Wheel::advance(tick_t t) noexcept {
             expired += refile_list(head);
             continue;
         }
-        if (list_empty(&overflow_)) break;
+        if (list_empty(&overflow_)) {
+            overflow_epoch_hint_ = kNever;
+            break;
+        }
+        // The hint is a lower bound of every overflow epoch: only when it is
+        // due is the list scanned (at most once per epoch holding deadlines).
+        if (overflow_epoch_hint_ > t) break;
         const tick_t epoch = overflow_min_epoch();
         if (epoch > t) break;
         now_ = epoch;
