@@ -105,7 +105,7 @@ struct Config {
 struct Stats {
     std::vector<std::size_t> pending_per_shard;  // timers filed in each shard's wheel
     std::vector<std::size_t> inbox_per_shard;    // requests queued to each shard (approx.)
-    std::uint64_t live = 0;              // started and not yet released
+    std::uint64_t live = 0;              // started and not yet released (callable not yet destroyed)
     std::size_t slots = 0;               // timer records ever allocated (80 bytes each): the memory high-water mark
     std::uint64_t started = 0;
     std::uint64_t fired = 0;             // callback runs
@@ -177,6 +177,10 @@ public:
     /// `period`. Throws as start(), and invalid_argument for period <= 0.
     template <class F>
     Timer start_periodic(Duration period, F&& f) {
+        if (period <= Duration::zero()) {
+            detail::Callback released(std::forward<F>(f));  // released on failure, as by start()
+            throw Error(errc::invalid_argument);
+        }
         StartOptions o;
         o.delay = period;
         o.period = period;

@@ -10,8 +10,8 @@
  *
  *  * Thread safety. Every function may be called from any thread,
  *    concurrently, including from inside a callback -- except that
- *    tw_runtime_shutdown()/tw_runtime_destroy() from one of the runtime's own
- *    callbacks fail with TW_EDEADLK.
+ *    tw_runtime_shutdown()/tw_runtime_destroy() fail with TW_EDEADLK when
+ *    called from one of that runtime's callbacks or from any release hook.
  *  * Never early. A callback never starts before its deadline as read from
  *    CLOCK_MONOTONIC (tw_now_ns()) by the caller of the start function.
  *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
@@ -165,14 +165,17 @@ TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT
  *  thread; callbacks in progress are waited for; all threads are joined.
  *  Concurrent callers all wait for the end. Returns:
  *   TW_EINVAL   rt is NULL (or not a runtime).
- *   TW_EDEADLK  called from one of this runtime's callbacks: nothing done.
+ *   TW_EDEADLK  called from one of this runtime's callbacks, or from inside a
+ *               release hook (of any runtime: hooks run inside stop calls,
+ *               shutdown, or on a worker right after a run, where shutting
+ *               down would deadlock or free memory in use): nothing done.
  *   TW_OK       shut down (now, or already before). */
 TW_API int tw_runtime_shutdown(tw_runtime *rt) TW_NOEXCEPT;
 
 /** tw_runtime_shutdown(), then frees the runtime. Returns:
  *   TW_EINVAL   rt is NULL (or not a runtime).
- *   TW_EDEADLK  called from one of this runtime's callbacks: nothing done,
- *               rt stays valid.
+ *   TW_EDEADLK  as tw_runtime_shutdown(): nothing done, rt stays valid
+ *               (destroy it later from another thread).
  *   TW_OK       freed: rt must not be used again (undefined behaviour, like
  *               free()); in particular no other thread may be inside a call
  *               on rt, nor call it later. */

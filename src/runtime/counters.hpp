@@ -21,7 +21,7 @@ enum Counter : unsigned {
     kReset,
     kCallbackExceptions,
     kCancelledAtShutdown,
-    kRecycled,
+    kReleased,  // callables destroyed (timers the runtime is done with)
     kCounterCount
 };
 

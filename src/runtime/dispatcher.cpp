@@ -2,10 +2,7 @@
 // state machine (timer_record.hpp): claim the run, call, then settle.
 #include "runtime/dispatcher.hpp"
 
-#include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/global_control.h>
-#include <oneapi/tbb/parallel_for.h>
-#include <oneapi/tbb/partitioner.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -34,7 +31,9 @@ struct Dispatcher::Arena {
 };
 
 struct Dispatcher::Batch {
-    std::size_t n;
+    std::atomic<std::size_t> next{0};  // the next item not yet taken
+    std::atomic<unsigned> drainers{0};  // drain tasks still holding the batch
+    std::size_t n = 0;
     FireItem items[Shard::kFireBatch];
 };
 
@@ -47,8 +46,10 @@ void Dispatcher::submit(const FireItem* items, std::size_t n) {
     auto* b = new Batch;
     b->n = n;
     std::memcpy(static_cast<void*>(b->items), items, n * sizeof(FireItem));
+    const auto tasks = static_cast<unsigned>(std::min<std::size_t>(n, workers_));
+    b->drainers.store(tasks, std::memory_order_relaxed);
     inflight_.fetch_add(1, std::memory_order_relaxed);
-    arena_->arena.enqueue([this, b] { run_batch(b); });
+    for (unsigned i = 0; i < tasks; ++i) arena_->arena.enqueue([this, b] { drain(b); });
 }
 
 void Dispatcher::wait_idle() noexcept {
@@ -57,18 +58,14 @@ void Dispatcher::wait_idle() noexcept {
         inflight_.wait(v, std::memory_order_acquire);
 }
 
-void Dispatcher::run_batch(Batch* b) noexcept {
-    if (b->n == 1) {
-        run_one(b->items[0]);
-    } else {
-        tbb::parallel_for(
-            tbb::blocked_range<std::size_t>(0, b->n, 1),
-            [this, b](const tbb::blocked_range<std::size_t>& r) {
-                for (std::size_t i = r.begin(); i != r.end(); ++i) run_one(b->items[i]);
-            },
-            tbb::simple_partitioner());
+void Dispatcher::drain(Batch* b) noexcept {
+    for (;;) {
+        const std::size_t i = b->next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= b->n) break;
+        run_one(b->items[i]);
     }
-    delete b;
+    if (b->drainers.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    delete b;  // the last drain task out frees the batch
     if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
 }
 
@@ -116,7 +113,7 @@ void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
     std::uint64_t c = r.ctl.load(std::memory_order_acquire);
     for (;;) {
         const State s = Ctl::state(c);
-        if (s == State::Running && r.period != 0) {
+        if (s == State::Running && r.period_ticks() != 0) {
             // Periodic: already back in the wheel at its next deadline.
             if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Pending), std::memory_order_acq_rel,
                                              std::memory_order_acquire))
@@ -129,7 +126,7 @@ void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
             if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Done), std::memory_order_acq_rel,
                                              std::memory_order_acquire))
                 continue;
-            r.cb.reset();
+            core_.release(r);
             shard.recycle(r);
             return;
         }
@@ -144,7 +141,7 @@ void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
         }
         // RunningStopped: a stop() returned true during the run. Nobody else
         // moves this state; release, then let the shard unlink and recycle.
-        r.cb.reset();
+        core_.release(r);
         r.ctl.store(Ctl::with(c, State::Cancelled), std::memory_order_release);
         r.ctl.notify_all();
         shard.post_cancel(Msg::make(MsgType::Cancel, gen, index));

@@ -156,7 +156,7 @@ Timer Runtime::start(const StartOptions& o, detail::Callback&& cb, std::error_co
     rt::Shard& shard = core.shard(si);
     std::uint32_t index;
     if (!shard.table().allocate(index)) {
-        core.on_recycled();
+        if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
         return fail(errc::no_memory);
     }
     Record& r = shard.table().at(index);
@@ -165,7 +165,7 @@ Timer Runtime::start(const StartOptions& o, detail::Callback&& cb, std::error_co
         gen = 1;
         r.set_gen(gen);
     }
-    r.period = period;
+    r.period.store(period, std::memory_order_relaxed);
     r.cb = std::move(cb);
     r.ctl.store(Ctl::make(gen, State::Pending, tick), std::memory_order_release);
     core.counters.add(rt::kStarted);
@@ -190,12 +190,12 @@ StopResult try_stop(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uin
                 continue;
             // The timer is ours now: release (the callable's destructor),
             // then ask the shard to unlink it and recycle the slot.
-            r.cb.reset();
+            core.release(r);
             core.counters.add(rt::kStopped);
             shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
             return StopResult::Stopped;
         }
-        if ((s == State::Running && r.period != 0) || s == State::RunningRearmed) {
+        if ((s == State::Running && r.period_ticks() != 0) || s == State::RunningRearmed) {
             // A run is in progress and another was due to follow: prevent it.
             if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::RunningStopped), std::memory_order_acq_rel,
                                              std::memory_order_acquire))
@@ -279,13 +279,13 @@ bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexc
                 break;
             case State::Dispatched:  // due, not started: take it back
                 to = State::Pending;
-                if (r->period == 0) {  // a dispatched one-shot is out of the wheel
+                if (r->period_ticks() == 0) {  // a dispatched one-shot is out of the wheel
                     msg = MsgType::Insert;
                     post = true;
                 }
                 break;
             case State::Running:
-                if (r->period != 0) {
+                if (r->period_ticks() != 0) {
                     to = State::Running;  // sets the next run
                 } else if (rt::t_current.rec == r) {
                     to = State::RunningRearmed;  // a one-shot re-arming itself
@@ -346,7 +346,7 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
                 if (st != State::Pending && st != State::Dispatched) break;
                 if (r->ctl.compare_exchange_weak(c, Ctl::with(c, State::Cancelled), std::memory_order_acq_rel,
                                                  std::memory_order_acquire)) {
-                    r->cb.reset();
+                    core.release(*r);
                     core.counters.add(rt::kCancelledAtShutdown);
                     break;
                 }
@@ -374,8 +374,8 @@ Stats Runtime::stats() const {
     st.reset = c.sum(rt::kReset);
     st.callback_exceptions = c.sum(rt::kCallbackExceptions);
     st.cancelled_at_shutdown = c.sum(rt::kCancelledAtShutdown);
-    const std::uint64_t gone = c.sum(rt::kRecycled) + st.cancelled_at_shutdown;
-    st.live = st.started > gone ? st.started - gone : 0;
+    const std::uint64_t released = c.sum(rt::kReleased);
+    st.live = st.started > released ? st.started - released : 0;
     const auto lat = core.lateness.summarize();
     st.lateness_samples = lat.count;
     st.lateness_p50 = Duration(lat.p50);

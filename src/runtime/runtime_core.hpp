@@ -40,8 +40,12 @@ struct RuntimeCore {
     /// Finds the record an id names, if the id is current. nullptr otherwise.
     Record* lookup(std::uint64_t id, Shard** shard_out) noexcept;
 
-    /// Called when a record is recycled (live-count bookkeeping).
-    void on_recycled() noexcept {
+    /// Destroys a timer's callable (its release hook) and counts the timer
+    /// as no longer live. Called exactly once per started timer, by whoever
+    /// owns its terminal transition; the slot itself is recycled later.
+    void release(Record& r) noexcept {
+        r.cb.reset();
+        counters.add(kReleased);
         if (max_timers != 0) live.fetch_sub(1, std::memory_order_relaxed);
     }
 
@@ -54,7 +58,8 @@ struct RuntimeCore {
     Counters counters;
     LatencyHistogram lateness;
 
-    // Live timers, kept only when max_timers != 0 (otherwise derived).
+    // Live timers (started, not yet released), kept only when max_timers != 0;
+    // stats() derives it from the counters otherwise.
     alignas(64) std::atomic<std::int64_t> live{0};
 
     // Shutdown. start() registers on its thread's stripe of `starting`, then

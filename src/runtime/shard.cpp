@@ -49,8 +49,6 @@ void Shard::recycle(Record& r) noexcept {
     r.set_gen(g);
     table_.release(HandleTable::index_of(&r), g);  // ctl becomes FREE under g
     r.ctl.notify_all();                            // wake stop_sync waiters
-    core_.on_recycled();
-    core_.counters.add(kRecycled);
 }
 
 void Shard::handle(std::uint64_t msg) {
@@ -111,11 +109,11 @@ void Shard::expire(tick_t now) {
                     wheel_.insert(&r, d);
                     break;
                 }
-                const tick_t next = r.period != 0 ? RuntimeCore::next_period(d, r.period, now) : d;
+                const tick_t next = r.period_ticks() != 0 ? RuntimeCore::next_period(d, r.period_ticks(), now) : d;
                 if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Dispatched, next),
                                                  std::memory_order_acq_rel, std::memory_order_acquire))
                     continue;
-                if (r.period != 0) wheel_.insert(&r, next);  // the wheel keeps the rhythm
+                if (r.period_ticks() != 0) wheel_.insert(&r, next);  // the wheel keeps the rhythm
                 items[n++] = FireItem{&r, Ctl::gen(c), index_, d};
                 if (n == kFireBatch) flush(items, n);
                 break;
@@ -127,7 +125,7 @@ void Shard::expire(tick_t now) {
                     wheel_.insert(&r, d);
                     break;
                 }
-                const tick_t next = RuntimeCore::next_period(d, r.period, now);
+                const tick_t next = RuntimeCore::next_period(d, r.period_ticks(), now);
                 if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, s, next), std::memory_order_acq_rel,
                                                  std::memory_order_acquire))
                     continue;

@@ -91,7 +91,11 @@ struct Ctl {
 /// the callable.
 struct Record : WheelNode {
     std::atomic<std::uint64_t> ctl{0};
-    std::uint64_t period = 0;  // ticks; 0 = one-shot. Written by start() before ctl is published.
+    // Ticks; 0 = one-shot. Written by start() before ctl is published, read
+    // after an acquire of ctl. Atomic because a caller holding a stale id may
+    // read it while start() reuses the slot (its CAS on ctl then fails).
+    std::atomic<std::uint64_t> period{0};
+    std::uint64_t period_ticks() const noexcept { return period.load(std::memory_order_relaxed); }
     detail::Callback cb;       // touched only by whoever owns the timer's current state
 
     /// The full 24-bit generation. Stored in the node's spare bytes; written
