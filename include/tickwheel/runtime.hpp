@@ -71,6 +71,14 @@ enum class errc : int {
 const std::error_category& error_category() noexcept;
 std::error_code make_error_code(errc e) noexcept;
 
+}  // namespace tickwheel
+
+// errc converts to std::error_code (and compares with one).
+template <>
+struct std::is_error_code_enum<tickwheel::errc> : std::true_type {};
+
+namespace tickwheel {
+
 /// Thrown by the throwing overloads.
 class Error : public std::system_error {
 public:
@@ -264,6 +272,3 @@ inline bool Timer::stop_sync() { return rt_ != nullptr && rt_->stop_sync(id_); }
 inline bool Timer::reset(Duration delay) { return rt_ != nullptr && rt_->reset(id_, delay); }
 
 }  // namespace tickwheel
-
-template <>
-struct std::is_error_code_enum<tickwheel::errc> : std::true_type {};
