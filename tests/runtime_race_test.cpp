@@ -10,6 +10,7 @@
 //   * after stop_sync() returns, the callback is not running and never runs.
 // Nothing sleeps to let a race settle: the end of a test is awaited with a
 // bounded poll that is ASSERTed.
+#include "test_support.hpp"
 #include "tickwheel/runtime.hpp"
 
 #include <gtest/gtest.h>
@@ -35,40 +36,15 @@ using tw::Clock;
 using tw::Duration;
 using tw::TimePoint;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using tw_test::kSanitized;
+using tw_test::kWait;
+using tw_test::small_config;
+using tw_test::wait_until;
 
-constexpr Duration kWait = kSanitized ? Duration(30s) : Duration(10s);
-
-template <class Pred>
-[[nodiscard]] bool wait_until(Pred pred, Duration timeout = kWait) {
-    const TimePoint end = Clock::now() + timeout;
-    for (;;) {
-        if (pred()) return true;
-        if (Clock::now() >= end) return pred();
-        std::this_thread::sleep_for(100us);
-    }
-}
 
 // Busy-waits (yielding) until `t`: the racing threads need sub-tick precision.
 void spin_until(TimePoint t) {
     while (Clock::now() < t) std::this_thread::yield();
-}
-
-tw::Config small_config(unsigned shards = 2, unsigned workers = 2) {
-    tw::Config c;
-    c.shards = shards;
-    c.workers = workers;
-    return c;
 }
 
 std::int64_t ns(TimePoint t) { return t.time_since_epoch().count(); }

@@ -13,6 +13,7 @@
 //    whose length is itself the quantity under test (e.g. "runs per 300 ms").
 //  * A callable's release hook is observed through Probe, a move-only member
 //    whose destructor counts only the live (not moved-from) object.
+#include "test_support.hpp"
 #include "tickwheel/runtime.hpp"
 
 #include <gtest/gtest.h>
@@ -44,39 +45,13 @@ using tw::Clock;
 using tw::Duration;
 using tw::TimePoint;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using tw_test::kSanitized;
+using tw_test::kWait;
+using tw_test::small_config;
+using tw_test::wait_until;
 
 // Loose lateness bound: a timer must have started within this after its deadline.
 constexpr Duration kLate = kSanitized ? Duration(5s) : Duration(2s);
-// How long wait_until() polls before giving up (only reached when a test fails).
-constexpr Duration kWait = kSanitized ? Duration(20s) : Duration(10s);
-
-template <class Pred>
-[[nodiscard]] bool wait_until(Pred pred, Duration timeout = kWait) {
-    const TimePoint end = Clock::now() + timeout;
-    for (;;) {
-        if (pred()) return true;
-        if (Clock::now() >= end) return pred();
-        std::this_thread::sleep_for(100us);
-    }
-}
-
-tw::Config small_config(unsigned shards = 2, unsigned workers = 2) {
-    tw::Config c;
-    c.shards = shards;
-    c.workers = workers;
-    return c;
-}
 
 std::error_code code(tw::errc e) { return tw::make_error_code(e); }
 
