@@ -3,6 +3,7 @@
 // leave cancelled timeouts in their buckets).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -41,4 +42,42 @@ TEST(RuntimeMemory, LiveCountReturnsToZeroAfterStops) {
     const auto until = steady_clock::now() + seconds(10);
     while (rt.stats().live != 0 && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(5));
     EXPECT_EQ(rt.stats().live, 0u);
+}
+
+// The release hook of a one-shot timer runs on the worker after its run; from
+// there, shutdown() must report would_deadlock (not wait for its own task),
+// and stop_sync() on the same timer must not wait for itself.
+TEST(RuntimeRelease, HookOnWorkerCountsAsInsideTheCallback) {
+    tickwheel::Config cfg;
+    cfg.shards = 1;
+    cfg.workers = 2;
+    tickwheel::Runtime rt(cfg);
+    std::atomic<int> shutdown_code{-1};
+    std::atomic<bool> sync_returned{false};
+    std::atomic<std::uint64_t> id{0};
+    struct Hook {
+        tickwheel::Runtime* rt;
+        std::atomic<int>* code;
+        std::atomic<bool>* synced;
+        std::atomic<std::uint64_t>* id;
+        bool armed = true;
+        Hook(tickwheel::Runtime* r, std::atomic<int>* c, std::atomic<bool>* s, std::atomic<std::uint64_t>* i)
+            : rt(r), code(c), synced(s), id(i) {}
+        Hook(Hook&& o) noexcept : rt(o.rt), code(o.code), synced(o.synced), id(o.id), armed(o.armed) { o.armed = false; }
+        ~Hook() {
+            if (!armed) return;
+            std::error_code ec;
+            rt->shutdown(ec);
+            code->store(ec.value());
+            rt->stop_sync(id->load());  // must return: not wait for this very release
+            synced->store(true);
+        }
+        void operator()() const {}
+    };
+    id = rt.start(milliseconds(1), Hook(&rt, &shutdown_code, &sync_returned, &id)).id();
+    const auto until = steady_clock::now() + seconds(10);
+    while (!sync_returned.load() && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(1));
+    ASSERT_TRUE(sync_returned.load());
+    EXPECT_EQ(shutdown_code.load(), static_cast<int>(tickwheel::errc::would_deadlock));
+    EXPECT_FALSE(rt.is_shut_down());
 }

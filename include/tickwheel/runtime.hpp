@@ -21,7 +21,8 @@
 //    never on the caller's thread and never on a shard thread. Runs of one
 //    timer never overlap. A callback may call any function here, on its own
 //    timer or others, except the runtime's destructor/shutdown (reported as
-//    an error, see shutdown()).
+//    an error, see shutdown()). A release hook that runs on a worker (after
+//    the last run) counts as inside the callback for this purpose.
 //  * Stop. stop() never blocks and tells, exactly, whether it prevented the
 //    callback from running (again): for every timer exactly one of these
 //    happens -- the callback runs for the last time, or a stop() returns

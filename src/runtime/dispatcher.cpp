@@ -99,9 +99,12 @@ void Dispatcher::run_one(const FireItem& item) noexcept {
             }
         }
     }
-    t_current = saved;
     core_.counters.add(kFired);
+    // Still "inside" the timer while settling: the release hook (the
+    // callable's destructor) may run here, and from it shutdown() must report
+    // would_deadlock and stop_sync() on this timer must not wait for itself.
     finish_run(r, core_.shard(item.shard));
+    t_current = saved;
 }
 
 // After a run: settle the state the run (or concurrent callers) left.

@@ -1,0 +1,332 @@
+"""Tests of the ctypes binding (ctest capi_python; TICKWHEEL_LIB names the built library)."""
+
+import errno
+import gc
+import threading
+import time
+import unittest
+import weakref
+
+import tickwheel
+from tickwheel import Runtime, TickwheelError
+
+WAIT = 10.0  # seconds: generous limits for loaded CI machines
+
+
+def wait_for(pred, timeout=WAIT):
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+class Recorder:
+    """A callable that records when it ran (on which thread)."""
+
+    def __init__(self):
+        self.times = []
+        self.threads = set()
+        self.event = threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        with self.lock:
+            self.times.append(time.monotonic())
+            self.threads.add(threading.get_ident())
+        self.event.set()
+
+    @property
+    def count(self):
+        with self.lock:
+            return len(self.times)
+
+
+class TestBasics(unittest.TestCase):
+    def setUp(self):
+        self.rt = Runtime(shards=2, workers=2)
+
+    def tearDown(self):
+        self.rt.close()
+
+    def test_version_and_clock(self):
+        self.assertEqual(tickwheel.version(), (0, 1, 0))
+        a = time.monotonic()
+        n = tickwheel.now()
+        b = time.monotonic()
+        self.assertLessEqual(a, n + 1e-6)  # same clock (CLOCK_MONOTONIC)
+        self.assertLessEqual(n, b + 1e-6)
+
+    def test_one_shot_fires_once_never_early_on_a_worker(self):
+        rec = Recorder()
+        before = time.monotonic()
+        t = self.rt.start(0.02, rec)
+        self.assertIsInstance(t, tickwheel.Timer)
+        self.assertNotEqual(t.id, 0)
+        self.assertTrue(rec.event.wait(WAIT))
+        time.sleep(0.03)
+        self.assertEqual(rec.count, 1)
+        self.assertGreaterEqual(rec.times[0], before + 0.02 - 1e-6)
+        self.assertNotIn(threading.get_ident(), rec.threads)
+        self.assertFalse(t.stop())  # fired: nothing to stop
+        self.assertFalse(t.reset(0.01))
+
+    def test_periodic_then_stop_sync(self):
+        rec = Recorder()
+        t = self.rt.start(0.005, rec, period_s=0.005)
+        self.assertTrue(wait_for(lambda: rec.count >= 3))
+        self.assertTrue(t.stop_sync())
+        n = rec.count
+        time.sleep(0.03)
+        self.assertEqual(rec.count, n)
+        self.assertFalse(t.stop())
+
+    def test_stop_before_it_fires(self):
+        rec = Recorder()
+        t = self.rt.start(10, rec)
+        self.assertTrue(t.stop())
+        self.assertFalse(t.stop())
+        self.assertFalse(t.stop_sync())
+        self.assertEqual(rec.count, 0)
+
+    def test_reset_moves_the_deadline(self):
+        rec = Recorder()
+        t = self.rt.start(10, rec)
+        before = time.monotonic()
+        self.assertTrue(t.reset(0.03))
+        self.assertTrue(rec.event.wait(WAIT))
+        self.assertGreaterEqual(rec.times[0], before + 0.03 - 1e-6)
+
+    def test_timedelta_and_start_at(self):
+        import datetime
+
+        rec = Recorder()
+        self.rt.start(datetime.timedelta(milliseconds=5), rec)
+        deadline = tickwheel.now() + 0.02
+        rec2 = Recorder()
+        self.rt.start_at(deadline, rec2)
+        self.assertTrue(rec.event.wait(WAIT))
+        self.assertTrue(rec2.event.wait(WAIT))
+        self.assertGreaterEqual(rec2.times[0], deadline - 1e-6)
+        rec3 = Recorder()
+        self.rt.start_at(0.0, rec3)  # in the past: fires at once
+        self.assertTrue(rec3.event.wait(WAIT))
+
+    def test_shard_hint(self):
+        rec = Recorder()
+        self.rt.start(0, rec, shard=1)
+        self.assertTrue(rec.event.wait(WAIT))
+
+    def test_bad_arguments(self):
+        with self.assertRaises(ValueError):
+            self.rt.start(-1, lambda: None)
+        with self.assertRaises(ValueError):
+            self.rt.start(1, lambda: None, period_s=-0.5)
+        with self.assertRaises(TypeError):
+            self.rt.start(1, "not callable")
+        with self.assertRaises(TickwheelError) as cm:
+            self.rt.start(tickwheel.MAX_DELAY_S * 2, lambda: None)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        self.assertEqual(cm.exception.code, tickwheel.TW_EINVAL)
+        with self.assertRaises(TickwheelError):
+            self.rt.start(1e30, lambda: None)  # beyond uint64 nanoseconds
+        with self.assertRaises(TickwheelError):
+            self.rt.start(1, lambda: None, shard=-2)
+        t = self.rt.start(10, lambda: None)
+        with self.assertRaises(ValueError):
+            t.reset(-1)
+        with self.assertRaises(TickwheelError):
+            t.reset(tickwheel.MAX_DELAY_S * 2)
+        self.assertTrue(t.stop())
+        self.assertEqual(tickwheel._live.get(0), None)
+
+    def test_stats(self):
+        rec = Recorder()
+        self.rt.start(0, rec)
+        t = self.rt.start(10, lambda: None)
+        t.stop()
+        self.assertTrue(rec.event.wait(WAIT))
+        st = self.rt.stats()
+        self.assertEqual(st["shards"], 2)
+        self.assertEqual(st["workers"], 2)
+        self.assertEqual(st["resolution_ns"], 1000000)
+        self.assertEqual(st["started"], 2)
+        self.assertEqual(st["stopped"], 1)
+        self.assertTrue(wait_for(lambda: self.rt.stats()["fired"] == 1))
+        self.assertFalse(st["shut_down"])
+
+
+class TestLifetimes(unittest.TestCase):
+    def test_callable_kept_alive_until_released(self):
+        with Runtime(shards=1, workers=1) as rt:
+            live_before = len(tickwheel._live)
+            fired = threading.Event()
+
+            class Fn:
+                def __call__(self):
+                    fired.set()
+
+            fn = Fn()
+            ref = weakref.ref(fn)
+            t = rt.start(0.03, fn)
+            del fn
+            gc.collect()
+            self.assertIsNotNone(ref(), "the binding keeps the callable alive while pending")
+            self.assertTrue(fired.wait(WAIT))
+            # Released after its last run: the binding drops it.
+            self.assertTrue(wait_for(lambda: ref() is None))
+            self.assertEqual(len(tickwheel._live), live_before)
+
+            fn2 = Fn()
+            ref2 = weakref.ref(fn2)
+            t = rt.start(10, fn2)
+            del fn2
+            self.assertTrue(t.stop())  # released inside stop
+            gc.collect()
+            self.assertIsNone(ref2())
+
+    def test_context_manager_cancels_and_releases_pending(self):
+        recs = [Recorder() for _ in range(20)]
+        refs = [weakref.ref(r) for r in recs]
+        with Runtime() as rt:
+            timers = [rt.start(10, r, period_s=i % 2) for i, r in enumerate(recs)]
+        self.assertTrue(rt.closed)
+        del recs
+        gc.collect()
+        self.assertTrue(all(r() is None for r in refs))
+        # Every call on a closed runtime raises ESHUTDOWN.
+        for call in (timers[0].stop, timers[0].stop_sync, lambda: timers[0].reset(1),
+                     lambda: rt.start(1, lambda: None), rt.stats):
+            with self.assertRaises(TickwheelError) as cm:
+                call()
+            self.assertEqual(cm.exception.errno, errno.ESHUTDOWN)
+        rt.close()  # idempotent
+
+    def test_calls_after_shutdown(self):
+        rt = Runtime()
+        t = rt.start(10, lambda: None)
+        rt.shutdown()
+        with self.assertRaises(TickwheelError) as cm:
+            t.stop()
+        self.assertEqual(cm.exception.code, tickwheel.TW_ESHUTDOWN)
+        with self.assertRaises(TickwheelError):
+            rt.start(1, lambda: None)
+        st = rt.stats()
+        self.assertTrue(st["shut_down"])
+        self.assertEqual(st["cancelled_at_shutdown"], 1)
+        rt.close()
+
+    def test_failed_start_releases(self):
+        with Runtime(max_timers=1) as rt:
+            n = len(tickwheel._live)
+            rt.start(10, lambda: None)
+            with self.assertRaises(TickwheelError) as cm:
+                rt.start(10, lambda: None)
+            self.assertEqual(cm.exception.errno, errno.EAGAIN)
+            self.assertEqual(len(tickwheel._live), n + 1)
+
+    def test_runtime_kept_alive_by_pending_timers(self):
+        rec = Recorder()
+        Runtime().start(0.02, rec)  # no reference kept to the runtime
+        gc.collect()
+        self.assertTrue(rec.event.wait(WAIT))
+
+
+class TestCallbacks(unittest.TestCase):
+    def test_exception_goes_to_on_error_and_periodic_continues(self):
+        errors = []
+
+        def boom():
+            raise RuntimeError("boom")
+
+        with Runtime(on_error=lambda exc, timer: errors.append((exc, timer))) as rt:
+            t = rt.start(0, boom, period_s=0.002)
+            self.assertTrue(wait_for(lambda: len(errors) >= 3))
+            t.stop_sync()
+        exc, timer = errors[0]
+        self.assertIsInstance(exc, RuntimeError)
+        self.assertEqual(timer, t)
+
+    def test_close_from_a_callback_is_edeadlk(self):
+        result = {}
+        done = threading.Event()
+        with Runtime() as rt:
+            def cb():
+                try:
+                    rt.close()
+                except TickwheelError as e:
+                    result["errno"] = e.errno
+                # The runtime still works.
+                result["timer"] = rt.start(10, lambda: None)
+                done.set()
+
+            rt.start(0, cb)
+            self.assertTrue(done.wait(WAIT))
+            self.assertEqual(result["errno"], errno.EDEADLK)
+            self.assertFalse(rt.closed)
+
+    def test_a_periodic_timer_stops_itself(self):
+        with Runtime() as rt:
+            rec = Recorder()
+            holder = {}
+
+            def cb():
+                rec()
+                if rec.count == 3:
+                    holder["rc"] = holder["timer"].stop_sync()  # own callback: does not wait
+
+            holder["timer"] = rt.start(0.01, cb, period_s=0.002)
+            self.assertTrue(wait_for(lambda: "rc" in holder))
+            self.assertTrue(holder["rc"])
+            time.sleep(0.02)
+            self.assertEqual(rec.count, 3)
+
+    def test_stop_sync_waits_for_a_running_callback(self):
+        started = threading.Event()
+        state = {"finished": False}
+
+        def slow():
+            started.set()
+            time.sleep(0.1)
+            state["finished"] = True
+
+        with Runtime() as rt:
+            t = rt.start(0, slow, period_s=0.001)
+            self.assertTrue(started.wait(WAIT))
+            t.stop_sync()  # releases the GIL while waiting: the callback can finish
+            self.assertTrue(state["finished"])
+
+    def test_many_threads_and_callbacks(self):
+        """Python threads start/stop timers while TBB workers run callbacks: GIL safety."""
+        counter = {"n": 0}
+        lock = threading.Lock()
+
+        def cb():
+            with lock:
+                counter["n"] += 1
+
+        with Runtime(shards=2, workers=2) as rt:
+            fired_expected = []
+
+            def worker(k):
+                mine = 0
+                for i in range(300):
+                    t = rt.start((i % 5) * 0.001, cb)
+                    if i % 3 == 0 and t.stop():
+                        continue
+                    mine += 1
+                fired_expected.append(mine)
+
+            threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            total = sum(fired_expected)
+            self.assertTrue(wait_for(lambda: counter["n"] == total), (counter["n"], total))
+        self.assertEqual(counter["n"], total)
+
+
+if __name__ == "__main__":
+    unittest.main()

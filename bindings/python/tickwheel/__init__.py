@@ -1,0 +1,464 @@
+"""tickwheel -- Python binding of the tickwheel timer runtime (ctypes, no compiled code).
+
+    import tickwheel
+
+    with tickwheel.Runtime() as rt:
+        t = rt.start(0.5, lambda: print("half a second later"))
+        p = rt.start(0.1, tick, period_s=0.1)      # every 100 ms
+        ...
+        p.stop_sync()                                # no run in progress or to come
+
+Callbacks run on the runtime's worker threads (not the thread that started
+them); each run takes the GIL, like any Python thread. Runs of one timer never
+overlap. An exception raised by a callback goes to the Runtime's ``on_error``
+(default: printed to stderr with its traceback) and does not stop a periodic
+timer.
+
+The callable is kept alive by the binding until the C library's release hook
+says the runtime is done with the timer (after its last run, when it is
+stopped, or at close), then dropped. A Runtime stays alive while it has
+pending timers; ``close()`` it (or use ``with``) to cancel them. Runtimes
+still open at interpreter exit are closed then.
+
+The shared library is found through the environment variable TICKWHEEL_LIB
+(a path), else ``ctypes.util.find_library("tickwheel")``, else
+"libtickwheel.so.1".
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import ctypes.util
+import datetime
+import itertools
+import os
+import sys
+import threading
+import traceback
+import weakref
+from typing import Callable, Dict, Optional, Union
+
+__all__ = [
+    "Runtime",
+    "Timer",
+    "TickwheelError",
+    "now",
+    "version",
+    "library_path",
+    "MAX_DELAY_S",
+]
+
+# ---- the C API's constants (include/tickwheel/tickwheel.h) --------------------
+TW_OK = 0
+TW_EINVAL = -22
+TW_ENOMEM = -12
+TW_ENOENT = -2
+TW_EAGAIN = -11
+TW_ESHUTDOWN = -108
+TW_EDEADLK = -35
+TW_PIN_SHARDS = 0x1
+TW_MAX_DELAY_NS = 1 << 60
+_ABI_MAJOR = 1  # the N of libtickwheel.so.N this binding speaks
+
+#: The longest delay or period accepted, in seconds (2**60 ns, about 36.5 years).
+MAX_DELAY_S = TW_MAX_DELAY_NS / 1e9
+
+Seconds = Union[int, float, datetime.timedelta]
+
+_U64_MAX = (1 << 64) - 1
+
+
+class _Config(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("shards", ctypes.c_uint32),
+        ("workers", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("resolution_ns", ctypes.c_uint64),
+        ("max_timers", ctypes.c_uint64),
+    ]
+
+
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
+_RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _Spec(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("shard", ctypes.c_int32),
+        ("deadline_ns", ctypes.c_uint64),
+        ("delay_ns", ctypes.c_uint64),
+        ("period_ns", ctypes.c_uint64),
+        ("callback", _CALLBACK),
+        ("arg", ctypes.c_void_p),
+        ("release", _RELEASE),
+    ]
+
+
+_STAT_FIELDS = [
+    "resolution_ns", "pending", "inbox", "live", "started", "fired", "stopped", "reset",
+    "callback_exceptions", "cancelled_at_shutdown", "lateness_p50_ns", "lateness_p99_ns",
+    "lateness_p999_ns", "lateness_max_ns", "lateness_samples",
+]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("shards", ctypes.c_uint32),
+        ("workers", ctypes.c_uint32),
+        ("shut_down", ctypes.c_uint32),
+    ] + [(name, ctypes.c_uint64) for name in _STAT_FIELDS]
+
+
+# ---- loading the library ------------------------------------------------------------
+def _find_library() -> str:
+    path = os.environ.get("TICKWHEEL_LIB")
+    if path:
+        return path
+    return ctypes.util.find_library("tickwheel") or "libtickwheel.so.%d" % _ABI_MAJOR
+
+
+def _load(path: str) -> ctypes.CDLL:
+    # CDLL (not PyDLL): every call releases the GIL, so a call that waits for
+    # a callback (tw_timer_stop_sync, tw_runtime_destroy) lets it take the GIL.
+    lib = ctypes.CDLL(path)
+    rt_p = ctypes.c_void_p
+    sig = {
+        "tw_config_init": (None, [ctypes.POINTER(_Config)]),
+        "tw_runtime_create": (ctypes.c_int, [ctypes.POINTER(_Config), ctypes.POINTER(rt_p)]),
+        "tw_runtime_shutdown": (ctypes.c_int, [rt_p]),
+        "tw_runtime_destroy": (ctypes.c_int, [rt_p]),
+        "tw_timer_spec_init": (None, [ctypes.POINTER(_Spec)]),
+        "tw_timer_start_ex": (ctypes.c_int, [rt_p, ctypes.POINTER(_Spec), ctypes.POINTER(ctypes.c_uint64)]),
+        "tw_timer_stop": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
+        "tw_timer_stop_sync": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
+        "tw_timer_reset": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
+        "tw_now_ns": (ctypes.c_uint64, []),
+        "tw_runtime_stats": (ctypes.c_int, [rt_p, ctypes.POINTER(_Stats)]),
+        "tw_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+        "tw_version": (ctypes.c_uint32, []),
+    }
+    for name, (restype, argtypes) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+library_path = _find_library()
+_lib = _load(library_path)
+
+
+def version() -> tuple:
+    """The loaded library's version, as (major, minor, patch)."""
+    v = _lib.tw_version()
+    return (v >> 16, (v >> 8) & 0xFF, v & 0xFF)
+
+
+def now() -> float:
+    """The runtime's clock (CLOCK_MONOTONIC -- the same as time.monotonic()), in seconds."""
+    return _lib.tw_now_ns() / 1e9
+
+
+class TickwheelError(OSError):
+    """A failed tickwheel call. ``code`` is the (negative) TW_* code, ``errno`` its errno."""
+
+    def __init__(self, code: int, what: str = ""):
+        text = _lib.tw_strerror(code).decode()
+        super().__init__(-code, "%s: %s" % (what, text) if what else text)
+        self.code = code
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != TW_OK:
+        raise TickwheelError(rc, what)
+
+
+def _to_ns(value: Seconds, what: str) -> int:
+    if isinstance(value, datetime.timedelta):
+        ns = (value.days * 86400 + value.seconds) * 10**9 + value.microseconds * 1000
+    else:
+        ns = round(value * 10**9)
+    if ns < 0:
+        raise ValueError("%s must not be negative: %r" % (what, value))
+    return min(ns, _U64_MAX)  # the library answers TW_EINVAL beyond TW_MAX_DELAY_NS
+
+
+# ---- callables kept alive until their release hook ---------------------------------
+class _Entry:
+    __slots__ = ("fn", "runtime")
+
+    def __init__(self, fn: Callable[[], object], runtime: "Runtime"):
+        self.fn = fn
+        self.runtime = runtime  # the runtime stays alive while it has timers
+
+
+_live: Dict[int, _Entry] = {}  # token (the C arg) -> entry
+_tokens = itertools.count(1)  # next() is atomic under the GIL
+_in_hook = threading.local()  # set while this thread runs a callback or release hook
+
+
+@_CALLBACK
+def _on_fire(token, timer_id):
+    entry = _live.get(token)
+    if entry is None:  # cannot happen: the release hook comes after the last run
+        return
+    _in_hook.depth = getattr(_in_hook, "depth", 0) + 1
+    try:
+        entry.fn()
+    except BaseException as exc:  # noqa: BLE001 -- nothing may unwind into C
+        entry.runtime._report(exc, timer_id)
+    finally:
+        _in_hook.depth -= 1
+
+
+@_RELEASE
+def _on_release(token):
+    _in_hook.depth = getattr(_in_hook, "depth", 0) + 1
+    try:
+        entry = _live.pop(token, None)
+        del entry  # may drop the last reference to the callable or the Runtime
+    except BaseException:  # noqa: BLE001
+        pass
+    finally:
+        _in_hook.depth -= 1
+
+
+# ---- Timer and Runtime --------------------------------------------------------------
+class Timer:
+    """A started timer. Its methods may be called from any thread, and from callbacks."""
+
+    __slots__ = ("_runtime", "id", "__weakref__")
+
+    def __init__(self, runtime: "Runtime", timer_id: int):
+        self._runtime = runtime
+        self.id = timer_id
+
+    def stop(self) -> bool:
+        """Cancels the timer without blocking. True iff this call prevented a run
+        (a one-shot had not started; a periodic one will not start another run).
+        False if it already ran its last run, is running it, or was stopped."""
+        return self._runtime._call("stop", _lib.tw_timer_stop, self.id) == TW_OK
+
+    def stop_sync(self) -> bool:
+        """As stop(), and waits until the callback is not running (unless called
+        from this timer's own callback): afterwards it never runs again and
+        the callable has been released."""
+        return self._runtime._call("stop_sync", _lib.tw_timer_stop_sync, self.id) == TW_OK
+
+    def reset(self, delay_s: Seconds) -> bool:
+        """Re-arms the pending timer to fire ``delay_s`` from now (a periodic
+        one: next run then, then every period). False if it is not pending."""
+        ns = _to_ns(delay_s, "delay")
+        return self._runtime._call("reset", _lib.tw_timer_reset, self.id, ns) == TW_OK
+
+    @property
+    def runtime(self) -> "Runtime":
+        return self._runtime
+
+    def __eq__(self, other):
+        return isinstance(other, Timer) and other.id == self.id and other._runtime is self._runtime
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def __repr__(self):
+        return "<tickwheel.Timer id=%#x>" % self.id
+
+
+_open_runtimes: "weakref.WeakSet[Runtime]" = weakref.WeakSet()
+_deferred: list = []  # threads destroying runtimes dropped inside a hook
+
+
+class Runtime:
+    """A timer runtime: shards (timing wheels) and worker threads running callbacks.
+
+    Runtime(shards=0, workers=0, resolution_s=None, max_timers=0, pin_shards=False, on_error=None)
+
+    shards / workers: 0 = one per online CPU. resolution_s: the tick (default
+    1 ms; 1 us .. 1 s); deadlines are rounded up to it, never early.
+    max_timers: live timers allowed (0 = unlimited). on_error(exc, timer):
+    called on the worker thread when a callback raises.
+    """
+
+    def __init__(
+        self,
+        shards: int = 0,
+        workers: int = 0,
+        resolution_s: Optional[Seconds] = None,
+        max_timers: int = 0,
+        pin_shards: bool = False,
+        on_error: Optional[Callable[[BaseException, Timer], None]] = None,
+    ):
+        cfg = _Config()
+        _lib.tw_config_init(ctypes.byref(cfg))
+        cfg.shards = shards
+        cfg.workers = workers
+        if resolution_s is not None:
+            cfg.resolution_ns = max(1, _to_ns(resolution_s, "resolution"))
+        cfg.max_timers = max_timers
+        cfg.flags = TW_PIN_SHARDS if pin_shards else 0
+        handle = ctypes.c_void_p()
+        _check(_lib.tw_runtime_create(ctypes.byref(cfg), ctypes.byref(handle)), "tw_runtime_create")
+        self._handle: Optional[int] = handle.value
+        self._on_error = on_error
+        # Calls in flight; close() frees the C runtime only when none is.
+        self._cond = threading.Condition(threading.Lock())
+        self._active = 0
+        self._closed = False
+        _open_runtimes.add(self)
+
+    # -- timers --------------------------------------------------------------------
+    def start(self, delay_s: Seconds, fn: Callable[[], object], period_s: Seconds = 0, *,
+              shard: int = -1) -> Timer:
+        """Calls ``fn()`` once, ``delay_s`` seconds from now; with ``period_s`` > 0,
+        then every ``period_s`` seconds (fixed rate) until stopped. Returns the Timer."""
+        return self._start(fn, 0, _to_ns(delay_s, "delay"), _to_ns(period_s, "period"), shard)
+
+    def start_at(self, deadline_s: float, fn: Callable[[], object], period_s: Seconds = 0, *,
+                 shard: int = -1) -> Timer:
+        """As start(), at an absolute deadline on the runtime's clock
+        (tickwheel.now(), i.e. time.monotonic()). A past deadline fires at once."""
+        deadline_ns = _to_ns(deadline_s, "deadline")
+        return self._start(fn, max(1, deadline_ns), 0, _to_ns(period_s, "period"), shard)
+
+    def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int) -> Timer:
+        if not callable(fn):
+            raise TypeError("fn must be callable")
+        token = next(_tokens)
+        _live[token] = _Entry(fn, self)
+        spec = _Spec()
+        _lib.tw_timer_spec_init(ctypes.byref(spec))
+        spec.shard = shard
+        spec.deadline_ns = deadline_ns
+        spec.delay_ns = delay_ns
+        spec.period_ns = period_ns
+        spec.callback = _on_fire
+        spec.arg = token
+        spec.release = _on_release
+        out = ctypes.c_uint64(0)
+        try:
+            self._call("start", _lib.tw_timer_start_ex, ctypes.byref(spec), ctypes.byref(out))
+        except BaseException:
+            # A failed tw_timer_start_ex has run the release hook already; a
+            # call refused before reaching C (closed runtime) has not.
+            _live.pop(token, None)
+            raise
+        return Timer(self, out.value)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _call(self, what: str, fn, *args) -> int:
+        """Calls fn(handle, *args); TW_OK and TW_ENOENT are returned, the rest raised."""
+        with self._cond:
+            if self._handle is None or self._closed:
+                raise TickwheelError(TW_ESHUTDOWN, what)
+            self._active += 1
+            handle = self._handle
+        try:
+            rc = fn(handle, *args)
+        finally:
+            with self._cond:
+                self._active -= 1
+                if self._active == 0:
+                    self._cond.notify_all()
+        if rc not in (TW_OK, TW_ENOENT):
+            raise TickwheelError(rc, what)
+        return rc
+
+    def shutdown(self) -> None:
+        """Cancels pending timers (releasing their callables), waits for running
+        callbacks, stops the threads. Afterwards timer calls raise TickwheelError
+        (ESHUTDOWN). Raises TickwheelError(EDEADLK) from one of its callbacks."""
+        with self._cond:
+            handle = self._handle
+        if handle is None:
+            return
+        _check(_lib.tw_runtime_shutdown(handle), "shutdown")
+
+    def close(self) -> None:
+        """shutdown(), then frees the runtime. Idempotent. Raises
+        TickwheelError(EDEADLK) from one of its own callbacks (nothing done)."""
+        self.shutdown()  # after this, calls in flight return at once
+        with self._cond:
+            if self._handle is None:
+                return
+            self._closed = True
+            while self._active:
+                self._cond.wait()
+            handle, self._handle = self._handle, None
+        _check(_lib.tw_runtime_destroy(handle), "close")
+        _open_runtimes.discard(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is None:
+            return
+        if getattr(_in_hook, "depth", 0):
+            # Dropped inside a callback or release hook of some runtime, where
+            # shutting one down could deadlock: free it from another thread --
+            # not a daemon, so that the interpreter waits for it before it
+            # finalises (a worker thread still inside Python then would be
+            # killed mid-callback).
+            self._handle = None
+            th = threading.Thread(target=_lib.tw_runtime_destroy, args=(handle,), daemon=False,
+                                  name="tickwheel-destroy")
+            _deferred.append(th)
+            th.start()
+            return
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 -- nothing may escape __del__
+            pass
+
+    # -- observation ----------------------------------------------------------------------
+    def stats(self) -> dict:
+        """A snapshot of the runtime's counters (the C tw_stats fields)."""
+        st = _Stats()
+        st.size = ctypes.sizeof(_Stats)
+        with self._cond:
+            handle = self._handle
+            if handle is None:
+                raise TickwheelError(TW_ESHUTDOWN, "stats")
+            _check(_lib.tw_runtime_stats(handle, ctypes.byref(st)), "stats")
+        out = {"shards": st.shards, "workers": st.workers, "shut_down": bool(st.shut_down)}
+        out.update((name, getattr(st, name)) for name in _STAT_FIELDS)
+        return out
+
+    def _report(self, exc: BaseException, timer_id: int) -> None:
+        handler = self._on_error
+        try:
+            if handler is not None:
+                handler(exc, Timer(self, timer_id))
+            else:
+                print("tickwheel: exception in the callback of timer %#x:" % timer_id, file=sys.stderr)
+                traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        except BaseException:  # noqa: BLE001
+            pass
+
+    def __repr__(self):
+        return "<tickwheel.Runtime %s>" % ("closed" if self.closed else "open")
+
+
+@atexit.register
+def _close_all() -> None:
+    # Before the interpreter finalises, no worker thread may call into Python.
+    for rt in list(_open_runtimes):
+        try:
+            rt.close()
+        except Exception:  # noqa: BLE001
+            pass
+    for th in list(_deferred):
+        th.join()

@@ -1,0 +1,292 @@
+//! An example Rust binding of tickwheel's C API (`tickwheel/tickwheel.h`),
+//! written with `extern "C"` declarations only -- no bindgen, no crates.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! let rt = tickwheel::Runtime::new().unwrap();
+//! let id = rt.start(Duration::from_millis(10), Duration::ZERO, |id| println!("timer {id:?} fired")).unwrap();
+//! rt.stop_sync(id).unwrap();
+//! ```
+//!
+//! A closure is boxed and handed to the C library as the timer's `arg`; the
+//! C release hook drops the box exactly once, when the runtime is done with
+//! the timer (after the last run, when stopped, at shutdown, or when the
+//! start fails). Runs of one timer never overlap, so an `FnMut` is fine; it
+//! runs on the runtime's worker threads, hence `Send + 'static`.
+
+use std::ffi::{c_void, CStr};
+use std::fmt;
+use std::os::raw::{c_char, c_int};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+/// The raw C API, declared by hand from `tickwheel/tickwheel.h`.
+#[allow(non_camel_case_types)]
+pub mod ffi {
+    use std::ffi::c_void;
+    use std::os::raw::{c_char, c_int};
+
+    /// Opaque.
+    #[repr(C)]
+    pub struct tw_runtime {
+        _private: [u8; 0],
+    }
+    pub type tw_timer = u64;
+    pub type tw_callback = Option<unsafe extern "C" fn(arg: *mut c_void, id: tw_timer)>;
+    pub type tw_release = Option<unsafe extern "C" fn(arg: *mut c_void)>;
+
+    pub const TW_OK: c_int = 0;
+    pub const TW_EINVAL: c_int = -22;
+    pub const TW_ENOMEM: c_int = -12;
+    pub const TW_ENOENT: c_int = -2;
+    pub const TW_EAGAIN: c_int = -11;
+    pub const TW_ESHUTDOWN: c_int = -108;
+    pub const TW_EDEADLK: c_int = -35;
+    pub const TW_PIN_SHARDS: u32 = 0x1;
+    pub const TW_MAX_DELAY_NS: u64 = 1 << 60;
+
+    #[repr(C)]
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct tw_config {
+        pub size: u32,
+        pub shards: u32,
+        pub workers: u32,
+        pub flags: u32,
+        pub resolution_ns: u64,
+        pub max_timers: u64,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct tw_timer_spec {
+        pub size: u32,
+        pub shard: i32,
+        pub deadline_ns: u64,
+        pub delay_ns: u64,
+        pub period_ns: u64,
+        pub callback: tw_callback,
+        pub arg: *mut c_void,
+        pub release: tw_release,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct tw_stats {
+        pub size: u32,
+        pub shards: u32,
+        pub workers: u32,
+        pub shut_down: u32,
+        pub resolution_ns: u64,
+        pub pending: u64,
+        pub inbox: u64,
+        pub live: u64,
+        pub started: u64,
+        pub fired: u64,
+        pub stopped: u64,
+        pub reset: u64,
+        pub callback_exceptions: u64,
+        pub cancelled_at_shutdown: u64,
+        pub lateness_p50_ns: u64,
+        pub lateness_p99_ns: u64,
+        pub lateness_p999_ns: u64,
+        pub lateness_max_ns: u64,
+        pub lateness_samples: u64,
+    }
+
+    extern "C" {
+        pub fn tw_config_init(cfg: *mut tw_config);
+        pub fn tw_runtime_create(cfg: *const tw_config, out: *mut *mut tw_runtime) -> c_int;
+        pub fn tw_runtime_shutdown(rt: *mut tw_runtime) -> c_int;
+        pub fn tw_runtime_destroy(rt: *mut tw_runtime) -> c_int;
+        pub fn tw_timer_start(
+            rt: *mut tw_runtime,
+            delay_ns: u64,
+            period_ns: u64,
+            cb: tw_callback,
+            arg: *mut c_void,
+            out: *mut tw_timer,
+        ) -> c_int;
+        pub fn tw_timer_spec_init(spec: *mut tw_timer_spec);
+        pub fn tw_timer_start_ex(rt: *mut tw_runtime, spec: *const tw_timer_spec, out: *mut tw_timer) -> c_int;
+        pub fn tw_timer_stop(rt: *mut tw_runtime, id: tw_timer) -> c_int;
+        pub fn tw_timer_stop_sync(rt: *mut tw_runtime, id: tw_timer) -> c_int;
+        pub fn tw_timer_reset(rt: *mut tw_runtime, id: tw_timer, delay_ns: u64) -> c_int;
+        pub fn tw_now_ns() -> u64;
+        pub fn tw_runtime_stats(rt: *mut tw_runtime, out: *mut tw_stats) -> c_int;
+        pub fn tw_strerror(err: c_int) -> *const c_char;
+        pub fn tw_version() -> u32;
+    }
+}
+
+/// A failed call: the (negative) TW_* code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Error(pub c_int);
+
+impl Error {
+    pub const INVALID: Error = Error(ffi::TW_EINVAL);
+    pub const NO_MEMORY: Error = Error(ffi::TW_ENOMEM);
+    pub const LIMIT: Error = Error(ffi::TW_EAGAIN);
+    pub const SHUTDOWN: Error = Error(ffi::TW_ESHUTDOWN);
+    pub const DEADLOCK: Error = Error(ffi::TW_EDEADLK);
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: tw_strerror returns a static NUL-terminated string, never NULL.
+        let text: *const c_char = unsafe { ffi::tw_strerror(self.0) };
+        write!(f, "{} ({})", unsafe { CStr::from_ptr(text) }.to_string_lossy(), self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn check(rc: c_int) -> Result<(), Error> {
+    if rc == ffi::TW_OK {
+        Ok(())
+    } else {
+        Err(Error(rc))
+    }
+}
+
+/// TW_OK -> true, TW_ENOENT -> false, anything else -> Err.
+fn found(rc: c_int) -> Result<bool, Error> {
+    match rc {
+        ffi::TW_OK => Ok(true),
+        ffi::TW_ENOENT => Ok(false),
+        e => Err(Error(e)),
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX) // beyond the range: the C side says TW_EINVAL
+}
+
+/// A timer's id (never 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimerId(pub u64);
+
+/// The library's version as (major, minor, patch).
+pub fn version() -> (u32, u32, u32) {
+    let v = unsafe { ffi::tw_version() };
+    (v >> 16, (v >> 8) & 0xff, v & 0xff)
+}
+
+/// The runtime's clock (CLOCK_MONOTONIC), in nanoseconds.
+pub fn now_ns() -> u64 {
+    unsafe { ffi::tw_now_ns() }
+}
+
+type BoxedFn = Box<dyn FnMut(TimerId) + Send + 'static>;
+
+unsafe extern "C" fn on_fire(arg: *mut c_void, id: ffi::tw_timer) {
+    // SAFETY: `arg` is the Box<BoxedFn> leaked in start(); it lives until
+    // on_release, which the runtime calls after the last run, and runs of one
+    // timer never overlap, so this is the only reference now.
+    let f = &mut *(arg as *mut BoxedFn);
+    // A panic must not unwind into C.
+    if catch_unwind(AssertUnwindSafe(|| f(TimerId(id)))).is_err() {
+        eprintln!("tickwheel: a timer callback panicked (timer {id:#x})");
+    }
+}
+
+unsafe extern "C" fn on_release(arg: *mut c_void) {
+    // SAFETY: called exactly once per timer, after its last run.
+    drop(Box::from_raw(arg as *mut BoxedFn));
+}
+
+/// A tickwheel runtime. Thread-safe: share it with `Arc` to use it from
+/// callbacks. Dropping it cancels pending timers (dropping their closures)
+/// and waits for running callbacks.
+pub struct Runtime {
+    ptr: *mut ffi::tw_runtime,
+}
+
+// SAFETY: every function of the C API may be called from any thread.
+unsafe impl Send for Runtime {}
+unsafe impl Sync for Runtime {}
+
+impl Runtime {
+    /// A runtime with the default configuration (one shard and one worker per CPU, 1 ms tick).
+    pub fn new() -> Result<Runtime, Error> {
+        Self::with_config(0, 0, Duration::ZERO)
+    }
+
+    /// `shards`/`workers`: 0 = one per CPU; `resolution`: the tick (zero = 1 ms).
+    pub fn with_config(shards: u32, workers: u32, resolution: Duration) -> Result<Runtime, Error> {
+        let mut cfg = ffi::tw_config::default();
+        let mut ptr = std::ptr::null_mut();
+        unsafe {
+            ffi::tw_config_init(&mut cfg);
+            cfg.shards = shards;
+            cfg.workers = workers;
+            cfg.resolution_ns = nanos(resolution);
+            check(ffi::tw_runtime_create(&cfg, &mut ptr))?;
+        }
+        Ok(Runtime { ptr })
+    }
+
+    /// Calls `f` once after `delay`, then (if `period` is not zero) every
+    /// `period` until stopped. Never early.
+    pub fn start<F>(&self, delay: Duration, period: Duration, f: F) -> Result<TimerId, Error>
+    where
+        F: FnMut(TimerId) + Send + 'static,
+    {
+        let boxed: Box<BoxedFn> = Box::new(Box::new(f));
+        let mut spec = unsafe {
+            let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::uninit();
+            ffi::tw_timer_spec_init(s.as_mut_ptr());
+            s.assume_init()
+        };
+        spec.delay_ns = nanos(delay);
+        spec.period_ns = nanos(period);
+        spec.callback = Some(on_fire);
+        spec.arg = Box::into_raw(boxed) as *mut c_void;
+        spec.release = Some(on_release);
+        let mut id: ffi::tw_timer = 0;
+        // On failure the C library has already called on_release: the box is freed.
+        check(unsafe { ffi::tw_timer_start_ex(self.ptr, &spec, &mut id) })?;
+        Ok(TimerId(id))
+    }
+
+    /// Cancels without blocking. Ok(true) iff this call prevented a run.
+    pub fn stop(&self, id: TimerId) -> Result<bool, Error> {
+        found(unsafe { ffi::tw_timer_stop(self.ptr, id.0) })
+    }
+
+    /// As stop(), then waits until the callback is not running (and its
+    /// closure has been dropped), unless called from that timer's own callback.
+    pub fn stop_sync(&self, id: TimerId) -> Result<bool, Error> {
+        found(unsafe { ffi::tw_timer_stop_sync(self.ptr, id.0) })
+    }
+
+    /// Re-arms a pending timer to fire `delay` from now. Ok(false) if it is not pending.
+    pub fn reset(&self, id: TimerId, delay: Duration) -> Result<bool, Error> {
+        found(unsafe { ffi::tw_timer_reset(self.ptr, id.0, nanos(delay)) })
+    }
+
+    /// Cancels pending timers, waits for running callbacks, stops the threads.
+    /// Err(Error::DEADLOCK) from one of this runtime's callbacks.
+    pub fn shutdown(&self) -> Result<(), Error> {
+        check(unsafe { ffi::tw_runtime_shutdown(self.ptr) })
+    }
+
+    pub fn stats(&self) -> Result<ffi::tw_stats, Error> {
+        let mut st = ffi::tw_stats {
+            size: std::mem::size_of::<ffi::tw_stats>() as u32,
+            ..Default::default()
+        };
+        check(unsafe { ffi::tw_runtime_stats(self.ptr, &mut st) })?;
+        Ok(st)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // TW_EDEADLK if dropped inside one of its own callbacks: the runtime
+        // is then leaked rather than freed under a running callback.
+        let rc = unsafe { ffi::tw_runtime_destroy(self.ptr) };
+        if rc != ffi::TW_OK {
+            eprintln!("tickwheel: tw_runtime_destroy: {}", Error(rc));
+        }
+    }
+}

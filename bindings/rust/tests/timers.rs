@@ -1,0 +1,190 @@
+//! Starts, stops and fires timers through the C API (ctest capi_rust).
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tickwheel::{Error, Runtime, TimerId};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Counts its drops: the closure's release.
+struct DropCounter(Arc<AtomicUsize>);
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn wait_until(mut pred: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + WAIT;
+    while !pred() {
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+#[test]
+fn version_matches() {
+    assert_eq!(tickwheel::version(), (0, 1, 0));
+}
+
+#[test]
+fn one_shot_fires_once_never_early() {
+    let rt = Runtime::with_config(2, 2, Duration::ZERO).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let before = tickwheel::now_ns();
+    let id = rt
+        .start(Duration::from_millis(20), Duration::ZERO, move |id| {
+            tx.send((id, tickwheel::now_ns())).unwrap();
+        })
+        .unwrap();
+    assert_ne!(id.0, 0);
+    let (seen, at) = rx.recv_timeout(WAIT).unwrap();
+    assert_eq!(seen, id);
+    assert!(at >= before + 20_000_000, "fired early");
+    // Fired: its closure (and the sender) is dropped, nothing to stop.
+    assert!(rx.recv_timeout(Duration::from_millis(30)).is_err());
+    assert_eq!(rt.stop(id), Ok(false));
+}
+
+#[test]
+fn stop_before_it_fires_drops_the_closure() {
+    let rt = Runtime::new().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let guard = DropCounter(drops.clone());
+    let r = runs.clone();
+    let id = rt
+        .start(Duration::from_secs(10), Duration::ZERO, move |_| {
+            let _keep = &guard;
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    assert_eq!(rt.stop(id), Ok(true));
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "released inside stop");
+    assert_eq!(rt.stop(id), Ok(false));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn periodic_fires_until_stop_sync() {
+    let rt = Runtime::new().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let drops = Arc::new(AtomicUsize::new(0));
+    let guard = DropCounter(drops.clone());
+    let r = runs.clone();
+    let id = rt
+        .start(Duration::from_millis(2), Duration::from_millis(2), move |_| {
+            let _keep = &guard;
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    assert!(wait_until(|| runs.load(Ordering::SeqCst) >= 5));
+    assert_eq!(rt.stop_sync(id), Ok(true));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    let n = runs.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(runs.load(Ordering::SeqCst), n);
+}
+
+#[test]
+fn reset_and_callbacks_using_the_runtime() {
+    let rt = Arc::new(Runtime::new().unwrap());
+    let (tx, rx) = mpsc::channel();
+    // A one-shot timer re-arming itself once from its own callback.
+    let rt2 = rt.clone();
+    let mut runs = 0;
+    rt.start(Duration::ZERO, Duration::ZERO, move |id: TimerId| {
+        runs += 1;
+        if runs == 1 {
+            assert_eq!(rt2.reset(id, Duration::from_millis(5)), Ok(true));
+        }
+        tx.send(runs).unwrap();
+    })
+    .unwrap();
+    assert_eq!(rx.recv_timeout(WAIT), Ok(1));
+    assert_eq!(rx.recv_timeout(WAIT), Ok(2));
+    // Dropping the last Arc inside a callback would be TW_EDEADLK: keep ours.
+    assert!(rx.recv_timeout(Duration::from_millis(20)).is_err());
+}
+
+#[test]
+fn errors_are_codes() {
+    let rt = Runtime::new().unwrap();
+    let too_long = Duration::from_nanos(tickwheel::ffi::TW_MAX_DELAY_NS + 1);
+    assert_eq!(rt.start(too_long, Duration::ZERO, |_| {}), Err(Error::INVALID));
+    assert_eq!(rt.start(Duration::ZERO, too_long, |_| {}), Err(Error::INVALID));
+    assert_eq!(rt.stop(TimerId(0)), Ok(false));
+    assert_eq!(rt.stop(TimerId(0xdead_beef)), Ok(false));
+    assert_eq!(rt.reset(TimerId(0), Duration::ZERO), Ok(false));
+    assert!(Error::SHUTDOWN.to_string().contains("shut down"));
+}
+
+#[test]
+fn failed_start_releases_the_closure() {
+    let rt = Runtime::new().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let guard = DropCounter(drops.clone());
+    let too_long = Duration::from_nanos(tickwheel::ffi::TW_MAX_DELAY_NS + 1);
+    let r = rt.start(too_long, Duration::ZERO, move |_| {
+        let _keep = &guard;
+    });
+    assert_eq!(r, Err(Error::INVALID));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn shutdown_cancels_pending_and_refuses_more() {
+    let rt = Runtime::new().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    for _ in 0..10 {
+        let guard = DropCounter(drops.clone());
+        rt.start(Duration::from_secs(10), Duration::ZERO, move |_| {
+            let _keep = &guard;
+        })
+        .unwrap();
+    }
+    rt.shutdown().unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 10);
+    assert_eq!(rt.start(Duration::ZERO, Duration::ZERO, |_| {}), Err(Error::SHUTDOWN));
+    assert_eq!(rt.stop(TimerId(1)), Err(Error::SHUTDOWN));
+    let st = rt.stats().unwrap();
+    assert_eq!(st.shut_down, 1);
+    assert_eq!(st.cancelled_at_shutdown, 10);
+}
+
+#[test]
+fn many_timers_from_many_threads() {
+    let rt = Arc::new(Runtime::with_config(2, 2, Duration::ZERO).unwrap());
+    let fired = Arc::new(AtomicUsize::new(0));
+    let expected = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (rt, fired, expected) = (rt.clone(), fired.clone(), expected.clone());
+            std::thread::spawn(move || {
+                for i in 0..500u64 {
+                    let f = fired.clone();
+                    let id = rt
+                        .start(Duration::from_micros((i % 7) * 300), Duration::ZERO, move |_| {
+                            f.fetch_add(1, Ordering::SeqCst);
+                        })
+                        .unwrap();
+                    if i % 3 == 0 && rt.stop(id).unwrap() {
+                        continue;
+                    }
+                    expected.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let want = expected.load(Ordering::SeqCst);
+    assert!(wait_until(|| fired.load(Ordering::SeqCst) == want));
+}

@@ -1,0 +1,28 @@
+// The C API's implementation (tickwheel_c.cpp), called by the exported tw_*
+// functions (exports.cpp). Internal: hidden symbols, not installed.
+#pragma once
+
+#include <cstdint>
+
+#include "tickwheel/tickwheel.h"
+
+namespace tickwheel::capi {
+
+void config_init(tw_config* cfg) noexcept;
+int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept;
+int runtime_shutdown(tw_runtime* rt) noexcept;
+int runtime_destroy(tw_runtime* rt) noexcept;
+int timer_start(tw_runtime* rt, std::uint64_t delay_ns, std::uint64_t period_ns, tw_callback cb, void* arg,
+                tw_timer* out) noexcept;
+void timer_spec_init(tw_timer_spec* spec) noexcept;
+int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noexcept;
+int timer_stop(tw_runtime* rt, tw_timer id) noexcept;
+int timer_stop_sync(tw_runtime* rt, tw_timer id) noexcept;
+int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept;
+std::uint64_t now_ns() noexcept;
+int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept;
+int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pending, std::uint64_t* inbox) noexcept;
+const char* error_text(int err) noexcept;
+std::uint32_t version() noexcept;
+
+}  // namespace tickwheel::capi

@@ -1,0 +1,89 @@
+# ctest capi_abi_check (MODE=check): compares the committed ABI baseline with the
+# freshly built library -- abidiff, and the abidw dump itself: any difference
+# fails. MODE=write regenerates the
+# baseline (target abi-baseline). Skipped (ctest SKIP_REGULAR_EXPRESSION) where the binary differs
+# from the one the baseline was taken of: sanitizer builds, build types other
+# than Release, compilers other than g++, other architectures.
+# Usage: cmake -DMODE=check|write -DABIDW=... -DABIDIFF=... -DLIB=... -DBASELINE=...
+#              -DHEADER=... -DSOURCE_DIR=... -DBUILD_TYPE=... -DSANITIZE=... -DCOMPILER=... -DARCH=... -P check_abi.cmake
+# ctest marks the test skipped when the output says "TW-SKIP:" (SKIP_REGULAR_EXPRESSION).
+macro(skip why)
+  message("TW-SKIP: ${why}")
+  return()
+endmacro()
+
+if(NOT SANITIZE STREQUAL "")
+  skip("sanitizer build (${SANITIZE}): the baseline is of the release build")
+endif()
+if(NOT BUILD_TYPE STREQUAL "Release" OR NOT COMPILER STREQUAL "GNU")
+  skip("build type ${BUILD_TYPE} / compiler ${COMPILER}: the baseline is of the release preset (g++, Release)")
+endif()
+if(NOT ARCH STREQUAL "x86_64")
+  skip("architecture ${ARCH}: the baseline is of x86_64 (LP64) -- add one per architecture")
+endif()
+if(NOT ABIDW OR NOT ABIDIFF)
+  skip("abidw/abidiff not found: apt-get install abigail-tools")
+endif()
+
+# Only tickwheel.h is the ABI of libtickwheel.so.1 (the installed C++ headers
+# are not: the shared library exports no C++ symbol).
+set(dump_args --no-corpus-path --no-comp-dir-path --no-show-locs
+              --drop-undefined-syms --type-id-style hash --header-file "${HEADER}")
+# abidw of LIB into `out`, with the checkout's absolute path removed (the dump
+# names the translation unit: keep it relative to the source tree).
+function(dump out)
+  execute_process(COMMAND "${ABIDW}" ${dump_args} "${LIB}" OUTPUT_VARIABLE xml RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "abidw ${LIB} failed (${rc})")
+  endif()
+  string(REPLACE " path='${SOURCE_DIR}/" " path='" xml "${xml}")
+  file(WRITE "${out}" "${xml}")
+endfunction()
+
+if(MODE STREQUAL "write")
+  dump("${BASELINE}")
+  message(STATUS "wrote ${BASELINE}")
+  return()
+endif()
+
+if(NOT EXISTS "${BASELINE}")
+  message(FATAL_ERROR "no ABI baseline ${BASELINE}: build the abi-baseline target in the release preset")
+endif()
+
+# 1. abidiff: the semantic report. Any reported change fails.
+#    --harmless: report even what abigail deems harmless; --fail-no-debug-info:
+#    without the DWARF of exports.cpp only symbol names could be compared.
+execute_process(COMMAND "${ABIDIFF}" --header-file2 "${HEADER}" --no-show-locs --harmless
+                        --fail-no-debug-info "${BASELINE}" "${LIB}"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("$ abidiff ${BASELINE} ${LIB}\nexit ${rc}\n${out}${err}")
+set(failed "")
+if(NOT rc EQUAL 0)
+  set(failed "abidiff reports an ABI change (exit ${rc}: 1=error 2=usage 4=change 8=incompatible change)")
+endif()
+
+# 2. The dump itself: abidiff filters some changes on purpose (e.g. a field
+#    appended to a struct used through pointers -- compatible under our growth
+#    policy, but still a change the baseline must record). Any difference in
+#    the abidw dump fails too.
+set(current "${CMAKE_CURRENT_BINARY_DIR}/libtickwheel.current.abi")
+dump("${current}")
+file(READ "${BASELINE}" want)
+file(READ "${current}" got)
+if(NOT want STREQUAL got)
+  find_program(DIFF diff)
+  if(DIFF)
+    execute_process(COMMAND "${DIFF}" -u "${BASELINE}" "${current}" OUTPUT_VARIABLE d)
+    message("$ diff -u ${BASELINE} ${current}\n${d}")
+  endif()
+  list(APPEND failed "the abidw dump of the library differs from the baseline")
+endif()
+
+if(failed)
+  string(REPLACE ";" "\n  " failed "${failed}")
+  message(FATAL_ERROR "ABI check of ${LIB} failed:\n  ${failed}\n"
+                      "If the change is intended and compatible (see the ABI policy in tickwheel.h), "
+                      "regenerate the baseline in the same commit: "
+                      "cmake --build --preset release --target abi-baseline")
+endif()
+message(STATUS "OK: ABI identical to ${BASELINE}")

@@ -1,0 +1,54 @@
+// The exported symbols of the C API: each tw_* function forwards to its
+// implementation in tickwheel_c.cpp. This translation unit sees nothing but
+// tickwheel.h, and it is the only one compiled with debug info for the ABI
+// check: abidw's dump of libtickwheel.so.1 (abi/) then describes exactly the
+// C interface -- no libstdc++ or runtime internals -- and only a change to
+// tickwheel.h can change it.
+#include "capi_impl.hpp"
+
+namespace impl = tickwheel::capi;
+
+extern "C" {
+
+TW_API void tw_config_init(tw_config* cfg) TW_NOEXCEPT { impl::config_init(cfg); }
+
+TW_API int tw_runtime_create(const tw_config* cfg, tw_runtime** out) TW_NOEXCEPT {
+    return impl::runtime_create(cfg, out);
+}
+
+TW_API int tw_runtime_shutdown(tw_runtime* rt) TW_NOEXCEPT { return impl::runtime_shutdown(rt); }
+
+TW_API int tw_runtime_destroy(tw_runtime* rt) TW_NOEXCEPT { return impl::runtime_destroy(rt); }
+
+TW_API int tw_timer_start(tw_runtime* rt, uint64_t delay_ns, uint64_t period_ns, tw_callback cb, void* arg,
+                          tw_timer* out) TW_NOEXCEPT {
+    return impl::timer_start(rt, delay_ns, period_ns, cb, arg, out);
+}
+
+TW_API void tw_timer_spec_init(tw_timer_spec* spec) TW_NOEXCEPT { impl::timer_spec_init(spec); }
+
+TW_API int tw_timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) TW_NOEXCEPT {
+    return impl::timer_start_ex(rt, spec, out);
+}
+
+TW_API int tw_timer_stop(tw_runtime* rt, tw_timer id) TW_NOEXCEPT { return impl::timer_stop(rt, id); }
+
+TW_API int tw_timer_stop_sync(tw_runtime* rt, tw_timer id) TW_NOEXCEPT { return impl::timer_stop_sync(rt, id); }
+
+TW_API int tw_timer_reset(tw_runtime* rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT {
+    return impl::timer_reset(rt, id, delay_ns);
+}
+
+TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT { return impl::now_ns(); }
+
+TW_API int tw_runtime_stats(tw_runtime* rt, tw_stats* out) TW_NOEXCEPT { return impl::runtime_stats(rt, out); }
+
+TW_API int tw_runtime_shard_stats(tw_runtime* rt, uint32_t shard, uint64_t* pending, uint64_t* inbox) TW_NOEXCEPT {
+    return impl::runtime_shard_stats(rt, shard, pending, inbox);
+}
+
+TW_API const char* tw_strerror(int err) TW_NOEXCEPT { return impl::error_text(err); }
+
+TW_API uint32_t tw_version(void) TW_NOEXCEPT { return impl::version(); }
+
+}  // extern "C"

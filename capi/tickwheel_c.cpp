@@ -1,0 +1,359 @@
+// The C API (include/tickwheel/tickwheel.h), on top of tickwheel::Runtime.
+// The exported tw_* symbols are defined in exports.cpp and call these.
+//
+// Every function is noexcept and catches everything at the boundary:
+// std::bad_alloc -> TW_ENOMEM, tickwheel::Error -> its code negated, a
+// std::system_error from thread creation -> TW_ENOMEM, anything else ->
+// TW_EINVAL. A C callback + arg + release hook travel as CFunctor, three
+// pointers that fit the 24 inline bytes of detail::Callback (no heap
+// allocation per timer); its destructor is the release hook.
+#include "capi_impl.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include "tickwheel/runtime.hpp"
+
+namespace {
+
+// tw_runtime.state: a magic word per lifecycle stage, so a shut-down runtime
+// is told apart from a live one, and a pointer that is not a runtime (or was
+// just destroyed) is usually caught.
+constexpr std::uint32_t kAlive = 0x74774c56u;  // "twLV"
+constexpr std::uint32_t kShut = 0x74775344u;   // "twSD"
+constexpr std::uint32_t kDead = 0x74774445u;   // "twDE"
+
+/// What a tw_runtime* points to. `struct tw_runtime` itself stays incomplete
+/// (as in the header), even here: the ABI dump (abidw) of the tw_* functions
+/// then shows an opaque pointer, and the runtime's private layout can change
+/// without touching the ABI baseline.
+struct Handle {
+    explicit Handle(tickwheel::Config c) : rt(std::move(c)) {}
+    std::atomic<std::uint32_t> state{kAlive};
+    tickwheel::Runtime rt;
+};
+
+Handle* handle(tw_runtime* p) noexcept { return reinterpret_cast<Handle*>(p); }
+const Handle* handle(const tw_runtime* p) noexcept { return reinterpret_cast<const Handle*>(p); }
+
+}  // namespace
+
+namespace {
+
+// ---- the contract's numbers, checked against the C++ side ------------------
+static_assert(TW_EINVAL == -static_cast<int>(tickwheel::errc::invalid_argument));
+static_assert(TW_ENOMEM == -static_cast<int>(tickwheel::errc::no_memory));
+static_assert(TW_ENOENT == -static_cast<int>(tickwheel::errc::not_found));
+static_assert(TW_EAGAIN == -static_cast<int>(tickwheel::errc::limit_reached));
+static_assert(TW_ESHUTDOWN == -static_cast<int>(tickwheel::errc::shutting_down));
+static_assert(TW_EDEADLK == -static_cast<int>(tickwheel::errc::would_deadlock));
+static_assert(TW_MAX_DELAY_NS == static_cast<std::uint64_t>(tickwheel::kMaxDelay.count()));
+
+// ABI 1 layouts (LP64). A change here is an ABI break: structs only grow at
+// their end, and these sizes (the minimum a caller may pass) never change.
+constexpr std::uint32_t kConfigSizeV1 = 32;
+constexpr std::uint32_t kSpecSizeV1 = 56;
+constexpr std::uint32_t kStatsSizeV1 = 136;
+constexpr std::uint32_t kMaxStructSize = 4096;
+#if UINTPTR_MAX == UINT64_MAX
+static_assert(sizeof(tw_config) == kConfigSizeV1 && offsetof(tw_config, max_timers) == 24);
+static_assert(sizeof(tw_timer_spec) == kSpecSizeV1 && offsetof(tw_timer_spec, release) == 48);
+static_assert(sizeof(tw_stats) == kStatsSizeV1 && offsetof(tw_stats, lateness_samples) == 128);
+#endif
+
+// Release hooks may run where shutting a runtime down would deadlock or free
+// memory still in use (inside a stop call, inside shutdown, on a worker right
+// after a run); shutdown/destroy from inside one is refused.
+thread_local int t_release_depth = 0;
+
+/// The C callback, argument and release hook as a timer callable.
+class CFunctor {
+public:
+    CFunctor(tw_callback cb, void* arg, tw_release release) noexcept : cb_(cb), arg_(arg), release_(release) {}
+    CFunctor(CFunctor&& o) noexcept
+        : cb_(o.cb_), arg_(o.arg_), release_(std::exchange(o.release_, nullptr)) {}
+    CFunctor(const CFunctor&) = delete;
+    CFunctor& operator=(const CFunctor&) = delete;
+    CFunctor& operator=(CFunctor&&) = delete;
+    ~CFunctor() {
+        if (release_ != nullptr) {
+            ++t_release_depth;
+            release_(arg_);
+            --t_release_depth;
+        }
+    }
+    void operator()(tickwheel::Timer t) const { cb_(arg_, t.id()); }
+
+private:
+    tw_callback cb_;
+    void* arg_;
+    tw_release release_;  // nullptr once moved from: released exactly once
+};
+static_assert(sizeof(CFunctor) <= tickwheel::detail::Callback::kInline,
+              "the C callable must be stored inline (no allocation per timer)");
+static_assert(std::is_nothrow_move_constructible_v<CFunctor>);
+
+int from_error_code(const std::error_code& ec) noexcept {
+    if (!ec) return TW_OK;
+    if (ec.category() == tickwheel::error_category()) return -ec.value();
+    if (ec == std::errc::not_enough_memory || ec == std::errc::resource_unavailable_try_again) return TW_ENOMEM;
+    return TW_EINVAL;
+}
+
+/// Maps the exception being handled to a TW_* code. Call only in a catch.
+int from_current_exception() noexcept {
+    try {
+        throw;
+    } catch (const std::bad_alloc&) {
+        return TW_ENOMEM;
+    } catch (const tickwheel::Error& e) {
+        return from_error_code(e.code());
+    } catch (const std::system_error& e) {  // e.g. a thread could not be started
+        const int rc = from_error_code(e.code());
+        return rc == TW_EINVAL ? TW_ENOMEM : rc;
+    } catch (...) {
+        return TW_EINVAL;
+    }
+}
+
+/// TW_OK for a live runtime, TW_ESHUTDOWN for a shut-down one, else TW_EINVAL.
+int check_runtime(const tw_runtime* p) noexcept {
+    if (p == nullptr) return TW_EINVAL;
+    const std::uint32_t s = handle(p)->state.load(std::memory_order_acquire);
+    if (s == kAlive) return TW_OK;
+    if (s == kShut) return TW_ESHUTDOWN;
+    return TW_EINVAL;
+}
+
+/// A size-prefixed input struct: at least the ABI-1 size, at most
+/// kMaxStructSize, and any bytes past what this library knows are zero.
+int check_in_size(const void* p, std::uint32_t size, std::uint32_t v1, std::size_t known) noexcept {
+    if (size < v1 || size > kMaxStructSize) return TW_EINVAL;
+    const auto* bytes = static_cast<const unsigned char*>(p);
+    for (std::size_t i = known; i < size; ++i)
+        if (bytes[i] != 0) return TW_EINVAL;
+    return TW_OK;
+}
+
+template <class T>
+T copy_in(const T* p) noexcept {
+    T v;
+    std::memset(&v, 0, sizeof v);
+    std::memcpy(&v, p, std::min<std::size_t>(p->size, sizeof v));
+    return v;
+}
+
+tickwheel::Duration ns(std::uint64_t v) noexcept {
+    return tickwheel::Duration(static_cast<tickwheel::Duration::rep>(v));
+}
+
+int stop_impl(tw_runtime* rt, tw_timer id, bool sync) noexcept {
+    if (const int rc = check_runtime(rt); rc != TW_OK) return rc;
+    const bool stopped = sync ? handle(rt)->rt.stop_sync(id) : handle(rt)->rt.stop(id);
+    return stopped ? TW_OK : TW_ENOENT;
+}
+
+}  // namespace
+
+namespace tickwheel::capi {
+
+void config_init(tw_config* cfg) noexcept {
+    if (cfg == nullptr) return;
+    std::memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
+}
+
+int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
+    if (out == nullptr) return TW_EINVAL;
+    *out = nullptr;
+    tw_config c;
+    config_init(&c);
+    if (cfg != nullptr) {
+        if (const int rc = check_in_size(cfg, cfg->size, kConfigSizeV1, sizeof(tw_config)); rc != TW_OK)
+            return rc;
+        c = copy_in(cfg);
+    }
+    if ((c.flags & ~TW_PIN_SHARDS) != 0) return TW_EINVAL;
+    if (c.resolution_ns != 0 && (c.resolution_ns < 1000 || c.resolution_ns > 1000000000)) return TW_EINVAL;
+    if (c.max_timers > std::numeric_limits<std::size_t>::max()) return TW_EINVAL;
+    try {
+        tickwheel::Config config;
+        config.shards = c.shards;
+        config.workers = c.workers;
+        if (c.resolution_ns != 0) config.resolution = ns(c.resolution_ns);
+        config.pin_shards = (c.flags & TW_PIN_SHARDS) != 0;
+        config.max_timers = static_cast<std::size_t>(c.max_timers);
+        *out = reinterpret_cast<tw_runtime*>(new Handle(std::move(config)));
+        return TW_OK;
+    } catch (...) {
+        return from_current_exception();
+    }
+}
+
+int runtime_shutdown(tw_runtime* rt) noexcept {
+    const int rc = check_runtime(rt);
+    if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
+    if (t_release_depth != 0) return TW_EDEADLK;
+    std::error_code ec;
+    handle(rt)->rt.shutdown(ec);  // would_deadlock from one of its callbacks: nothing done
+    if (ec) return from_error_code(ec);
+    handle(rt)->state.store(kShut, std::memory_order_release);
+    return TW_OK;
+}
+
+int runtime_destroy(tw_runtime* rt) noexcept {
+    // Shut down first: from a callback this fails and nothing is freed.
+    if (const int rc = runtime_shutdown(rt); rc != TW_OK) return rc;
+    Handle* h = handle(rt);
+    h->state.store(kDead, std::memory_order_relaxed);
+    delete h;
+    return TW_OK;
+}
+
+int timer_start(tw_runtime* rt, std::uint64_t delay_ns, std::uint64_t period_ns, tw_callback cb, void* arg,
+                   tw_timer* out) noexcept {
+    tw_timer_spec spec;
+    timer_spec_init(&spec);
+    spec.delay_ns = delay_ns;
+    spec.period_ns = period_ns;
+    spec.callback = cb;
+    spec.arg = arg;
+    return timer_start_ex(rt, &spec, out);
+}
+
+void timer_spec_init(tw_timer_spec* spec) noexcept {
+    if (spec == nullptr) return;
+    std::memset(spec, 0, sizeof *spec);
+    spec->size = sizeof *spec;
+    spec->shard = -1;
+}
+
+int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noexcept {
+    if (out != nullptr) *out = 0;
+    if (spec == nullptr) return TW_EINVAL;
+    if (const int rc = check_in_size(spec, spec->size, kSpecSizeV1, sizeof(tw_timer_spec)); rc != TW_OK) return rc;
+    const tw_timer_spec s = copy_in(spec);
+    // From here on the release hook runs exactly once: when `f` (or what it
+    // is moved into) is destroyed -- on any early return below, inside a
+    // failed start, or when the runtime is done with the timer.
+    CFunctor f(s.callback, s.arg, s.release);
+    const int state = check_runtime(rt);
+    if (state == TW_EINVAL || out == nullptr || s.callback == nullptr) return TW_EINVAL;
+    if (s.shard < -1) return TW_EINVAL;
+    if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
+    if (s.delay_ns > TW_MAX_DELAY_NS || s.period_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    tickwheel::StartOptions o;
+    if (s.deadline_ns != 0) {
+        if (s.deadline_ns > now_ns() + TW_MAX_DELAY_NS) return TW_EINVAL;
+        o.deadline = tickwheel::TimePoint(ns(s.deadline_ns));
+    } else {
+        o.delay = ns(s.delay_ns);
+    }
+    if (state != TW_OK) return state;  // TW_ESHUTDOWN
+    o.period = ns(s.period_ns);
+    o.shard = s.shard;
+    std::error_code ec;
+    const tickwheel::Timer t = handle(rt)->rt.start(o, tickwheel::detail::Callback(std::move(f)), ec);
+    if (ec) return from_error_code(ec);  // the callable was released inside start()
+    *out = t.id();
+    return TW_OK;
+}
+
+int timer_stop(tw_runtime* rt, tw_timer id) noexcept { return stop_impl(rt, id, false); }
+
+int timer_stop_sync(tw_runtime* rt, tw_timer id) noexcept { return stop_impl(rt, id, true); }
+
+int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept {
+    if (rt == nullptr) return TW_EINVAL;
+    const int rc = check_runtime(rt);
+    if (rc == TW_EINVAL) return rc;
+    if (delay_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (rc != TW_OK) return rc;
+    std::error_code ec;
+    if (handle(rt)->rt.reset(id, ns(delay_ns), ec)) return TW_OK;
+    return ec ? from_error_code(ec) : TW_ENOENT;
+}
+
+std::uint64_t now_ns(void) noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<tickwheel::Duration>(tickwheel::Runtime::now().time_since_epoch()).count());
+}
+
+int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept {
+    const int rc = check_runtime(rt);
+    if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
+    if (out == nullptr) return TW_EINVAL;
+    const std::uint32_t size = out->size;
+    if (size < kStatsSizeV1 || size > kMaxStructSize) return TW_EINVAL;
+    try {
+        const tickwheel::Stats st = handle(rt)->rt.stats();
+        tw_stats v;
+        std::memset(&v, 0, sizeof v);
+        v.shards = handle(rt)->rt.shard_count();
+        v.workers = handle(rt)->rt.worker_count();
+        v.shut_down = handle(rt)->rt.is_shut_down() ? 1 : 0;
+        v.resolution_ns = static_cast<std::uint64_t>(handle(rt)->rt.resolution().count());
+        for (const std::size_t n : st.pending_per_shard) v.pending += n;
+        for (const std::size_t n : st.inbox_per_shard) v.inbox += n;
+        v.live = st.live;
+        v.started = st.started;
+        v.fired = st.fired;
+        v.stopped = st.stopped;
+        v.reset = st.reset;
+        v.callback_exceptions = st.callback_exceptions;
+        v.cancelled_at_shutdown = st.cancelled_at_shutdown;
+        v.lateness_p50_ns = static_cast<std::uint64_t>(st.lateness_p50.count());
+        v.lateness_p99_ns = static_cast<std::uint64_t>(st.lateness_p99.count());
+        v.lateness_p999_ns = static_cast<std::uint64_t>(st.lateness_p999.count());
+        v.lateness_max_ns = static_cast<std::uint64_t>(st.lateness_max.count());
+        v.lateness_samples = st.lateness_samples;
+        const std::uint32_t filled = std::min<std::uint32_t>(size, sizeof v);
+        v.size = filled;
+        std::memcpy(out, &v, filled);
+        if (size > filled) std::memset(reinterpret_cast<unsigned char*>(out) + filled, 0, size - filled);
+        return TW_OK;
+    } catch (...) {
+        return from_current_exception();
+    }
+}
+
+int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pending,
+                           std::uint64_t* inbox) noexcept {
+    const int rc = check_runtime(rt);
+    if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
+    if (shard >= handle(rt)->rt.shard_count()) return TW_EINVAL;
+    try {
+        const tickwheel::Stats st = handle(rt)->rt.stats();
+        if (pending != nullptr) *pending = st.pending_per_shard.at(shard);
+        if (inbox != nullptr) *inbox = st.inbox_per_shard.at(shard);
+        return TW_OK;
+    } catch (...) {
+        return from_current_exception();
+    }
+}
+
+const char* error_text(int err) noexcept {
+    switch (err) {
+        case TW_OK: return "success";
+        case TW_EINVAL: return "invalid argument";
+        case TW_ENOMEM: return "out of memory";
+        case TW_ENOENT: return "no such pending timer";
+        case TW_EAGAIN: return "timer limit (max_timers) reached";
+        case TW_ESHUTDOWN: return "runtime is shut down";
+        case TW_EDEADLK: return "operation would deadlock (shutdown from a callback or release hook)";
+        default: return "unknown error";
+    }
+}
+
+std::uint32_t version(void) noexcept { return TW_VERSION; }
+
+}  // namespace tickwheel::capi

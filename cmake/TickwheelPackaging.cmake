@@ -1,0 +1,73 @@
+# Installation: headers, both libraries, a CMake package and a pkg-config file.
+#
+#   find_package(tickwheel CONFIG)  ->  tickwheel::tickwheel         libtickwheel.so.1 (C API)
+#                                       tickwheel::tickwheel_static  libtickwheel.a (C and C++
+#                                                                    API; brings oneTBB)
+#   pkg-config tickwheel            ->  -I<includedir> / -L<libdir> -ltickwheel
+#
+# The shared library exports only the C API (include/tickwheel/tickwheel.h).
+# The C++ API (tickwheel/runtime.hpp) is installed too, for use with the
+# static library.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(TICKWHEEL_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/tickwheel"
+    CACHE STRING "Where to install tickwheel's CMake package files (relative to the prefix)")
+mark_as_advanced(TICKWHEEL_INSTALL_CMAKEDIR)
+
+install(TARGETS tickwheel tickwheel_shared
+  EXPORT tickwheelTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT tickwheel_devel
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT tickwheel_runtime
+          NAMELINK_COMPONENT tickwheel_devel
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tickwheel
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT tickwheel_devel
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+
+install(EXPORT tickwheelTargets
+  NAMESPACE tickwheel::
+  DESTINATION ${TICKWHEEL_INSTALL_CMAKEDIR}
+  COMPONENT tickwheel_devel)
+configure_package_config_file(
+  ${PROJECT_SOURCE_DIR}/cmake/tickwheelConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/packaging/tickwheelConfig.cmake
+  INSTALL_DESTINATION ${TICKWHEEL_INSTALL_CMAKEDIR})
+# 0.x releases: only the same minor version is compatible; from 1.0 on the
+# same major (the C ABI major is the SONAME's, libtickwheel.so.1).
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(_tw_compat SameMinorVersion)
+else()
+  set(_tw_compat SameMajorVersion)
+endif()
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/packaging/tickwheelConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${_tw_compat})
+install(FILES
+  ${PROJECT_BINARY_DIR}/packaging/tickwheelConfig.cmake
+  ${PROJECT_BINARY_DIR}/packaging/tickwheelConfigVersion.cmake
+  DESTINATION ${TICKWHEEL_INSTALL_CMAKEDIR}
+  COMPONENT tickwheel_devel)
+
+# pkg-config. The .pc file locates the prefix relative to itself
+# (${pcfiledir}), so `cmake --install --prefix <anywhere>` yields a working
+# file; an absolute CMAKE_INSTALL_LIBDIR/INCLUDEDIR is used as is.
+set(_tw_pc_dir "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(TICKWHEEL_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+  set(TICKWHEEL_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
+else()
+  file(RELATIVE_PATH _tw_up "/_tw_/${_tw_pc_dir}" "/_tw_")
+  string(REGEX REPLACE "/$" "" _tw_up "${_tw_up}")
+  set(TICKWHEEL_PC_PREFIX "\${pcfiledir}/${_tw_up}")
+  set(TICKWHEEL_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+endif()
+if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(TICKWHEEL_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
+else()
+  set(TICKWHEEL_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/tickwheel.pc.in ${PROJECT_BINARY_DIR}/packaging/tickwheel.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/packaging/tickwheel.pc
+  DESTINATION ${_tw_pc_dir}
+  COMPONENT tickwheel_devel)

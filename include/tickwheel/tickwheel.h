@@ -1,0 +1,323 @@
+/* tickwheel/tickwheel.h -- the C API of the tickwheel timer runtime.
+ *
+ * This header is a stable contract: it compiles as C99, C11 and C++ (98 and
+ * later), includes only <stdint.h> and <stddef.h>, and no C++ type, exception
+ * or bool crosses it. Link with libtickwheel.so.1 (pkg-config tickwheel, or
+ * CMake find_package(tickwheel CONFIG) -> tickwheel::tickwheel) or with the
+ * static libtickwheel.a (tickwheel::tickwheel_static; needs a C++ link).
+ *
+ * The semantics are those of the C++ runtime (tickwheel/runtime.hpp):
+ *
+ *  * Thread safety. Every function may be called from any thread,
+ *    concurrently, including from inside a callback -- except that
+ *    tw_runtime_shutdown()/tw_runtime_destroy() fail with TW_EDEADLK when
+ *    called from one of that runtime's callbacks or from any release hook.
+ *  * Never early. A callback never starts before its deadline as read from
+ *    CLOCK_MONOTONIC (tw_now_ns()) by the caller of the start function.
+ *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
+ *    timer fires about one tick plus scheduling noise after its deadline.
+ *  * Callback context. Callbacks run on the runtime's worker threads (a
+ *    oneTBB arena), never on the thread that started the timer. Runs of one
+ *    timer never overlap. Callbacks and release hooks must return normally:
+ *    no longjmp out of them, and (if written in C++) no exception out of a
+ *    release hook.
+ *  * Stop. For every timer exactly one of these happens: its callback runs
+ *    for the last time, or one tw_timer_stop()/tw_timer_stop_sync() returns
+ *    TW_OK, or the runtime is shut down while it is pending.
+ *  * Release. A timer's release hook (tw_timer_spec.release), if not NULL,
+ *    is called exactly once with its arg, when the runtime is done with the
+ *    timer: after its last run (on the worker thread), inside the stop call
+ *    that cancelled it (or, if a run was in progress, right after that run,
+ *    on the worker), inside tw_runtime_shutdown()/tw_runtime_destroy() for
+ *    timers still pending, or -- when tw_timer_start_ex() fails -- before it
+ *    returns. Free what the callback uses there.
+ *  * Ids. A tw_timer is a 64-bit id with a 24-bit generation: an id whose
+ *    timer fired, was stopped or whose slot was reused is "stale" and is
+ *    answered TW_ENOENT, never acted on. 0 is never a valid id.
+ *  * Errors. Every function returning int returns TW_OK (0) or a negative
+ *    TW_E* code; none aborts the process or lets an exception escape. When
+ *    several checks fail, the code of the first one in the order documented
+ *    at the function is returned.
+ *  * Lifetime. A runtime pointer is valid from a successful
+ *    tw_runtime_create() until tw_runtime_destroy() returns TW_OK. After
+ *    tw_runtime_shutdown() it stays valid (calls return TW_ESHUTDOWN);
+ *    after tw_runtime_destroy() it is freed: using it then is undefined
+ *    behaviour, exactly like using memory after free(). A pointer that was
+ *    never a runtime is detected on a best-effort basis only (TW_EINVAL).
+ *
+ * ABI policy. The shared library's SONAME carries the ABI major version
+ * (libtickwheel.so.1); only tw_* symbols are exported, with symbol version
+ * TICKWHEEL_1. Within one ABI major version: no function is removed or
+ * changes its signature or meaning; error codes and flag values keep their
+ * values; a struct with a leading `size` field only grows AT ITS END, the
+ * caller stores sizeof(struct) in `size` (the *_init() functions do), and
+ * the library reads/writes only the first `size` bytes: fields beyond an
+ * older caller's size take their documented defaults, and a newer caller's
+ * extra bytes are accepted by an older library only if they are all zero
+ * (so a request it cannot honour fails with TW_EINVAL instead of being
+ * silently ignored). Structs without a size field (none today) never change.
+ */
+#ifndef TICKWHEEL_TICKWHEEL_H
+#define TICKWHEEL_TICKWHEEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- version ------------------------------------------------------------ */
+#define TW_VERSION_MAJOR 0
+#define TW_VERSION_MINOR 1
+#define TW_VERSION_PATCH 0
+/** The version this header belongs to, encoded as tw_version() returns it. */
+#define TW_VERSION ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
+/** The ABI major version: the N of the SONAME libtickwheel.so.N. */
+#define TW_ABI_VERSION 1
+
+/* ---- export macro --------------------------------------------------------- */
+#if defined(_WIN32) || defined(__CYGWIN__)
+#  if defined(TW_BUILDING_LIBRARY)
+#    define TW_API __declspec(dllexport)
+#  elif defined(TW_STATIC)
+#    define TW_API
+#  else
+#    define TW_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#  define TW_API __attribute__((visibility("default")))
+#else
+#  define TW_API
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#  define TW_NOEXCEPT noexcept
+#elif defined(__cplusplus)
+#  define TW_NOEXCEPT throw()
+#else
+#  define TW_NOEXCEPT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- error codes (negated errno values, stable) --------------------------- */
+#define TW_OK 0
+#define TW_EINVAL (-22)     /* invalid argument: NULL pointer, bad size, out-of-range value */
+#define TW_ENOMEM (-12)     /* out of memory (or threads / timer slots exhausted) */
+#define TW_ENOENT (-2)      /* no such pending timer: fired, stopped, stale, 0 or never existed */
+#define TW_EAGAIN (-11)     /* tw_config.max_timers timers are alive */
+#define TW_ESHUTDOWN (-108) /* the runtime is shut down (or shutting down) */
+#define TW_EDEADLK (-35)    /* shutdown/destroy called from one of the runtime's callbacks */
+
+/** The longest delay, period or deadline distance accepted: 2^60 ns (about
+ *  36.5 years). Longer ones are TW_EINVAL. */
+#define TW_MAX_DELAY_NS (((uint64_t)1) << 60)
+
+/* ---- types ----------------------------------------------------------------- */
+/** An opaque runtime: shards (timing wheels + a driver thread each) and a
+ *  pool of worker threads that run the callbacks. */
+typedef struct tw_runtime tw_runtime;
+
+/** A timer id. 0 is never a valid id. */
+typedef uint64_t tw_timer;
+
+/** A timer callback: called on a worker thread with the arg given at start
+ *  and the timer's id. May call any tw_* function except shutting down or
+ *  destroying its own runtime. */
+typedef void (*tw_callback)(void *arg, tw_timer id);
+
+/** A release hook: called exactly once with the timer's arg when the runtime
+ *  is done with the timer (see "Release" above). */
+typedef void (*tw_release)(void *arg);
+
+/* ---- runtime ---------------------------------------------------------------- */
+/** tw_config.flags: pin shard i's driver thread to CPU i % online CPUs. */
+#define TW_PIN_SHARDS 0x1u
+
+/** Runtime configuration. Initialise with tw_config_init(), then set fields. */
+typedef struct tw_config {
+    uint32_t size;          /* sizeof(tw_config); set by tw_config_init() */
+    uint32_t shards;        /* 0 = one per online CPU; at most 256 */
+    uint32_t workers;       /* callback worker threads; 0 = one per online CPU; at most 4096 */
+    uint32_t flags;         /* TW_PIN_SHARDS; unknown bits are TW_EINVAL */
+    uint64_t resolution_ns; /* the tick; 0 = 1 ms; else 1000 (1 us) .. 1000000000 (1 s) */
+    uint64_t max_timers;    /* live (started, not yet released) timers; 0 = unlimited */
+} tw_config;
+
+/** Sets every field to its default (all zero) and size to sizeof(tw_config).
+ *  Does nothing if cfg is NULL. */
+TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
+
+/** Creates a runtime and starts its threads; cfg NULL = all defaults.
+ *  Returns, checked in this order:
+ *   TW_EINVAL  out is NULL; cfg->size is below sizeof(tw_config) of ABI 1, or
+ *              above it with a non-zero byte past the fields this library
+ *              knows, or above 4096; unknown flags; shards > 256;
+ *              workers > 4096; resolution_ns outside 1 us .. 1 s.
+ *   TW_ENOMEM  out of memory, or a thread could not be started.
+ *  On failure *out (if out is not NULL) is set to NULL. */
+TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT;
+
+/** Shuts the runtime down without freeing it: from now on every function
+ *  taking this runtime returns TW_ESHUTDOWN (except tw_runtime_stats(),
+ *  which still reports the final counters, tw_runtime_shutdown() itself,
+ *  which returns TW_OK again, and tw_runtime_destroy(), which frees it).
+ *  Timers still pending are cancelled and their release hooks run on this
+ *  thread; callbacks in progress are waited for; all threads are joined.
+ *  Concurrent callers all wait for the end. Returns:
+ *   TW_EINVAL   rt is NULL (or not a runtime).
+ *   TW_EDEADLK  called from one of this runtime's callbacks, or from inside a
+ *               release hook (of any runtime: hooks run inside stop calls,
+ *               shutdown, or on a worker right after a run, where shutting
+ *               down would deadlock or free memory in use): nothing done.
+ *   TW_OK       shut down (now, or already before). */
+TW_API int tw_runtime_shutdown(tw_runtime *rt) TW_NOEXCEPT;
+
+/** tw_runtime_shutdown(), then frees the runtime. Returns:
+ *   TW_EINVAL   rt is NULL (or not a runtime).
+ *   TW_EDEADLK  as tw_runtime_shutdown(): nothing done, rt stays valid
+ *               (destroy it later from another thread).
+ *   TW_OK       freed: rt must not be used again (undefined behaviour, like
+ *               free()); in particular no other thread may be inside a call
+ *               on rt, nor call it later. */
+TW_API int tw_runtime_destroy(tw_runtime *rt) TW_NOEXCEPT;
+
+/* ---- timers -------------------------------------------------------------------- */
+/** Starts a timer: first run delay_ns from now (a fresh CLOCK_MONOTONIC
+ *  reading), rounded up to the tick; then, if period_ns > 0, every
+ *  period_ns (fixed rate: runs at first + k * period, rounded up to the
+ *  tick; overrun periods are skipped, never run in a burst). delay_ns 0
+ *  fires as soon as possible. O(1), lock-free. Returns, in this order:
+ *   TW_EINVAL     rt, cb or out is NULL (or rt is not a runtime);
+ *                 delay_ns > TW_MAX_DELAY_NS; period_ns > TW_MAX_DELAY_NS.
+ *   TW_ESHUTDOWN  the runtime is shut down or shutting down.
+ *   TW_EAGAIN     max_timers timers are alive.
+ *   TW_ENOMEM     out of memory or of timer slots.
+ *   TW_OK         *out holds the new timer's id (never 0).
+ *  On failure *out (if out is not NULL) is set to 0. */
+TW_API int tw_timer_start(tw_runtime *rt, uint64_t delay_ns, uint64_t period_ns, tw_callback cb,
+                          void *arg, tw_timer *out) TW_NOEXCEPT;
+
+/** Everything a timer can be started with. Initialise with
+ *  tw_timer_spec_init(), then set fields. */
+typedef struct tw_timer_spec {
+    uint32_t size;        /* sizeof(tw_timer_spec); set by tw_timer_spec_init() */
+    int32_t shard;        /* shard hint: -1 = the calling CPU's shard (default);
+                             >= 0: that shard, modulo the shard count */
+    uint64_t deadline_ns; /* absolute CLOCK_MONOTONIC deadline of the first run,
+                             in tw_now_ns() nanoseconds; a past one fires at once;
+                             0 (default) = use delay_ns instead */
+    uint64_t delay_ns;    /* first run this long from now, if deadline_ns == 0 */
+    uint64_t period_ns;   /* 0 = one-shot (default); else the fixed-rate period */
+    tw_callback callback; /* required */
+    void *arg;            /* passed to callback and release */
+    tw_release release;   /* NULL = none; see "Release" above */
+} tw_timer_spec;
+
+/** Sets every field to its default (shard -1, others 0/NULL) and size to
+ *  sizeof(tw_timer_spec). Does nothing if spec is NULL. */
+TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
+
+/** Starts the timer `spec` describes. Checks, in this order:
+ *   TW_EINVAL     spec is NULL, or spec->size is invalid (as for tw_config):
+ *                 the release hook is NOT called (it cannot be read).
+ *  From here on, every failure calls spec->release(spec->arg) (if not NULL)
+ *  before returning, so the caller can always leave cleanup to the hook:
+ *   TW_EINVAL     rt, out or spec->callback is NULL (or rt is not a runtime);
+ *                 shard < -1; deadline_ns > INT64_MAX or more than
+ *                 TW_MAX_DELAY_NS in the future; delay_ns or period_ns
+ *                 > TW_MAX_DELAY_NS.
+ *   TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM  as tw_timer_start().
+ *   TW_OK         *out holds the new timer's id; the release hook will run
+ *                 exactly once later (see "Release" above).
+ *  On failure *out (if out is not NULL) is set to 0. */
+TW_API int tw_timer_start_ex(tw_runtime *rt, const tw_timer_spec *spec, tw_timer *out) TW_NOEXCEPT;
+
+/** Cancels a timer. Never blocks (no lock, no wait for a running callback).
+ *  Returns, in this order:
+ *   TW_EINVAL     rt is NULL (or not a runtime).
+ *   TW_ESHUTDOWN  the runtime is shut down.
+ *   TW_ENOENT     this call did not prevent a run: the timer already ran its
+ *                 last run or is running it now, was already stopped, or id
+ *                 is stale, random or 0.
+ *   TW_OK         cancelled: a one-shot timer had not started; a periodic
+ *                 one will not start another run after this returns. If no
+ *                 run is in progress the release hook has run inside this
+ *                 call; otherwise it runs right after that run, on its
+ *                 worker thread. */
+TW_API int tw_timer_stop(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
+
+/** As tw_timer_stop(), and in addition, when it returns, the callback is not
+ *  running and will never run again, and the release hook has returned, so
+ *  the caller may free what they use. Waits for a run in progress (even if
+ *  it returns TW_ENOENT because that run was the last). Called from the
+ *  same timer's callback it does not wait for itself. Two callbacks that
+ *  stop_sync each other wait for each other forever: don't. Returns as
+ *  tw_timer_stop(). */
+TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
+
+/** Re-arms a pending timer to fire delay_ns from now (a periodic timer: its
+ *  next run then, then every period). From a one-shot timer's own running
+ *  callback it re-arms that timer. Returns, in this order:
+ *   TW_EINVAL     rt is NULL (or not a runtime); delay_ns > TW_MAX_DELAY_NS.
+ *   TW_ESHUTDOWN  the runtime is shut down or shutting down.
+ *   TW_ENOENT     the timer is not pending (fired, stopped, stale, 0).
+ *   TW_OK         re-armed. */
+TW_API int tw_timer_reset(tw_runtime *rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT;
+
+/* ---- observation ---------------------------------------------------------------- */
+/** The runtime's clock: CLOCK_MONOTONIC, in nanoseconds. The scale of
+ *  tw_timer_spec.deadline_ns. */
+TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT;
+
+/** A snapshot of a runtime's counters (totals since creation). */
+typedef struct tw_stats {
+    uint32_t size;                  /* in: sizeof(tw_stats); out: bytes filled */
+    uint32_t shards;                /* shard count */
+    uint32_t workers;               /* worker thread count */
+    uint32_t shut_down;             /* 1 once the runtime is shut down, else 0 */
+    uint64_t resolution_ns;         /* the tick */
+    uint64_t pending;               /* timers filed in the shards' wheels (sum) */
+    uint64_t inbox;                 /* requests queued to the shards (sum, approx.) */
+    uint64_t live;                  /* started and not yet released */
+    uint64_t started;
+    uint64_t fired;                 /* callback runs */
+    uint64_t stopped;               /* stop calls that returned TW_OK */
+    uint64_t reset;                 /* reset calls that returned TW_OK */
+    uint64_t callback_exceptions;   /* C++ exceptions thrown by callbacks */
+    uint64_t cancelled_at_shutdown;
+    uint64_t lateness_p50_ns;       /* callback start minus deadline; log-linear */
+    uint64_t lateness_p99_ns;       /* histogram, about 3% relative error */
+    uint64_t lateness_p999_ns;
+    uint64_t lateness_max_ns;
+    uint64_t lateness_samples;
+} tw_stats;
+
+/** Fills *out. Set out->size = sizeof(tw_stats) first; on return it holds
+ *  the number of bytes filled (min of the caller's and the library's size;
+ *  bytes beyond that, up to the caller's size, are zeroed). Works after
+ *  tw_runtime_shutdown() too (final counters). Returns, in this order:
+ *   TW_EINVAL  rt or out is NULL (or rt is not a runtime); out->size below
+ *              sizeof(tw_stats) of ABI 1 or above 4096.
+ *   TW_ENOMEM  out of memory.
+ *   TW_OK      filled. */
+TW_API int tw_runtime_stats(tw_runtime *rt, tw_stats *out) TW_NOEXCEPT;
+
+/** One shard's share of tw_stats.pending and .inbox. Either out pointer may
+ *  be NULL. Returns TW_EINVAL (rt NULL or not a runtime, shard >= shard
+ *  count), TW_ENOMEM, or TW_OK. Works after shutdown, like tw_runtime_stats. */
+TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pending,
+                                  uint64_t *inbox) TW_NOEXCEPT;
+
+/** A static, human-readable description of a TW_* code (TW_OK included);
+ *  never NULL, also for unknown codes ("unknown error"). */
+TW_API const char *tw_strerror(int err) TW_NOEXCEPT;
+
+/** The library's version: (major << 16) | (minor << 8) | patch. Compare with
+ *  TW_VERSION to detect a header/library mismatch. */
+TW_API uint32_t tw_version(void) TW_NOEXCEPT;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TICKWHEEL_TICKWHEEL_H */
