@@ -1,0 +1,375 @@
+// bench/peers/driver.hpp -- the workloads, written once, run against every
+// peer. A peer is a class P that drives one timer library through its own
+// idiomatic API (see peer_*.cpp) and provides:
+//
+//   static constexpr bool kThreadSafe;  // any thread may start/stop (workload "mt")
+//   static constexpr bool kHasDriver;   // fires timers on its own (lateness, idle)
+//   struct Local { explicit Local(P&); };  // per caller thread (timer pools, counters)
+//   using H = ...;                       // what start() returns: the caller's handle
+//   explicit P(const twb::Opts&);
+//   std::string name() const;
+//   H start(Local&, std::int64_t delay_ns);          // with a trivial callback
+//   bool stop(Local&, H);
+//   bool rearm(Local&, H&, std::int64_t delay_ns);
+//   void finish(Local&);   // publish per-thread counts (before drain())
+//   void drain();          // wait until every request made so far is processed
+//   void before_rep();     // e.g. libuv: uv_update_time
+//   Sample expiry_rep(Local&, long n, const Opts&);
+//   template <class F> void start_cb(Local&, std::int64_t delay_ns, F&& f);  // one-shot, f()
+//   void start_slow(Local&);        // a periodic 10 ms callback that blocks 100 ms
+//   void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done);
+//   void begin_idle();              // start firing machinery that waits for run (libuv)
+//
+// Workloads (see docs/bench/README.md for the exact definitions):
+//   startstop  preload --pending timers due in [1 s, 100 s] (in deadline order,
+//              see preload_delays()); each repetition
+//              times --ops pairs (start one with a delay in [1 ms, 100 s],
+//              stop a random pending one) and, for peers that hand requests
+//              to other threads, waits until those have processed them.
+//              Also reports RSS per pending timer (workload "memory").
+//   rearm      preload --pending timers due in [20 s, 30 s]; --ops re-arms of
+//              random timers, delays rising from 30 s to 60 s over the run, so
+//              that every re-arm moves a deadline later (keepalive).
+//   mt         --threads producers, each keeping --pending/threads timers and
+//              doing --ops pairs; aggregate pairs/s.
+//   expiry     --pending timers due over a --window-ms window, delivered as a
+//              backlog (peer-specific, see expiry_rep); callbacks/s.
+//   lateness   a steady stream of --rate timers/s with delays in
+//              [0, --max-delay-ms]; each repetition is the timers started in
+//              one --segment-s slice; with --slow, plus a periodic callback
+//              that blocks 100 ms every 10 ms.
+//   idle       --pending timers due in [60 s, 120 s]; process CPU% over
+//              --seconds, split in --reps windows.
+#pragma once
+
+#include <barrier>
+#include <thread>
+
+#include "common.hpp"
+
+namespace twb {
+
+inline Params base_params(const Opts& o) {
+    Params p;
+    p.add("pending", static_cast<double>(o.pending)).add("ops", static_cast<double>(o.ops));
+    return p;
+}
+
+// ---- startstop (+ memory) ------------------------------------------------------------
+template <class P>
+void startstop(P& p, const Opts& o) {
+    using H = typename P::H;
+    typename P::Local L(p);
+    const auto n = static_cast<std::size_t>(o.pending);
+    std::mt19937_64 rng(o.seed);
+    PairInputs in;
+    in.delay.assign(static_cast<std::size_t>(o.ops), 0);
+    in.victim.assign(static_cast<std::size_t>(o.ops), 0);
+    std::vector<H> pending(n);  // the caller's handles: touched before the RSS baseline
+    std::vector<std::int64_t> pre = preload_delays(rng, n, 1 * kSec, 100 * kSec, o.sorted_preload);
+    const std::int64_t rss0 = rss_bytes();
+    const std::int64_t tp0 = now_ns();
+    for (std::size_t i = 0; i < n; ++i) pending[i] = p.start(L, pre[i]);
+    p.finish(L);
+    p.drain();
+    const double preload_s = static_cast<double>(now_ns() - tp0) / 1e9;
+    const std::int64_t rss1 = rss_bytes();
+    // `pre` stays allocated: the baseline includes it.
+    std::fprintf(stderr, "%s: preloaded %zu timers in %.2f s, RSS +%.1f MB (%.1f B/timer)\n", p.name().c_str(), n,
+                 preload_s, static_cast<double>(rss1 - rss0) / 1e6, static_cast<double>(rss1 - rss0) / static_cast<double>(n));
+
+    auto pass = [&](long ops) {
+        for (long i = 0; i < ops; ++i) {
+            const H h = p.start(L, in.delay[static_cast<std::size_t>(i)]);
+            H& v = pending[in.victim[static_cast<std::size_t>(i)]];
+            p.stop(L, v);
+            v = h;
+        }
+    };
+    for (int w = 0; w < o.warmup; ++w) {
+        fill_pairs(in, rng, o.ops / 10, o.pending, 1 * kMs, 100 * kSec);
+        p.before_rep();
+        pass(o.ops / 10);
+        p.finish(L);
+        p.drain();
+    }
+    auto samples = run_gbench(p.name() + "/startstop/" + std::to_string(n), o.reps, [&] {
+        fill_pairs(in, rng, o.ops, o.pending, 1 * kMs, 100 * kSec);
+        p.before_rep();
+        const std::int64_t c0 = cpu_ns(), t0 = now_ns();
+        pass(o.ops);
+        const std::int64_t t_loop = now_ns();
+        p.finish(L);
+        p.drain();
+        const std::int64_t t1 = now_ns(), c1 = cpu_ns();
+        Sample s;
+        const auto ops = static_cast<double>(o.ops);
+        s.wall_s = static_cast<double>(t1 - t0) / 1e9;
+        s.set("wall_ns_per_pair", static_cast<double>(t1 - t0) / ops);
+        s.set("cpu_ns_per_pair", static_cast<double>(c1 - c0) / ops);
+        s.set("caller_ns_per_pair", static_cast<double>(t_loop - t0) / ops);
+        s.set("drain_us", static_cast<double>(t1 - t_loop) / 1e3);
+        if constexpr (requires { p.extra(s, n); }) p.extra(s, n);
+        s.set("rss_bytes_per_timer", static_cast<double>(rss_bytes() - rss0) / static_cast<double>(n));
+        return s;
+    });
+    Params params = base_params(o);
+    std::vector<Sample> main, mem;
+    for (auto& s : samples) {
+        Sample a, b;
+        a.values.assign(s.values.begin(), s.values.end() - 1);
+        b.values.assign(s.values.end() - 1, s.values.end());
+        main.push_back(a);
+        mem.push_back(b);
+    }
+    emit_samples("startstop", p.name(), params, main, {{"drain_us", "us"}, {"slots_per_pending", "records"}});
+    emit("startstop", p.name(), params, "preload_s", "s", {preload_s});
+    Params mp;
+    mp.add("pending", static_cast<double>(n));
+    emit_samples("memory", p.name(), mp, mem, {{"rss_bytes_per_timer", "B"}},
+                 "RSS growth over the preload, measured after each repetition");
+    emit("memory", p.name(), mp, "rss_bytes_per_timer_after_preload", "B",
+         {static_cast<double>(rss1 - rss0) / static_cast<double>(n)});
+}
+
+// ---- rearm ------------------------------------------------------------------------------
+template <class P>
+void rearm(P& p, const Opts& o) {
+    using H = typename P::H;
+    typename P::Local L(p);
+    const auto n = static_cast<std::size_t>(o.pending);
+    std::mt19937_64 rng(o.seed + 1);
+    std::vector<H> pending(n);
+    {
+        std::vector<std::int64_t> pre = preload_delays(rng, n, 20 * kSec, 30 * kSec, o.sorted_preload);
+        for (std::size_t i = 0; i < n; ++i) pending[i] = p.start(L, pre[i]);
+        p.finish(L);
+        p.drain();
+    }
+    // Delays rise from 30 s to 60 s over every re-arm of the run, so each
+    // re-arm moves its timer's deadline later (now only grows too).
+    const long warm_ops = o.warmup ? o.ops / 10 : 0;
+    const double total = static_cast<double>(warm_ops + o.reps * o.ops);
+    long done = 0;
+    PairInputs in;
+    auto gen = [&](long ops) {
+        in.delay.resize(static_cast<std::size_t>(ops));
+        in.victim.resize(static_cast<std::size_t>(ops));
+        for (long i = 0; i < ops; ++i) {
+            in.delay[static_cast<std::size_t>(i)] =
+                30 * kSec + static_cast<std::int64_t>(30.0 * 1e9 * static_cast<double>(done + i) / total);
+            in.victim[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(rng() % n);
+        }
+        done += ops;
+    };
+    auto pass = [&](long ops) {
+        for (long i = 0; i < ops; ++i)
+            p.rearm(L, pending[in.victim[static_cast<std::size_t>(i)]], in.delay[static_cast<std::size_t>(i)]);
+    };
+    if (warm_ops) {
+        gen(warm_ops);
+        p.before_rep();
+        pass(warm_ops);
+        p.finish(L);
+        p.drain();
+    }
+    auto samples = run_gbench(p.name() + "/rearm/" + std::to_string(n), o.reps, [&] {
+        gen(o.ops);
+        p.before_rep();
+        const std::int64_t c0 = cpu_ns(), t0 = now_ns();
+        pass(o.ops);
+        const std::int64_t t_loop = now_ns();
+        p.finish(L);
+        p.drain();
+        const std::int64_t t1 = now_ns(), c1 = cpu_ns();
+        Sample s;
+        const auto ops = static_cast<double>(o.ops);
+        s.wall_s = static_cast<double>(t_loop - t0) / 1e9;
+        s.set("caller_ns_per_rearm", static_cast<double>(t_loop - t0) / ops);
+        s.set("wall_ns_per_rearm", static_cast<double>(t1 - t0) / ops);
+        s.set("cpu_ns_per_rearm", static_cast<double>(c1 - c0) / ops);
+        return s;
+    });
+    emit_samples("rearm", p.name(), base_params(o), samples, {});
+}
+
+// ---- mt: several producer threads -------------------------------------------------------
+template <class P>
+void mt(P& p, const Opts& o) {
+    if constexpr (!P::kThreadSafe) {
+        std::fprintf(stderr, "%s is not thread-safe: workload mt not applicable\n", p.name().c_str());
+    } else {
+        using H = typename P::H;
+        const int T = o.threads;
+        const long per = std::max<long>(1, o.pending / T);
+        const int passes = (o.warmup ? 1 : 0) + o.reps;
+        std::barrier sync(T + 1);
+        std::vector<std::int64_t> done_at(static_cast<std::size_t>(T));
+        std::vector<std::thread> th;
+        for (int t = 0; t < T; ++t) {
+            th.emplace_back([&, t] {
+                typename P::Local L(p);
+                std::mt19937_64 rng(o.seed * 1000 + static_cast<unsigned>(t));
+                std::vector<H> pending(static_cast<std::size_t>(per));
+                std::uniform_int_distribution<std::int64_t> preload(1 * kSec, 100 * kSec);
+                for (auto& h : pending) h = p.start(L, preload(rng));
+                p.finish(L);
+                PairInputs in;
+                for (int pass = 0; pass < passes; ++pass) {
+                    const long ops = (o.warmup && pass == 0) ? o.ops / 10 : o.ops;
+                    fill_pairs(in, rng, ops, per, 1 * kMs, 100 * kSec);
+                    sync.arrive_and_wait();  // inputs ready
+                    sync.arrive_and_wait();  // go
+                    for (long i = 0; i < ops; ++i) {
+                        const H h = p.start(L, in.delay[static_cast<std::size_t>(i)]);
+                        H& v = pending[in.victim[static_cast<std::size_t>(i)]];
+                        p.stop(L, v);
+                        v = h;
+                    }
+                    done_at[static_cast<std::size_t>(t)] = now_ns();
+                    p.finish(L);
+                    sync.arrive_and_wait();  // all done
+                }
+                sync.arrive_and_wait();  // keep the Local (its timers) alive until the end
+            });
+        }
+        std::vector<double> pps, caller_pps, cpu_pp;
+        for (int pass = 0; pass < passes; ++pass) {
+            const long ops = (o.warmup && pass == 0) ? o.ops / 10 : o.ops;
+            sync.arrive_and_wait();
+            const std::int64_t c0 = cpu_ns(), t0 = now_ns();
+            sync.arrive_and_wait();
+            sync.arrive_and_wait();
+            const std::int64_t tc = *std::max_element(done_at.begin(), done_at.end());
+            p.drain();
+            const std::int64_t t1 = now_ns(), c1 = cpu_ns();
+            if (o.warmup && pass == 0) continue;
+            const double pairs = static_cast<double>(ops) * T;
+            pps.push_back(pairs / (static_cast<double>(t1 - t0) / 1e9));
+            caller_pps.push_back(pairs / (static_cast<double>(tc - t0) / 1e9));
+            cpu_pp.push_back(static_cast<double>(c1 - c0) / pairs);
+            std::fprintf(stderr, "%s mt T=%d: %.2f M pairs/s (callers %.2f M/s), cpu %.0f ns/pair\n", p.name().c_str(), T,
+                         pps.back() / 1e6, caller_pps.back() / 1e6, cpu_pp.back());
+        }
+        sync.arrive_and_wait();
+        for (auto& x : th) x.join();
+        Params params = base_params(o);
+        params.add("threads", T);
+        emit("mt", p.name(), params, "pairs_per_s", "pairs/s", pps);
+        emit("mt", p.name(), params, "caller_pairs_per_s", "pairs/s", caller_pps);
+        emit("mt", p.name(), params, "cpu_ns_per_pair", "ns", cpu_pp);
+    }
+}
+
+// ---- expiry -------------------------------------------------------------------------------
+template <class P>
+void expiry(P& p, const Opts& o) {
+    typename P::Local L(p);
+    std::vector<Sample> samples;
+    for (int r = 0; r < o.reps; ++r) {
+        samples.push_back(p.expiry_rep(L, o.pending, o));
+        std::fprintf(stderr, "%s expiry rep %d: %.2f M callbacks/s\n", p.name().c_str(), r,
+                     samples.back().values[0].second / 1e6);
+    }
+    Params params;
+    params.add("timers", static_cast<double>(o.pending)).add("window_ms", static_cast<double>(o.window_ms));
+    emit_samples("expiry", p.name(), params, samples,
+                 {{"callbacks_per_s", "callbacks/s"}, {"delivery_ms", "ms"}, {"load_ns_per_timer", "ns"}});
+}
+
+// ---- lateness (workloads 5 and 8) --------------------------------------------------------
+template <class P>
+void lateness(P& p, const Opts& o) {
+    if constexpr (!P::kHasDriver) {
+        std::fprintf(stderr, "%s has no driver thread: workload lateness not applicable\n", p.name().c_str());
+    } else {
+        typename P::Local L(p);
+        const double stream_s = o.segment_s * o.reps;
+        const auto total = static_cast<std::size_t>(static_cast<double>(o.rate) * stream_s);
+        LatenessLog log(total);
+        Stream stream(o.rate, total, o.max_delay_ms * kMs, o.seed, log);
+        if (o.slow) p.start_slow(L);
+        std::int64_t last_start = 0, give_up = 0;
+        bool streaming = true;
+        auto tick = [&] {
+            if (!streaming) return false;
+            streaming = stream.tick([&](std::size_t slot, std::int64_t d, std::int64_t deadline) {
+                LatenessLog* lg = &log;
+                p.start_cb(L, d, [lg, slot, deadline] { lg->record(slot, deadline); });
+            });
+            if (!streaming) {
+                last_start = now_ns();
+                give_up = last_start + o.max_delay_ms * kMs + 5 * kSec;
+            }
+            return streaming;
+        };
+        auto done = [&] { return log.fired.load(std::memory_order_acquire) >= total || now_ns() > give_up; };
+        p.run_stream(L, tick, done);
+        const double achieved = static_cast<double>(total) / (static_cast<double>(last_start - stream.t0) / 1e9);
+        Params params;
+        params.add("rate", static_cast<double>(o.rate))
+            .add("resolution_us", static_cast<double>(o.resolution_us))
+            .add("max_delay_ms", static_cast<double>(o.max_delay_ms))
+            .add("segment_s", o.segment_s)
+            .add("slow", o.slow ? 1 : 0);
+        emit_lateness(o.slow ? "slow" : "lateness", p.name(), params, log, static_cast<double>(last_start - stream.t0) / 1e9,
+                      o.reps, achieved);
+    }
+}
+
+/// The default stream driver for peers with their own threads: the calling
+/// thread paces the stream, then waits.
+inline void paced_stream(const std::function<bool()>& tick, const std::function<bool()>& done) {
+    while (tick()) sleep_until_ns(now_ns() + 500 * kUs);
+    while (!done()) sleep_until_ns(now_ns() + 10 * kMs);
+}
+
+// ---- idle -----------------------------------------------------------------------------------
+template <class P>
+void idle(P& p, const Opts& o) {
+    if constexpr (!P::kHasDriver) {
+        std::fprintf(stderr, "%s has no driver thread: workload idle not applicable\n", p.name().c_str());
+    } else {
+        typename P::Local L(p);
+        std::mt19937_64 rng(o.seed + 2);
+        for (std::int64_t d : preload_delays(rng, static_cast<std::size_t>(o.pending), 60 * kSec, 120 * kSec, o.sorted_preload))
+            (void)p.start(L, d);
+        p.finish(L);
+        p.drain();
+        p.begin_idle();
+        sleep_until_ns(now_ns() + 1 * kSec);  // settle
+        std::vector<double> pct;
+        const auto win = static_cast<std::int64_t>(o.seconds / o.reps * 1e9);
+        const std::int64_t c_all = cpu_ns(), t_all = now_ns();
+        for (int r = 0; r < o.reps; ++r) {
+            const std::int64_t c0 = cpu_ns(), t0 = now_ns();
+            sleep_until_ns(t0 + win);
+            pct.push_back(100.0 * static_cast<double>(cpu_ns() - c0) / static_cast<double>(now_ns() - t0));
+        }
+        const double total = 100.0 * static_cast<double>(cpu_ns() - c_all) / static_cast<double>(now_ns() - t_all);
+        Params params;
+        params.add("pending", static_cast<double>(o.pending)).add("seconds", o.seconds);
+        emit("idle", p.name(), params, "cpu_percent", "%", pct);
+        emit("idle", p.name(), params, "cpu_percent_whole", "%", {total});
+        std::fprintf(stderr, "%s idle: %.3f%% of one core over %.0f s\n", p.name().c_str(), total, o.seconds);
+    }
+}
+
+template <class P>
+int run_main(int argc, char** argv) {
+    const Opts o = parse(argc, argv);
+    P p(o);
+    if (o.workload == "startstop") startstop(p, o);
+    else if (o.workload == "rearm") rearm(p, o);
+    else if (o.workload == "mt") mt(p, o);
+    else if (o.workload == "expiry") expiry(p, o);
+    else if (o.workload == "lateness") lateness(p, o);
+    else if (o.workload == "idle") idle(p, o);
+    else {
+        std::fprintf(stderr, "unknown --workload '%s'\n", o.workload.c_str());
+        return 2;
+    }
+    quick_exit_ok();
+}
+
+}  // namespace twb

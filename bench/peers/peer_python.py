@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Workload 9, FFI overhead: tickwheel's start+stop pair through the C ABI
+(libtickwheel.so.1) called from Python with ctypes, two ways:
+
+  python-binding  the Python binding (bindings/python/tickwheel):
+                  rt.start(delay_s, fn) + Timer.stop()
+  python-ctypes   bare ctypes calls: tw_timer_start() + tw_timer_stop()
+
+Same pair as workload 1 (preload --pending timers due in [1 s, 100 s];
+each repetition: --ops pairs of start with a delay in [1 ms, 100 s] + stop a
+random pending one; the clock runs until the shards' inboxes are empty).
+Prints the same JSON lines as the C++ peers. Usage:
+
+  TICKWHEEL_LIB=build/release/capi/libtickwheel.so.1 \\
+    peer_python.py --binding bindings/python [--pending N] [--ops N] [--reps R]
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import time
+
+
+def cpu_ns():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return int((ru.ru_utime + ru.ru_stime) * 1e9)
+
+
+def emit(workload, peer, params, metric, unit, samples):
+    print(json.dumps({
+        "workload": workload, "peer": peer, "params": params, "metric": metric, "unit": unit,
+        "median": statistics.median(samples), "min": min(samples), "max": max(samples),
+        "reps": len(samples), "samples": samples,
+    }), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binding", required=True, help="directory holding the tickwheel package")
+    ap.add_argument("--pending", type=int, default=100000)
+    ap.add_argument("--ops", type=int, default=100000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    sys.path.insert(0, a.binding)
+    import tickwheel  # noqa: E402 -- the binding under test
+
+    lib = tickwheel._lib
+    lib.tw_timer_start.restype = ctypes.c_int
+    lib.tw_timer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, tickwheel._CALLBACK,
+                                   ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+    rng = random.Random(a.seed)
+    params = {"pending": a.pending, "ops": a.ops}
+
+    def drain(rt):
+        while rt.stats()["inbox"] != 0:
+            time.sleep(20e-6)
+
+    def noop():
+        pass
+
+    # ---- through the binding ----------------------------------------------------
+    with tickwheel.Runtime() as rt:
+        pending = [rt.start(rng.uniform(1, 100), noop) for _ in range(a.pending)]
+        drain(rt)
+        walls, cpus, callers = [], [], []
+        for rep in range(a.reps + 1):  # the first pass warms up
+            ops = a.ops // 10 if rep == 0 else a.ops
+            delays = [rng.uniform(1e-3, 100) for _ in range(ops)]
+            victims = [rng.randrange(a.pending) for _ in range(ops)]
+            start = rt.start
+            c0, t0 = cpu_ns(), time.perf_counter_ns()
+            for d, v in zip(delays, victims):
+                t = start(d, noop)
+                pending[v].stop()
+                pending[v] = t
+            tl = time.perf_counter_ns()
+            drain(rt)
+            t1, c1 = time.perf_counter_ns(), cpu_ns()
+            if rep:
+                walls.append((t1 - t0) / ops)
+                cpus.append((c1 - c0) / ops)
+                callers.append((tl - t0) / ops)
+        emit("ffi", "python-binding", params, "wall_ns_per_pair", "ns", walls)
+        emit("ffi", "python-binding", params, "cpu_ns_per_pair", "ns", cpus)
+        emit("ffi", "python-binding", params, "caller_ns_per_pair", "ns", callers)
+        print("python-binding: %.0f ns/pair" % statistics.median(walls), file=sys.stderr)
+        del pending
+
+    # ---- bare ctypes ----------------------------------------------------------------
+    with tickwheel.Runtime() as rt:
+        handle = rt._handle
+        cb = tickwheel._CALLBACK(lambda arg, tid: None)
+        out = ctypes.c_uint64(0)
+        pout = ctypes.byref(out)
+        tw_start, tw_stop = lib.tw_timer_start, lib.tw_timer_stop
+        pending = []
+        for _ in range(a.pending):
+            tw_start(handle, int(rng.uniform(1, 100) * 1e9), 0, cb, None, pout)
+            pending.append(out.value)
+        drain(rt)
+        walls, cpus, callers = [], [], []
+        for rep in range(a.reps + 1):
+            ops = a.ops // 10 if rep == 0 else a.ops
+            delays = [rng.randrange(1000000, 100000000000) for _ in range(ops)]
+            victims = [rng.randrange(a.pending) for _ in range(ops)]
+            c0, t0 = cpu_ns(), time.perf_counter_ns()
+            for d, v in zip(delays, victims):
+                tw_start(handle, d, 0, cb, None, pout)
+                tw_stop(handle, pending[v])
+                pending[v] = out.value
+            tl = time.perf_counter_ns()
+            drain(rt)
+            t1, c1 = time.perf_counter_ns(), cpu_ns()
+            if rep:
+                walls.append((t1 - t0) / ops)
+                cpus.append((c1 - c0) / ops)
+                callers.append((tl - t0) / ops)
+        emit("ffi", "python-ctypes", params, "wall_ns_per_pair", "ns", walls)
+        emit("ffi", "python-ctypes", params, "cpu_ns_per_pair", "ns", cpus)
+        emit("ffi", "python-ctypes", params, "caller_ns_per_pair", "ns", callers)
+        print("python-ctypes: %.0f ns/pair" % statistics.median(walls), file=sys.stderr)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

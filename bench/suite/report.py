@@ -1,0 +1,642 @@
+#!/usr/bin/env python3
+"""Turns the benchmark suite's raw JSON lines into docs/bench/:
+
+  results.json   {"meta": {...}, "results": [one object per (run, metric)]}
+  README.md      the goals table (met / not met), one table per workload
+                 (median [min-max] and ratios against tickwheel), the machine
+                 and package versions, and the plots
+  *.png          plots drawn with gnuplot (pngcairo)
+
+Standard library only. Called by scripts/bench.sh:
+  report.py --raw <json lines> --meta <meta json> --out docs/bench
+Re-render from a previous results.json:  report.py --results docs/bench/results.json --out docs/bench
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+PEERS = ["tickwheel", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "mutex-map", "mutex-map-2w"]
+PEER_TEXT = {
+    "tickwheel": "tickwheel runtime (C++ API)",
+    "tickwheel-wheel": "tickwheel's single-shard wheel, used directly",
+    "asio-1t": "Boost.Asio steady_timer, io_context run by 1 thread",
+    "asio-2t": "Boost.Asio steady_timer, io_context run by 2 threads",
+    "libuv": "libuv timers, one loop thread",
+    "mutex-map": "mutex + std::map + condition variable, 1 worker",
+    "mutex-map-2w": "mutex + std::map + condition variable, 2 workers",
+    "python-binding": "Python binding (bindings/python): rt.start() + Timer.stop()",
+    "python-ctypes": "bare ctypes: tw_timer_start() + tw_timer_stop()",
+}
+ASIO = ["asio-1t", "asio-2t"]
+STARTSTOP_N = [1000, 100000, 1000000, 10000000]
+
+
+# ---- loading and looking up ------------------------------------------------------------
+class Results:
+    def __init__(self, records):
+        self.records = records
+
+    def get(self, workload, peer, metric, **params):
+        for r in self.records:
+            if r["workload"] == workload and r["peer"] == peer and r["metric"] == metric and all(
+                    r["params"].get(k) == v for k, v in params.items()):
+                return r
+        return None
+
+    def values(self, workload, key):
+        return sorted({r["params"][key] for r in self.records if r["workload"] == workload and key in r["params"]})
+
+    def peers(self, workload):
+        found = {r["peer"] for r in self.records if r["workload"] == workload}
+        return [p for p in PEERS if p in found] + sorted(found - set(PEERS))
+
+
+# ---- formatting -----------------------------------------------------------------------------
+def num(x, digits=3):
+    if x is None:
+        return "–"
+    ax = abs(x)
+    if ax >= 1e9:
+        return "%.*g G" % (digits, x / 1e9)
+    if ax >= 1e6:
+        return "%.*g M" % (digits, x / 1e6)
+    if ax >= 1000:
+        return "%.0f" % x
+    if ax >= 100:
+        return "%.0f" % x
+    if ax >= 10:
+        return "%.1f" % x
+    if ax >= 1:
+        return "%.2f" % x
+    if ax == 0:
+        return "0"
+    return "%.2g" % x
+
+
+def cell(r, scale=1.0, bold=False):
+    if r is None:
+        return "n/a"
+    m = num(r["median"] * scale)
+    if bold:
+        m = "**%s**" % m
+    if r.get("reps", 1) > 1 and r["min"] != r["max"]:
+        return "%s [%s–%s]" % (m, num(r["min"] * scale), num(r["max"] * scale))
+    return m
+
+
+def ratio(a, b):
+    """a / b of two records' medians, as text."""
+    if a is None or b is None or not b["median"]:
+        return "n/a"
+    q = a["median"] / b["median"]
+    return ("%.1f×" if q >= 0.95 else "%.2g×") % q
+
+
+def ratio_value(a, b):
+    if a is None or b is None or not b["median"]:
+        return None
+    return a["median"] / b["median"]
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        out.append("| " + " | ".join(str(c) for c in row) + " |")
+    return "\n".join(out) + "\n"
+
+
+def short_n(n):
+    n = int(n)
+    if n >= 1000000 and n % 1000000 == 0:
+        return "%dM" % (n // 1000000)
+    if n >= 1000 and n % 1000 == 0:
+        return "%dK" % (n // 1000)
+    return str(n)
+
+
+# ---- environment ----------------------------------------------------------------------------
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def environment():
+    cpu = ""
+    mem = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = "%.1f GiB" % (int(line.split()[1]) / 1024 / 1024)
+                break
+    except OSError:
+        pass
+    pkgs = {}
+    for p in ["libboost-dev", "libboost1.74-dev", "libuv1-dev", "libtbb-dev", "libconcurrentqueue-dev",
+              "libbenchmark-dev", "gnuplot-nox", "python3", "g++", "cmake"]:
+        v = sh("dpkg-query -W -f='${Version}' %s 2>/dev/null" % p)
+        if v:
+            pkgs[p] = v
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "memory": mem,
+        "kernel": platform.release(),
+        "compiler": sh("g++ --version | head -1"),
+        "packages": pkgs,
+        "git": sh("git rev-parse --short HEAD") + (" (with uncommitted changes)" if sh("git status --porcelain") else ""),
+    }
+
+
+# ---- plots (gnuplot) --------------------------------------------------------------------------
+def gnuplot(script, out_dir):
+    if not shutil.which("gnuplot"):
+        print("report: gnuplot not found, no plots", file=sys.stderr)
+        return False
+    p = subprocess.run(["gnuplot"], input=script, text=True, cwd=out_dir, capture_output=True)
+    if p.returncode != 0:
+        print("report: gnuplot failed:\n" + p.stderr, file=sys.stderr)
+        return False
+    return True
+
+
+def datablock(name, rows):
+    return "$%s << EOD\n%s\nEOD\n" % (name, "\n".join(" ".join(str(x) for x in r) for r in rows) or "nan nan nan nan")
+
+
+def gp_id(s):
+    return "".join(c if c.isalnum() else "_" for c in s)
+
+
+def plot_lines(out_dir, png, title, xlabel, ylabel, series, logx=True, logy=True, xtics=None):
+    """series: list of (label, [(x, median, min, max)])"""
+    series = [(label, pts) for label, pts in series if pts]
+    if not series:
+        return None
+    s = "set terminal pngcairo size 900,560 font ',10'\nset output '%s'\n" % png
+    s += "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset grid\nset key outside right top\n" % (title, xlabel, ylabel)
+    xs = [pt[0] for _, pts in series for pt in pts]
+    if logx:
+        s += "set logscale x\nset format x '%%.0s%%c'\nset xrange [%g:%g]\n" % (min(xs) / 1.6, max(xs) * 1.6)
+    else:
+        s += "set xrange [%g:%g]\n" % (min(xs) - 0.3, max(xs) + 0.3)
+    if logy:
+        s += "set logscale y\nset format y '%.0s%c'\n"
+    else:
+        s += "set yrange [0:*]\n"
+    if xtics:
+        s += "set xtics (%s)\n" % ", ".join("'%s' %s" % (lab, x) for lab, x in xtics)
+    for label, pts in series:
+        s += datablock(gp_id(label), pts)
+    s += "plot " + ", \\\n     ".join(
+        "$%s using 1:2:3:4 with yerrorlines lw 2 title '%s'" % (gp_id(label), label) for label, _ in series) + "\n"
+    return png if gnuplot(s, out_dir) else None
+
+
+def plot_bars(out_dir, png, title, ylabel, bars, logy=False):
+    """bars: list of (label, median, min, max)"""
+    bars = [b for b in bars if b[1] is not None]
+    if not bars:
+        return None
+    s = "set terminal pngcairo size 900,480 font ',10'\nset output '%s'\n" % png
+    s += "set title '%s'\nset ylabel '%s'\nset grid y\nset style fill solid 0.6\nset boxwidth 0.6\n" % (title, ylabel)
+    s += "set xtics rotate by -25\nunset key\nset yrange [%s:*]\n" % ("1" if logy else "0")
+    if logy:
+        s += "set logscale y\n"
+    s += datablock("bars", [(i, b[1], b[2], b[3], '"%s"' % b[0]) for i, b in enumerate(bars)])
+    s += "plot $bars using 1:2:3:4:xtic(5) with boxerrorbars lc rgb '#4472c4'\n"
+    return png if gnuplot(s, out_dir) else None
+
+
+# ---- the report ---------------------------------------------------------------------------------
+def build(res, meta, env, out_dir):
+    R = res
+    md = []  # (section number, markdown)
+    goals = []  # (goal, figure, verdict)
+
+    def verdict(ok):
+        if ok is None:
+            return "not measured"
+        return "**met**" if ok else "**not met**"
+
+    def goal(text, figure, ok):
+        goals.append((text, figure, verdict(ok)))
+
+    # ---- 1. start+stop ------------------------------------------------------------------------
+    ns = [n for n in R.values("startstop", "pending") if sum(
+        1 for p in R.peers("startstop") if R.get("startstop", p, "wall_ns_per_pair", pending=n)) >= 2] or \
+        R.values("startstop", "pending")
+    ss_peers = R.peers("startstop")
+    sec = ["## 1. start+stop pair at N pending\n\n",
+           "Preload N timers due in [1 s, 100 s]; each repetition times %s pairs of (start one with a random "
+           "delay in [1 ms, 100 s], stop a random pending one). **wall** runs until the peer has processed every "
+           "request (tickwheel: every shard inbox empty; Asio: every cancelled handler has run); **CPU** is the "
+           "process's CPU time (all threads) over the same interval. ns per pair, median [min–max] of %s "
+           "repetitions; ×: the peer's median ÷ tickwheel's, same N.\n\n" % (
+               num(R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=ns[0])["params"]["ops"])
+               if ns and R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=ns[0]) else "the",
+               meta.get("reps", 5))]
+    for metric, what in [("wall_ns_per_pair", "wall ns per pair (until drained)"),
+                         ("cpu_ns_per_pair", "process CPU ns per pair (all threads)"),
+                         ("caller_ns_per_pair", "caller-side ns per pair (the timed loop only)")]:
+        rows = []
+        for p in ss_peers:
+            row = [p]
+            for n in ns:
+                r = R.get("startstop", p, metric, pending=n)
+                t = R.get("startstop", "tickwheel", metric, pending=n)
+                c = cell(r, bold=(p == "tickwheel"))
+                if r is not None and p != "tickwheel" and t is not None:
+                    c += " (%s)" % ratio(r, t)
+                row.append(c)
+            lo = R.get("startstop", p, metric, pending=ns[0]) if ns else None
+            hi = R.get("startstop", p, metric, pending=ns[-1]) if ns else None
+            row.append(ratio(hi, lo))
+            rows.append(row)
+        sec.append("**%s**\n\n" % what)
+        sec.append(table(["peer"] + ["N = %s" % short_n(n) for n in ns] +
+                         ["growth %s→%s" % (short_n(ns[0]), short_n(ns[-1])) if ns else "growth"], rows))
+        sec.append("\n")
+    drain_rows = []
+    for p in ss_peers:
+        r = [R.get("startstop", p, "drain_us", pending=n) for n in ns]
+        if any(x and x["median"] > 1 for x in r):
+            drain_rows.append([p] + [cell(x) for x in r])
+    if drain_rows:
+        sec.append("Time from the end of the timed loop until drained (µs), included in the wall figures. "
+                   "tickwheel's shards take stops lazily: a sleeping shard is woken by an earlier deadline, by every "
+                   "256th stop a thread posts, or by its 100 ms housekeeping wake-up, so when the shard keeps up "
+                   "and sleeps, the last requests of a repetition can wait up to 100 ms:\n\n")
+        sec.append(table(["peer"] + ["N = %s" % short_n(n) for n in ns], drain_rows))
+        sec.append("\n")
+    png = plot_lines(out_dir, "startstop.png", "start+stop pair vs pending timers (wall, until drained)",
+                     "pending timers", "ns per pair",
+                     [(p, [(n, r["median"], r["min"], r["max"]) for n in ns
+                           for r in [R.get("startstop", p, "wall_ns_per_pair", pending=n)] if r]) for p in ss_peers])
+    if png:
+        sec.append("![start+stop vs pending](%s)\n\n" % png)
+    md.append((1, "".join(sec)))
+
+    tw1 = R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=1000000)
+    tw1c = R.get("startstop", "tickwheel", "cpu_ns_per_pair", pending=1000000)
+    tw10 = R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=10000000)
+    goal("start+stop, 1 caller, 1M pending, until drained: wall ≤ 120 ns/pair", cell(tw1) + " ns",
+         tw1 and tw1["median"] <= 120)
+    goal("same: process CPU (all threads) ≤ 200 ns/pair", cell(tw1c) + " ns", tw1c and tw1c["median"] <= 200)
+    uv1 = R.get("startstop", "libuv", "wall_ns_per_pair", pending=1000000)
+    q = ratio_value(uv1, tw1)
+    goal("same: ≥ 5× faster than libuv (same run)", "%s (libuv %s ns)" % (ratio(uv1, tw1), cell(uv1)),
+         None if q is None else q >= 5)
+    qa = [(a, ratio_value(R.get("startstop", a, "wall_ns_per_pair", pending=1000000), tw1)) for a in ASIO]
+    qa = [(a, v) for a, v in qa if v is not None]
+    goal("same: ≥ 8× faster than Boost.Asio (1 and 2 io threads)",
+         ", ".join("%s %.1f×" % (a, v) for a, v in qa) or "n/a", min(v for _, v in qa) >= 8 if qa else None)
+    g = ratio_value(tw10, tw1)
+    tw10c = R.get("startstop", "tickwheel", "cpu_ns_per_pair", pending=10000000)
+    goal("10M pending: ≤ 2× tickwheel's own cost at 1M (wall)",
+         "%s (%s ns at 10M; CPU %s)" % (ratio(tw10, tw1), cell(tw10), ratio(tw10c, tw1c)),
+         None if g is None else g <= 2)
+
+    # ---- 2. re-arm ---------------------------------------------------------------------------------
+    rp = R.peers("rearm")
+    if rp:
+        n = R.values("rearm", "pending")[-1]
+        sec = ["## 2. re-arm later (keepalive) at %s pending\n\n" % short_n(n),
+               "Preload %s timers due in [20 s, 30 s]; each repetition re-arms %s random timers to a delay rising "
+               "from 30 s to 60 s over the run (so every re-arm moves a deadline later). **caller**: the timed loop "
+               "on the calling thread; **drained** and **CPU** as in 1. ns per re-arm; ×: the peer over tickwheel "
+               "(caller side).\n\n" % (short_n(n), num(R.get("rearm", rp[0], "caller_ns_per_rearm")["params"]["ops"]))]
+        tc = R.get("rearm", "tickwheel", "caller_ns_per_rearm")
+        rows = []
+        for p in rp:
+            c = R.get("rearm", p, "caller_ns_per_rearm")
+            rows.append([p, cell(c, bold=p == "tickwheel"), cell(R.get("rearm", p, "wall_ns_per_rearm")),
+                         cell(R.get("rearm", p, "cpu_ns_per_rearm")), "" if p == "tickwheel" else ratio(c, tc)])
+        sec.append(table(["peer", "caller ns", "wall ns (drained)", "CPU ns", "× tickwheel (caller)"], rows))
+        md.append((2, "".join(sec) + "\n"))
+    tc = R.get("rearm", "tickwheel", "caller_ns_per_rearm")
+    goal("re-arm later, 1M pending: ≤ 30 ns on the caller's side", cell(tc) + " ns", tc and tc["median"] <= 30)
+    qs = [(p, ratio_value(R.get("rearm", p, "caller_ns_per_rearm"), tc)) for p in ["libuv"] + ASIO]
+    qs = [(p, v) for p, v in qs if v is not None]
+    goal("re-arm: ≥ 20× cheaper than libuv and Boost.Asio (caller side)",
+         ", ".join("%s %.1f×" % (p, v) for p, v in qs) or "n/a", min(v for _, v in qs) >= 20 if qs else None)
+
+    # ---- 3. producers ----------------------------------------------------------------------------------
+    mp = R.peers("mt")
+    ts = R.values("mt", "threads")
+    if mp:
+        ops = R.get("mt", mp[0], "pairs_per_s", threads=ts[0])["params"]["ops"]
+        sec = ["## 3. producer threads\n\n",
+               "T producer threads, each doing %s start+stop pairs per repetition on its own share of %s pending timers "
+               "(100K/T each). Aggregate pairs per second, wall time from the common start until every producer "
+               "is done and the peer has drained (caller-only figure below it); ×: tickwheel over the peer. "
+               "libuv and the bare wheel are not thread-safe (n/a).\n\n" % (
+                   num(ops), short_n(R.get("mt", mp[0], "pairs_per_s", threads=ts[0])["params"]["pending"]))]
+        rows = []
+        for p in mp:
+            row = [p]
+            for t in ts:
+                r = R.get("mt", p, "pairs_per_s", threads=t)
+                tw = R.get("mt", "tickwheel", "pairs_per_s", threads=t)
+                c = cell(r, bold=p == "tickwheel")
+                if p != "tickwheel" and r:
+                    c += " (%s)" % ratio(tw, r)
+                row.append(c)
+            rows.append(row)
+        sec.append("**pairs/s, until drained**\n\n")
+        sec.append(table(["peer"] + ["T = %d" % t for t in ts], rows))
+        rows = [[p] + [cell(R.get("mt", p, "caller_pairs_per_s", threads=t)) for t in ts] for p in mp]
+        sec.append("\n**pairs/s, callers only**\n\n")
+        sec.append(table(["peer"] + ["T = %d" % t for t in ts], rows))
+        rows = [[p] + [cell(R.get("mt", p, "cpu_ns_per_pair", threads=t)) for t in ts] for p in mp]
+        sec.append("\n**process CPU ns per pair**\n\n")
+        sec.append(table(["peer"] + ["T = %d" % t for t in ts], rows))
+        png = plot_lines(out_dir, "producers.png", "aggregate start+stop pairs/s vs producer threads (100K pending)",
+                         "producer threads", "million pairs/s",
+                         [(p, [(t, r["median"] / 1e6, r["min"] / 1e6, r["max"] / 1e6) for t in ts
+                               for r in [R.get("mt", p, "pairs_per_s", threads=t)] if r]) for p in mp],
+                         logx=False, logy=False, xtics=[(str(t), t) for t in ts])
+        if png:
+            sec.append("\n![pairs/s vs producers](%s)\n" % png)
+        md.append((3, "".join(sec) + "\n"))
+    m2 = R.get("mt", "tickwheel", "pairs_per_s", threads=2)
+    m1 = R.get("mt", "tickwheel", "pairs_per_s", threads=1)
+    goal("2 producers, 100K pending: ≥ 10 M pairs/s aggregate", cell(m2) + " pairs/s", m2 and m2["median"] >= 10e6)
+    goal("1 → 2 producers does not lower the aggregate", "%s → %s pairs/s" % (cell(m1), cell(m2)),
+         None if not (m1 and m2) else m2["median"] >= m1["median"])
+
+    # ---- 4. expiry ------------------------------------------------------------------------------------
+    ep = R.peers("expiry")
+    if ep:
+        n = R.get("expiry", ep[0], "callbacks_per_s")["params"]["timers"]
+        sec = ["## 4. expiry throughput\n\n",
+               "%s timers with deadlines spread over 1 s and a trivial callback (an atomic increment); "
+               "callbacks per second from the moment all of them are due to the last callback. tickwheel runs at a "
+               "1 s tick here, so the window is one tick and the whole backlog comes due at its boundary (the "
+               "callbacks go through the TBB arena); the peers' event loops / workers are started once the window "
+               "has passed and deliver the backlog; the bare wheel is advanced once past the window and popped. "
+               "×: tickwheel over the peer.\n\n" % short_n(n)]
+        tw = R.get("expiry", "tickwheel", "callbacks_per_s")
+        rows = []
+        for p in ep:
+            r = R.get("expiry", p, "callbacks_per_s")
+            rows.append([p, cell(r, bold=p == "tickwheel"), cell(R.get("expiry", p, "delivery_ms")),
+                         cell(R.get("expiry", p, "load_ns_per_timer")), "" if p == "tickwheel" else ratio(tw, r)])
+        sec.append(table(["peer", "callbacks/s", "delivery ms", "load ns/timer", "tickwheel ×"], rows))
+        png = plot_bars(out_dir, "expiry.png", "expiry throughput (backlog of %s due timers)" % short_n(n),
+                        "million callbacks/s",
+                        [(p, r["median"] / 1e6, r["min"] / 1e6, r["max"] / 1e6) for p in ep
+                         for r in [R.get("expiry", p, "callbacks_per_s")] if r])
+        if png:
+            sec.append("\n![expiry](%s)\n" % png)
+        md.append((4, "".join(sec) + "\n"))
+    ex = R.get("expiry", "tickwheel", "callbacks_per_s")
+    goal("expiry through the TBB arena, trivial callbacks: ≥ 10 M callbacks/s", cell(ex) + " callbacks/s",
+         ex and ex["median"] >= 10e6)
+
+    # ---- 5. lateness -------------------------------------------------------------------------------
+    lp = R.peers("lateness")
+    rates = R.values("lateness", "rate")
+    configs = []  # (label, peer, resolution_us)
+    for p in lp:
+        for res_us in sorted({r["params"]["resolution_us"] for r in R.records
+                              if r["workload"] == "lateness" and r["peer"] == p}, reverse=True):
+            label = p if p != "tickwheel" else "tickwheel %s" % ("1 ms" if res_us == 1000 else "%d µs" % res_us)
+            configs.append((label, p, res_us))
+
+    def lat(p, res_us, rate, metric, workload="lateness"):
+        if p == "tickwheel":
+            return R.get(workload, p, metric, rate=rate, resolution_us=res_us)
+        return R.get(workload, p, metric, rate=rate)
+
+    if lp:
+        any_r = next(r for r in R.records if r["workload"] == "lateness")
+        sec = ["## 5. lateness\n\n",
+               "Steady streams of timers with random delays in [0, %s ms]; lateness = callback start − the deadline "
+               "the caller computed (CLOCK_MONOTONIC read just before the start call). A repetition is the timers "
+               "started in one %s s slice of the stream (%s slices). µs, median [min–max] over slices; **early**: "
+               "callbacks that started before their deadline, whole stream. tickwheel at its default 1 ms tick "
+               "and at 100 µs; Asio and the mutex service use the clock's nanoseconds; libuv rounds to "
+               "milliseconds of its cached loop time.\n\n" % (
+                   num(any_r["params"]["max_delay_ms"]), any_r["params"]["segment_s"], meta.get("reps", 5))]
+        for rate in rates:
+            rows = []
+            for label, p, res_us in configs:
+                if lat(p, res_us, rate, "lateness_p50") is None:
+                    continue
+                rows.append([label] + [cell(lat(p, res_us, rate, m)) for m in
+                                       ["lateness_p50", "lateness_p99", "lateness_p999", "lateness_max"]] +
+                            [cell(lat(p, res_us, rate, "early_total")), cell(lat(p, res_us, rate, "unfired")),
+                             num((lat(p, res_us, rate, "achieved_rate") or {}).get("median"))])
+            sec.append("**%s timers/s**\n\n" % num(rate))
+            sec.append(table(["peer", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "early", "unfired", "achieved /s"], rows))
+            sec.append("\n")
+        pngs = []
+        for metric, what in [("lateness_p50", "p50"), ("lateness_p99", "p99"), ("lateness_p999", "p99.9")]:
+            png = plot_lines(out_dir, "lateness_%s.png" % what.replace(".", ""), "lateness %s vs stream rate" % what,
+                             "timers per second", "µs",
+                             [(label, [(rate, r["median"], r["min"], r["max"]) for rate in rates
+                                       for r in [lat(p, res_us, rate, metric)] if r and r["median"] > 0])
+                              for label, p, res_us in configs])
+            if png:
+                pngs.append(png)
+        for png in pngs:
+            sec.append("![%s](%s)\n" % (png[:-4], png))
+        md.append((5, "".join(sec) + "\n"))
+    early_runs = [r for r in R.records if r["peer"] == "tickwheel" and r["metric"] == "early_total"
+                  and r["workload"] in ("lateness", "slow")]
+    early = sum(r["median"] for r in early_runs)
+    goal("never early against CLOCK_MONOTONIC read by the caller (every tickwheel stream)",
+         "%d early of %d streams" % (early, len(early_runs)), None if not early_runs else early == 0)
+    p99 = lat("tickwheel", 100, 100000, "lateness_p99")
+    p999 = lat("tickwheel", 100, 100000, "lateness_p999")
+    goal("100 µs tick, 100K timers/s: p99 ≤ 300 µs", cell(p99) + " µs", p99 and p99["median"] <= 300)
+    goal("100 µs tick, 100K timers/s: p99.9 ≤ 1 ms", cell(p999) + " µs", p999 and p999["median"] <= 1000)
+    for rate in rates:
+        r = lat("tickwheel", 1000, rate, "lateness_p99")
+        goal("1 ms tick (default), %s timers/s: p99 ≤ 1 tick + 200 µs" % num(rate), cell(r) + " µs",
+             r and r["median"] <= 1200)
+
+    # ---- 8. slow callbacks -----------------------------------------------------------------------------
+    sp = R.peers("slow")
+    if sp:
+        any_r = next(r for r in R.records if r["workload"] == "slow")
+        sec = ["## 8. slow callbacks\n\n",
+               "2 workers; a periodic timer every 10 ms whose callback blocks 100 ms, plus a stream of %s timers/s "
+               "(delays in [0, %s ms]) whose lateness is measured as in 5. tickwheel: 2 TBB workers, 1 ms tick; "
+               "Asio: 2 io threads; the mutex service: 2 worker threads. Single-threaded loops (libuv, Asio on one "
+               "thread, the 1-worker service) are blocked by such a callback by construction and are not run.\n\n" % (
+                   num(any_r["params"]["rate"]), num(any_r["params"]["max_delay_ms"]))]
+        rows = []
+        for p in sp:
+            g_ = lambda m: R.get("slow", p, m)  # noqa: E731
+            rows.append([p] + [cell(g_(m)) for m in ["lateness_p50", "lateness_p99", "lateness_p999", "lateness_max"]] +
+                        [cell(g_("early_total")), cell(g_("unfired"))])
+        sec.append(table(["peer", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "early", "unfired"], rows))
+        md.append((8, "".join(sec) + "\n"))
+    sl = R.get("slow", "tickwheel", "lateness_p99")
+    goal("slow callbacks (2 workers, one blocks 100 ms every 10 ms): others' p99 ≤ 1 tick + 200 µs",
+         cell(sl) + " µs", sl and sl["median"] <= 1200)
+
+    # ---- 6. idle -----------------------------------------------------------------------------------------
+    ip = R.peers("idle")
+    if ip:
+        any_r = next(r for r in R.records if r["workload"] == "idle")
+        sec = ["## 6. idle CPU\n\n",
+               "%s timers pending, none due for a minute; process CPU time (all threads) over %s s of wall time, "
+               "as %% of one core: median [min–max] of %s equal windows, and over the whole time. The peers ran "
+               "side by side (each measures its own process).\n\n" % (
+                   short_n(any_r["params"]["pending"]), num(any_r["params"]["seconds"]), meta.get("reps", 5))]
+        rows = [[p, cell(R.get("idle", p, "cpu_percent")), cell(R.get("idle", p, "cpu_percent_whole"))] for p in ip]
+        sec.append(table(["peer", "CPU % (windows)", "CPU % (whole)"], rows))
+        md.append((6, "".join(sec) + "\n"))
+    idl = R.get("idle", "tickwheel", "cpu_percent_whole")
+    goal("idle, 1M pending: ≤ 0.5% of one core", cell(idl) + " %", idl and idl["median"] <= 0.5)
+
+    # ---- 7. memory ---------------------------------------------------------------------------------------
+    mp_ = R.peers("memory")
+    mns = R.values("memory", "pending")
+    mns = [n for n in mns if n >= 1000000] or mns
+    if mp_:
+        sec = ["## 7. memory\n\n",
+               "RSS growth of the process per pending timer, from before the preload of workload 1 (the benchmark's "
+               "own handle array excluded) to after each of its repetitions (median [min–max]), and right after "
+               "the preload. Everything the peer needs per timer counts: timer objects, handler allocations, "
+               "queues, records.\n\n"]
+        rows = []
+        for p in mp_:
+            row = [p]
+            for n in mns:
+                row.append(cell(R.get("memory", p, "rss_bytes_per_timer", pending=n), bold=p == "tickwheel"))
+                row.append(cell(R.get("memory", p, "rss_bytes_per_timer_after_preload", pending=n)))
+            rows.append(row)
+        hdr = ["peer"]
+        for n in mns:
+            hdr += ["B/timer at %s" % short_n(n), "after preload"]
+        sec.append(table(hdr, rows))
+        md.append((7, "".join(sec) + "\n"))
+    for n in [1000000, 10000000]:
+        r = R.get("memory", "tickwheel", "rss_bytes_per_timer", pending=n)
+        goal("memory: ≤ 64 B of RSS per pending timer at %s" % short_n(n), cell(r) + " B", r and r["median"] <= 64)
+
+    # ---- 9. FFI --------------------------------------------------------------------------------------------
+    fp = R.peers("ffi")
+    sec = ["## 9. FFI overhead (Python ctypes → C ABI)\n\n"]
+    if fp:
+        fr = R.get("ffi", fp[0], "wall_ns_per_pair")
+        n = fr["params"]["pending"]
+        cxx = R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=n)
+        sec.append("The start+stop pair of workload 1 at %s pending, from Python 3 through libtickwheel.so.1: "
+                   "wall until drained, ns per pair; ×: over the C++ API's pair at the same pending count "
+                   "(workload 1, this run).\n\n" % short_n(n))
+        rows = [["tickwheel (C++ API)", cell(cxx), cell(R.get("startstop", "tickwheel", "cpu_ns_per_pair", pending=n)), ""]]
+        for p in fp:
+            r = R.get("ffi", p, "wall_ns_per_pair")
+            rows.append([PEER_TEXT.get(p, p), cell(r), cell(R.get("ffi", p, "cpu_ns_per_pair")), ratio(r, cxx)])
+        sec.append(table(["path", "wall ns/pair", "CPU ns/pair", "× C++"], rows))
+    else:
+        sec.append(table(["path", "wall ns/pair"],
+                         [["Python ctypes → C ABI", "TODO — %s" % meta.get("ffi_status", "not measured")]]))
+    md.append((9, "".join(sec) + "\n"))
+
+    # ---- assemble --------------------------------------------------------------------------------------------
+    head = ["# tickwheel benchmarks\n\n",
+            "Generated by `scripts/bench.sh` (sources: `bench/peers/`, `bench/suite/report.py`). Every figure is the "
+            "median of %s repetitions with [min–max]; every ratio (×) compares medians measured in the same run and says "
+            "how many times better tickwheel's figure is (the peer's cost ÷ tickwheel's, or tickwheel's rate ÷ the "
+            "peer's): below 1× the peer is better. Raw figures: [`results.json`](results.json).\n" % meta.get("reps", 5)]
+    when = datetime.datetime.utcfromtimestamp(meta.get("started_unix", 0)).strftime("%Y-%m-%d %H:%M UTC")
+    head.append("\nRun: %s, %s s in all (build %s s). Load average (1, 5, 15 min) before: %s; after: %s.\n" % (
+        when, meta.get("total_s", "?"), meta.get("build_s", "?"), meta.get("load_before", "?"),
+        meta.get("load_after", "?")))
+    try:
+        lb = float(str(meta.get("load_before", "0")).split()[0])
+        la = float(str(meta.get("load_after", "0")).split()[0])
+    except ValueError:
+        lb = la = 0
+    if lb > 0.5 or la > 2.5 or meta.get("shared_machine"):
+        head.append("\n> **Caveat:** the machine was not idle during this run (see the load averages); "
+                    "figures that depend on the cores being free (wall times, lateness, producers) are pessimistic. "
+                    "Re-run on a quiet machine for reference figures.\n")
+    ss = next((r for r in R.records if r["workload"] == "startstop"), None)
+    if ss and ss["params"].get("ops", 1000000) < 1000000 and not meta.get("quick"):
+        head.append("\nWorkloads 1–3 time %s operations per repetition, so each figure covers %s (the issue's "
+                    "1,000,000 pairs); 1,000,000 per repetition would take the suite past 10 minutes on 2 cores "
+                    "(`BENCH_OPS=1000000 scripts/bench.sh` does it).\n" % (
+                        "{:,}".format(int(ss["params"]["ops"])), "{:,}".format(int(ss["params"]["ops"]) * int(meta.get("reps", 5)))))
+    if meta.get("quick"):
+        head.append("\n> **--quick run:** small sizes and 2 repetitions; the figures are not valid.\n")
+    if meta.get("failures"):
+        head.append("\n> Runs that failed or timed out: %s.\n" % ", ".join(meta["failures"]))
+    head.append("\n## Goals\n\n")
+    head.append(table(["goal", "figure", "verdict"], goals))
+    head.append("\n## Machine\n\n")
+    rows = [["CPUs (nproc)", env.get("nproc")], ["CPU model", env.get("cpu_model")], ["memory", env.get("memory")],
+            ["kernel", env.get("kernel")], ["compiler", env.get("compiler")], ["tickwheel commit", env.get("git")]]
+    rows += [["package %s" % k, v] for k, v in sorted(env.get("packages", {}).items())]
+    head.append(table(["", ""], rows))
+    head.append("\n## Peers\n\n")
+    head.append(table(["peer", "what"], [[p, PEER_TEXT[p]] for p in PEERS if any(
+        r["peer"] == p for r in R.records)]))
+    head.append("\nEach peer is driven through its own API (programs in `bench/peers/`): tickwheel "
+                "`Runtime::start/stop/reset`; the bare wheel `Wheel::insert/remove/rearm` with a free list of "
+                "nodes; Asio `steady_timer::expires_after` + `async_wait`, `cancel()` (the cancelled handler "
+                "then runs with `operation_aborted` on an io thread; that work is counted), timer objects reused "
+                "from a per-thread free list; libuv `uv_timer_start/uv_timer_stop` on the loop thread, handles "
+                "initialised once and reused; the mutex service `std::map<(deadline, seq), std::function>` under "
+                "one `std::mutex`, stop = `erase(key)`. Preloads are filed in deadline order (so that the "
+                "ordered containers load ten million timers in seconds; for `std::map` at 10M the timed pairs cost "
+                "the same as after a random-order preload, within noise); the timed phases use random delays and "
+                "victims generated before the clock starts. Micro-benchmarks (workloads 1 and 2) run under Google "
+                "Benchmark (one benchmark iteration = one repetition, manual time); the others are plain "
+                "programs with threads and real time.\n")
+    return "".join(head) + "\n" + "\n".join(text for _, text in sorted(md, key=lambda x: x[0])), goals
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", help="JSON lines from the peers")
+    ap.add_argument("--meta", help="run metadata (JSON) from scripts/bench.sh")
+    ap.add_argument("--results", help="re-render from an existing results.json")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    if a.results:
+        doc = json.load(open(a.results))
+        records, meta, env = doc["results"], doc["meta"], doc.get("environment", {})
+    else:
+        records = []
+        for line in open(a.raw):
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    print("report: skipping bad line: %s" % line[:120], file=sys.stderr)
+        meta = json.load(open(a.meta)) if a.meta else {}
+        env = environment()
+    md, goals = build(Results(records), meta, env, a.out)
+    doc = {"meta": meta, "environment": env,
+           "goals": [{"goal": g, "figure": f, "verdict": v.strip("*")} for g, f, v in goals], "results": records}
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    with open(os.path.join(a.out, "README.md"), "w") as f:
+        f.write(md)
+    print("report: %d results, %d goals (%d met) -> %s" % (
+        len(records), len(goals), sum(1 for g in goals if g[2] == "**met**"), a.out), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
