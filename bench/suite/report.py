@@ -276,7 +276,7 @@ def build(res, meta, env, out_dir):
     if drain_rows:
         sec.append("Time from the end of the timed loop until drained (µs), included in the wall figures. "
                    "tickwheel's shards take stops lazily: a sleeping shard is woken by an earlier deadline, by every "
-                   "256th stop a thread posts, or by its 100 ms housekeeping wake-up, so when the shard keeps up "
+                   "4096th stop a thread posts, or by its 100 ms housekeeping wake-up, so when the shard keeps up "
                    "and sleeps, the last requests of a repetition can wait up to 100 ms:\n\n")
         sec.append(table(["peer"] + ["N = %s" % short_n(n) for n in ns], drain_rows))
         sec.append("\n")

@@ -56,7 +56,7 @@ public:
     /// Upper bound of a driver's sleep: reclaims cancelled timers and
     /// refreshes stats at least this often while idle (10 wake-ups/s).
     static constexpr std::int64_t kHousekeepingNs = 100'000'000;
-    static constexpr unsigned kCancelWakeEvery = 256;
+    static constexpr unsigned kCancelWakeEvery = 4096;
     static constexpr std::size_t kDrainBatch = 512;
     static constexpr std::size_t kFireBatch = 256;
 
