@@ -400,4 +400,12 @@ inline void emit_lateness(const std::string& workload, const std::string& peer, 
     _exit(0);
 }
 
+/// Expiry workload bookkeeping shared by the thread-safe peers: callbacks
+/// delivered so far, how many are expected, and when the last one ran (ns).
+struct ExpiryCtx {
+    std::atomic<long> done{0};
+    long n = 0;
+    std::atomic<std::int64_t> last{0};
+};
+
 }  // namespace twb

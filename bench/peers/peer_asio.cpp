@@ -124,11 +124,7 @@ struct AsioPeer {
     // Expiry: n timers due over the window; the io_context is not running
     // while they are loaded; after the window has passed, --io-threads
     // threads run it and deliver the backlog.
-    struct ExpCtx {
-        std::atomic<long> done{0};
-        long n = 0;
-        std::atomic<std::int64_t> last{0};
-    } ctx;
+    ExpiryCtx ctx;
     Sample expiry_rep(Local& L, long n, const Opts& o) {
         ctx.done = 0;
         ctx.n = n;

@@ -147,18 +147,14 @@ struct MutexPeer {
 
     // Expiry: n timers loaded while no worker runs; after the window has
     // passed the worker(s) start and deliver the backlog.
-    struct ExpCtx {
-        std::atomic<long> done{0};
-        long n = 0;
-        std::atomic<std::int64_t> last{0};
-    } ctx;
+    ExpiryCtx ctx;
     Sample expiry_rep(Local&, long n, const Opts& o) {
         ctx.done = 0;
         ctx.n = n;
         ctx.last = 0;
         std::mt19937_64 rng(o.seed);
         const std::int64_t t_load = now_ns();
-        ExpCtx* c = &ctx;
+        ExpiryCtx* c = &ctx;
         for (long i = 0; i < n; ++i)
             svc.start_at(t_load + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(o.window_ms * kMs)), [c] {
                 if (c->done.fetch_add(1, std::memory_order_relaxed) + 1 == c->n) c->last.store(now_ns());

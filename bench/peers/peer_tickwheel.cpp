@@ -72,11 +72,7 @@ struct TickwheelPeer {
     // 1 s). All n deadlines are spread over the window that ends at a tick
     // boundary B, so they come due together at B; loading finishes before B.
     // Delivered = n / (last callback - B).
-    struct ExpCtx {
-        std::atomic<long> done{0};
-        long n = 0;
-        std::atomic<std::int64_t> last{0};
-    } ctx;
+    ExpiryCtx ctx;
     Sample expiry_rep(Local&, long n, const Opts& o) {
         const std::int64_t res = o.resolution_us * kUs;
         const std::int64_t window = o.window_ms * kMs;
@@ -94,7 +90,7 @@ struct TickwheelPeer {
         std::mt19937_64 rng(o.seed + static_cast<unsigned>(k));
         std::uniform_int_distribution<std::int64_t> dl(lo, B);
         const std::int64_t t_load = now_ns();
-        ExpCtx* c = &ctx;
+        ExpiryCtx* c = &ctx;
         for (long i = 0; i < n; ++i)
             rt.start_at(tickwheel::TimePoint(ns(dl(rng))), [c] {
                 if (c->done.fetch_add(1, std::memory_order_relaxed) + 1 == c->n) c->last.store(now_ns());
