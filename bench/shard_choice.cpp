@@ -1,11 +1,14 @@
 // Which shard should start() pick? Measures aggregate start+stop pairs per
 // second from P producer threads, each keeping `pending` timers alive and
 // stopping a random one of its own per start, under three placements:
-//   cpu        the default: the calling CPU's shard (sched_getcpu)
+//   default    no hint: the runtime's default (a sticky shard per thread)
+//   cpu        the calling CPU's shard (hint = sched_getcpu())
 //   thread     a fixed shard per producer thread (hint = thread index)
 //   roundrobin every start goes to the next shard (hint = counter++)
 //   one        every timer on shard 0
 //   shard_choice [producers=2] [pairs per producer=1000000] [pending per producer=50000]
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -22,9 +25,9 @@ int main(int argc, char** argv) {
     const int producers = argc > 1 ? std::atoi(argv[1]) : 2;
     const long pairs = argc > 2 ? std::atol(argv[2]) : 1000000;
     const long pending = argc > 3 ? std::atol(argv[3]) : 50000;
-    const char* modes[] = {"cpu", "thread", "roundrobin", "one"};
+    const char* modes[] = {"default", "thread", "roundrobin", "one", "cpu"};
     for (int rep = 0; rep < 3; ++rep) {
-        for (int mode = 0; mode < 4; ++mode) {
+        for (int mode = 0; mode < 5; ++mode) {
             tickwheel::Runtime rt;
             std::atomic<unsigned> rr{0};
             std::atomic<int> ready{0};
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
                         if (mode == 1) o.shard = p;
                         if (mode == 2) o.shard = static_cast<int>(rr.fetch_add(1, std::memory_order_relaxed) & 0xFF);
                         if (mode == 3) o.shard = 0;
+                        if (mode == 4) o.shard = sched_getcpu();
                         return o;
                     };
                     std::vector<std::uint64_t> mine;

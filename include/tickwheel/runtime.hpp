@@ -140,7 +140,8 @@ struct StartOptions {
     /// rounded up to the resolution.
     Duration period{0};
     /// Shard to place the timer on (taken modulo the shard count); -1 = the
-    /// calling CPU's shard.
+    /// calling thread's shard (each thread is given one, round-robin, on its
+    /// first start: locality without depending on which CPU it runs on).
     int shard = -1;
 };
 

@@ -112,6 +112,10 @@ Runtime::~Runtime() {
 }
 
 // ---- start -----------------------------------------------------------------
+namespace {
+std::atomic<std::uint32_t> next_thread_seq{0};
+}  // namespace
+
 Timer Runtime::start(const StartOptions& o, detail::Callback&& cb, std::error_code& ec) noexcept {
     rt::RuntimeCore& core = impl_->core;
     ec.clear();
@@ -151,8 +155,11 @@ Timer Runtime::start(const StartOptions& o, detail::Callback&& cb, std::error_co
         return fail(errc::limit_reached);
     }
     const auto nshards = static_cast<std::uint32_t>(core.shards.size());
-    const std::uint32_t si = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards
-                                          : rt::current_cpu() % nshards;
+    // Default placement: the calling thread's own shard, assigned round-robin
+    // on its first start (measured against CPU-local, round-robin-per-call
+    // and single-shard placement in bench/shard_choice.cpp: see README).
+    thread_local const std::uint32_t t_thread_seq = next_thread_seq.fetch_add(1, std::memory_order_relaxed);
+    const std::uint32_t si = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : t_thread_seq % nshards;
     rt::Shard& shard = core.shard(si);
     std::uint32_t index;
     if (!shard.table().allocate(index)) {
