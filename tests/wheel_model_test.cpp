@@ -13,6 +13,7 @@
 // e.g. TICKWHEEL_MODEL_OPS=20 for a long soak). Every failure message carries
 // the seed, the operation index and the last operations.
 #include "tickwheel/wheel.hpp"
+#include "wheel_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -30,6 +31,9 @@
 
 namespace {
 
+using wheel_test::hex;
+using wheel_test::Rng;
+
 using tickwheel::tick_t;
 using tickwheel::Wheel;
 using tickwheel::WheelNode;
@@ -44,28 +48,6 @@ constexpr double kDefaultOpsPerSeed = 400'000;
 constexpr tick_t sat_add(tick_t a, tick_t b) { return a > kMax - b ? kMax : a + b; }
 constexpr tick_t sat_sub(tick_t a, tick_t b) { return a < b ? 0 : a - b; }
 constexpr tick_t pow64(unsigned k) { return tick_t{1} << (Wheel::kSlotBits * k); }
-
-std::string hex(tick_t v) {
-    std::ostringstream os;
-    os << "0x" << std::hex << v;
-    return os.str();
-}
-
-struct Rng {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    std::uint64_t below(std::uint64_t n) { return next() % n; }  // n > 0
-    std::uint64_t in(std::uint64_t lo, std::uint64_t hi) {
-        const std::uint64_t span = hi - lo;
-        return span == kMax ? next() : lo + next() % (span + 1);
-    }
-    bool one_in(std::uint64_t n) { return below(n) == 0; }
-};
 
 double env_multiplier() {
     const char* s = std::getenv("TICKWHEEL_MODEL_OPS");

@@ -10,6 +10,7 @@
 // also checks size(), earliest_deadline() (exact) and next_expiry() (the
 // start of the earliest non-empty slot, as the header documents).
 #include "tickwheel/wheel.hpp"
+#include "wheel_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,6 +27,9 @@
 
 namespace {
 
+using wheel_test::hex;
+using wheel_test::Rng;
+
 using tickwheel::tick_t;
 using tickwheel::Wheel;
 using tickwheel::WheelNode;
@@ -38,29 +42,6 @@ constexpr tick_t kMax = ~tick_t{0};
 constexpr tick_t pow64(unsigned k) { return tick_t{1} << (Wheel::kSlotBits * k); }
 
 constexpr tick_t sat_add(tick_t a, tick_t b) { return a > kMax - b ? kMax : a + b; }
-
-std::string hex(tick_t v) {
-    std::ostringstream os;
-    os << "0x" << std::hex << v;
-    return os.str();
-}
-
-// Deterministic PRNG (splitmix64): same sequence under every compiler/libc++.
-struct Rng {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    // Uniform in [lo, hi] (inclusive; modulo bias is irrelevant here).
-    std::uint64_t in(std::uint64_t lo, std::uint64_t hi) {
-        const std::uint64_t span = hi - lo;
-        if (span == kMax) return next();
-        return lo + next() % (span + 1);
-    }
-};
 
 // The start of the slot a pending deadline `d` occupies when the clock is
 // `now`, as wheel.hpp documents it: level = highest bit of (d ^ now) / 6,
