@@ -406,6 +406,28 @@ struct ExpiryCtx {
     std::atomic<long> done{0};
     long n = 0;
     std::atomic<std::int64_t> last{0};
+    void reset(long expected) {
+        done = 0;
+        n = expected;
+        last = 0;
+    }
+    /// Called by each callback; the last one stamps `last`.
+    void delivered() {
+        if (done.fetch_add(1, std::memory_order_relaxed) + 1 == n) last.store(now_ns());
+    }
 };
+
+/// The expiry workload's result: `n` callbacks delivered between `t_start`
+/// and `t_last`, after loading them took `t_loaded - t_load` (all ns).
+inline Sample expiry_sample(long n, std::int64_t t_start, std::int64_t t_last, std::int64_t t_load,
+                            std::int64_t t_loaded) {
+    Sample s;
+    const double secs = static_cast<double>(t_last - t_start) / 1e9;
+    s.wall_s = secs;
+    s.set("callbacks_per_s", static_cast<double>(n) / secs);
+    s.set("delivery_ms", secs * 1e3);
+    s.set("load_ns_per_timer", static_cast<double>(t_loaded - t_load) / static_cast<double>(n));
+    return s;
+}
 
 }  // namespace twb

@@ -126,9 +126,7 @@ struct AsioPeer {
     // threads run it and deliver the backlog.
     ExpiryCtx ctx;
     Sample expiry_rep(Local& L, long n, const Opts& o) {
-        ctx.done = 0;
-        ctx.n = n;
-        ctx.last = 0;
+        ctx.reset(n);
         std::vector<asio::steady_timer*> mine;
         for (long i = 0; i < n; ++i) mine.push_back(L.get());
         std::mt19937_64 rng(o.seed);
@@ -137,7 +135,7 @@ struct AsioPeer {
         for (asio::steady_timer* t : mine) {
             t->expires_at(base + ns(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(o.window_ms * kMs))));
             t->async_wait([c = &ctx](const error_code& ec) {
-                if (!ec && c->done.fetch_add(1, std::memory_order_relaxed) + 1 == c->n) c->last.store(now_ns());
+                if (!ec) c->delivered();
             });
         }
         const std::int64_t t_loaded = now_ns();
@@ -148,13 +146,7 @@ struct AsioPeer {
         for (int i = 0; i < nthreads; ++i) th.emplace_back([this] { io.run(); });
         for (auto& x : th) x.join();
         for (asio::steady_timer* t : mine) L.free_.push_back(t);
-        Sample s;
-        const double secs = static_cast<double>(ctx.last.load() - t0) / 1e9;
-        s.wall_s = secs;
-        s.set("callbacks_per_s", static_cast<double>(n) / secs);
-        s.set("delivery_ms", secs * 1e3);
-        s.set("load_ns_per_timer", static_cast<double>(t_loaded - t_load) / static_cast<double>(n));
-        return s;
+        return expiry_sample(n, t0, ctx.last.load(), t_load, t_loaded);
     }
 };
 

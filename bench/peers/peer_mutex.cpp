@@ -149,15 +149,13 @@ struct MutexPeer {
     // passed the worker(s) start and deliver the backlog.
     ExpiryCtx ctx;
     Sample expiry_rep(Local&, long n, const Opts& o) {
-        ctx.done = 0;
-        ctx.n = n;
-        ctx.last = 0;
+        ctx.reset(n);
         std::mt19937_64 rng(o.seed);
         const std::int64_t t_load = now_ns();
         ExpiryCtx* c = &ctx;
         for (long i = 0; i < n; ++i)
             svc.start_at(t_load + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(o.window_ms * kMs)), [c] {
-                if (c->done.fetch_add(1, std::memory_order_relaxed) + 1 == c->n) c->last.store(now_ns());
+                c->delivered();
             });
         const std::int64_t t_loaded = now_ns();
         sleep_until_ns(t_load + (o.window_ms + 2) * kMs);
@@ -165,13 +163,7 @@ struct MutexPeer {
         svc.spawn(nworkers);
         while (ctx.last.load() == 0) sleep_until_ns(now_ns() + 200 * kUs);
         svc.stop_workers();
-        Sample s;
-        const double secs = static_cast<double>(ctx.last.load() - t0) / 1e9;
-        s.wall_s = secs;
-        s.set("callbacks_per_s", static_cast<double>(n) / secs);
-        s.set("delivery_ms", secs * 1e3);
-        s.set("load_ns_per_timer", static_cast<double>(t_loaded - t_load) / static_cast<double>(n));
-        return s;
+        return expiry_sample(n, t0, ctx.last.load(), t_load, t_loaded);
     }
 };
 

@@ -80,9 +80,7 @@ struct TickwheelPeer {
             std::fprintf(stderr, "expiry: --resolution-us must be >= --window-ms (one tick holds the window)\n");
             std::exit(2);
         }
-        ctx.done = 0;
-        ctx.n = n;
-        ctx.last = 0;
+        ctx.reset(n);
         // Boundary B = epoch + k*res, at least 0.8 s away (time to load).
         const std::int64_t k = (now_ns() + 800 * kMs - epoch_lo) / res + 1;
         const std::int64_t B = epoch_lo + k * res;  // <= the true boundary (epoch >= epoch_lo)
@@ -93,18 +91,12 @@ struct TickwheelPeer {
         ExpiryCtx* c = &ctx;
         for (long i = 0; i < n; ++i)
             rt.start_at(tickwheel::TimePoint(ns(dl(rng))), [c] {
-                if (c->done.fetch_add(1, std::memory_order_relaxed) + 1 == c->n) c->last.store(now_ns());
+                c->delivered();
             });
         const std::int64_t t_loaded = now_ns();
         if (t_loaded >= B) std::fprintf(stderr, "expiry: WARNING loading ended after the boundary\n");
         while (ctx.last.load() == 0 && now_ns() < B + 60 * kSec) sleep_until_ns(now_ns() + 1 * kMs);
-        Sample s;
-        const double secs = static_cast<double>(ctx.last.load() - B) / 1e9;
-        s.wall_s = secs;
-        s.set("callbacks_per_s", static_cast<double>(n) / secs);
-        s.set("delivery_ms", secs * 1e3);
-        s.set("load_ns_per_timer", static_cast<double>(t_loaded - t_load) / static_cast<double>(n));
-        return s;
+        return expiry_sample(n, B, ctx.last.load(), t_load, t_loaded);
     }
 };
 

@@ -143,13 +143,7 @@ struct UvPeer {
         const std::int64_t t0 = now_ns();
         uv_run(&loop, UV_RUN_DEFAULT);
         for (uv_timer_t* t : mine) free_.push_back(t);
-        Sample s;
-        const double secs = static_cast<double>(ctx.last - t0) / 1e9;
-        s.wall_s = secs;
-        s.set("callbacks_per_s", static_cast<double>(n) / secs);
-        s.set("delivery_ms", secs * 1e3);
-        s.set("load_ns_per_timer", static_cast<double>(t_loaded - t_load) / static_cast<double>(n));
-        return s;
+        return expiry_sample(n, t0, ctx.last, t_load, t_loaded);
     }
 };
 

@@ -100,13 +100,7 @@ struct WheelPeer {
             nd->fn(nd->arg);
             free_.push_back(nd);
         }
-        Sample s;
-        const double secs = static_cast<double>(ctx.last - t0) / 1e9;
-        s.wall_s = secs;
-        s.set("callbacks_per_s", static_cast<double>(n) / secs);
-        s.set("delivery_ms", secs * 1e3);
-        s.set("load_ns_per_timer", static_cast<double>(t0 - t_load) / static_cast<double>(n));
-        return s;
+        return expiry_sample(n, t0, ctx.last, t_load, t0);
     }
 
     template <class F>
