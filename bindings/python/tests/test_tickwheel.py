@@ -2,6 +2,9 @@
 
 import errno
 import gc
+import os
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -231,6 +234,31 @@ class TestLifetimes(unittest.TestCase):
         Runtime().start(0.02, rec)  # no reference kept to the runtime
         gc.collect()
         self.assertTrue(rec.event.wait(WAIT))
+
+
+    def test_exit_while_a_hook_drops_the_last_runtime(self):
+        # A runtime whose only reference is its pending timer is dropped by the
+        # release hook on a worker thread, racing the interpreter's exit hook,
+        # which must close or wait for every C runtime before Python finalises.
+        # Regression: the exit hook joined a thread not yet started (an error
+        # every few runs) and a worker then entered a finalising interpreter
+        # (abort). Many short processes, several at once, so that the race is
+        # hit on a quiet machine too.
+        script = (
+            "import threading, tickwheel\n"
+            "ev = threading.Event()\n"
+            "for _ in range(3):\n"
+            "    tickwheel.Runtime(shards=1, workers=1).start(0, ev.set)\n"
+            "ev.wait(10)\n"
+        )
+        env = dict(os.environ)
+        for batch in range(16):
+            procs = [subprocess.Popen([sys.executable, "-c", script], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for _ in range(4)]
+            for p in procs:
+                out, err = p.communicate(timeout=60)
+                self.assertEqual((p.returncode, err.decode()), (0, ""), "batch %d" % batch)
 
 
 class TestCallbacks(unittest.TestCase):

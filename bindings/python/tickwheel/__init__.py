@@ -36,7 +36,6 @@ import os
 import sys
 import threading
 import traceback
-import weakref
 from typing import Callable, Dict, Optional, Union
 
 __all__ = [
@@ -269,8 +268,90 @@ class Timer:
         return "<tickwheel.Timer id=%#x>" % self.id
 
 
-_open_runtimes: "weakref.WeakSet[Runtime]" = weakref.WeakSet()
-_deferred: list = []  # threads destroying runtimes dropped inside a hook
+class _Native:
+    """The C runtime behind a Runtime, and the bookkeeping that frees it safely.
+
+    Kept apart from Runtime so that the module can close it at interpreter exit
+    without holding (or resurrecting) the Runtime object: CPython clears weak
+    references only after ``__del__`` has run, so a WeakSet of Runtimes could
+    hand a Runtime that is being finalised on a worker thread to the exit hook.
+    Every method may be called from any thread, concurrently.
+    """
+
+    __slots__ = ("handle", "cond", "active", "closing")
+
+    def __init__(self, handle: int):
+        self.handle: Optional[int] = handle  # None once tw_runtime_destroy returned
+        self.cond = threading.Condition(threading.Lock())
+        self.active = 0  # C calls in flight; the runtime is freed only when none is
+        self.closing = False  # set by the first close(); later calls get ESHUTDOWN
+
+    def call(self, what: str, fn, *args) -> int:
+        """Calls fn(handle, *args); TW_OK and TW_ENOENT are returned, the rest raised."""
+        with self.cond:
+            if self.handle is None or self.closing:
+                raise TickwheelError(TW_ESHUTDOWN, what)
+            self.active += 1
+            handle = self.handle
+        try:
+            rc = fn(handle, *args)
+        finally:
+            with self.cond:
+                self.active -= 1
+                if self.active == 0:
+                    self.cond.notify_all()
+        if rc not in (TW_OK, TW_ENOENT):
+            raise TickwheelError(rc, what)
+        return rc
+
+    def shutdown(self) -> None:
+        with self.cond:
+            if self.handle is None or self.closing:
+                return  # close() shuts down before it frees
+            self.active += 1
+            handle = self.handle
+        try:
+            rc = _lib.tw_runtime_shutdown(handle)
+        finally:
+            with self.cond:
+                self.active -= 1
+                if self.active == 0:
+                    self.cond.notify_all()
+        _check(rc, "shutdown")
+
+    def close(self) -> None:
+        """Shuts down, then frees the C runtime once no call is in flight. The first
+        caller frees it; a concurrent one returns after it is freed."""
+        self.shutdown()  # raises EDEADLK from a callback of this runtime; calls in flight return at once
+        with self.cond:
+            if self.closing:
+                while self.handle is not None:
+                    self.cond.wait()
+                return
+            self.closing = True
+            while self.active:
+                self.cond.wait()
+            handle = self.handle
+        rc = _lib.tw_runtime_destroy(handle)
+        with self.cond:
+            self.handle = None
+            self.cond.notify_all()
+        with _natives_lock:
+            _natives.discard(self)
+        _check(rc, "close")
+
+
+_natives_lock = threading.Lock()
+_natives: "set[_Native]" = set()  # every C runtime not yet freed
+_deferred: list = []  # started threads freeing runtimes dropped inside a hook
+
+
+def _close_in_background(native: _Native) -> None:
+    # Not a daemon: the interpreter waits for it, and so does _close_all.
+    th = threading.Thread(target=native.close, name="tickwheel-destroy", daemon=False)
+    th.start()
+    with _natives_lock:  # appended only once started: _close_all may join it at any time
+        _deferred.append(th)
 
 
 class Runtime:
@@ -303,13 +384,11 @@ class Runtime:
         cfg.flags = TW_PIN_SHARDS if pin_shards else 0
         handle = ctypes.c_void_p()
         _check(_lib.tw_runtime_create(ctypes.byref(cfg), ctypes.byref(handle)), "tw_runtime_create")
-        self._handle: Optional[int] = handle.value
+        native = _Native(handle.value)
+        with _natives_lock:
+            _natives.add(native)
+        self._native = native
         self._on_error = on_error
-        # Calls in flight; close() frees the C runtime only when none is.
-        self._cond = threading.Condition(threading.Lock())
-        self._active = 0
-        self._closed = False
-        _open_runtimes.add(self)
 
     # -- timers --------------------------------------------------------------------
     def start(self, delay_s: Seconds, fn: Callable[[], object], period_s: Seconds = 0, *,
@@ -352,49 +431,23 @@ class Runtime:
     # -- lifecycle ---------------------------------------------------------------------
     def _call(self, what: str, fn, *args) -> int:
         """Calls fn(handle, *args); TW_OK and TW_ENOENT are returned, the rest raised."""
-        with self._cond:
-            if self._handle is None or self._closed:
-                raise TickwheelError(TW_ESHUTDOWN, what)
-            self._active += 1
-            handle = self._handle
-        try:
-            rc = fn(handle, *args)
-        finally:
-            with self._cond:
-                self._active -= 1
-                if self._active == 0:
-                    self._cond.notify_all()
-        if rc not in (TW_OK, TW_ENOENT):
-            raise TickwheelError(rc, what)
-        return rc
+        return self._native.call(what, fn, *args)
 
     def shutdown(self) -> None:
         """Cancels pending timers (releasing their callables), waits for running
         callbacks, stops the threads. Afterwards timer calls raise TickwheelError
         (ESHUTDOWN). Raises TickwheelError(EDEADLK) from one of its callbacks."""
-        with self._cond:
-            handle = self._handle
-        if handle is None:
-            return
-        _check(_lib.tw_runtime_shutdown(handle), "shutdown")
+        self._native.shutdown()
 
     def close(self) -> None:
-        """shutdown(), then frees the runtime. Idempotent. Raises
+        """shutdown(), then frees the runtime. Idempotent; safe to call from several
+        threads at once (each returns once it is freed). Raises
         TickwheelError(EDEADLK) from one of its own callbacks (nothing done)."""
-        self.shutdown()  # after this, calls in flight return at once
-        with self._cond:
-            if self._handle is None:
-                return
-            self._closed = True
-            while self._active:
-                self._cond.wait()
-            handle, self._handle = self._handle, None
-        _check(_lib.tw_runtime_destroy(handle), "close")
-        _open_runtimes.discard(self)
+        self._native.close()
 
     @property
     def closed(self) -> bool:
-        return self._handle is None
+        return self._native.handle is None
 
     def __enter__(self) -> "Runtime":
         return self
@@ -403,23 +456,17 @@ class Runtime:
         self.close()
 
     def __del__(self):
-        handle = getattr(self, "_handle", None)
-        if handle is None:
+        native = getattr(self, "_native", None)  # absent if __init__ failed
+        if native is None or native.handle is None:
             return
         if getattr(_in_hook, "depth", 0):
             # Dropped inside a callback or release hook of some runtime, where
-            # shutting one down could deadlock: free it from another thread --
-            # not a daemon, so that the interpreter waits for it before it
-            # finalises (a worker thread still inside Python then would be
-            # killed mid-callback).
-            self._handle = None
-            th = threading.Thread(target=_lib.tw_runtime_destroy, args=(handle,), daemon=False,
-                                  name="tickwheel-destroy")
-            _deferred.append(th)
-            th.start()
+            # closing one could deadlock (its own) or stall a worker: free it
+            # from another thread, which _close_all waits for at exit.
+            _close_in_background(native)
             return
         try:
-            self.close()
+            native.close()
         except Exception:  # noqa: BLE001 -- nothing may escape __del__
             pass
 
@@ -428,11 +475,7 @@ class Runtime:
         """A snapshot of the runtime's counters (the C tw_stats fields)."""
         st = _Stats()
         st.size = ctypes.sizeof(_Stats)
-        with self._cond:
-            handle = self._handle
-            if handle is None:
-                raise TickwheelError(TW_ESHUTDOWN, "stats")
-            _check(_lib.tw_runtime_stats(handle, ctypes.byref(st)), "stats")
+        self._native.call("stats", _lib.tw_runtime_stats, ctypes.byref(st))
         out = {"shards": st.shards, "workers": st.workers, "shut_down": bool(st.shut_down)}
         out.update((name, getattr(st, name)) for name in _STAT_FIELDS)
         return out
@@ -454,11 +497,22 @@ class Runtime:
 
 @atexit.register
 def _close_all() -> None:
-    # Before the interpreter finalises, no worker thread may call into Python.
-    for rt in list(_open_runtimes):
-        try:
-            rt.close()
-        except Exception:  # noqa: BLE001
-            pass
-    for th in list(_deferred):
-        th.join()
+    # Runs after the interpreter has joined its non-daemon threads and before it
+    # finalises: from then on no worker thread may call into Python (a thread that
+    # did would be torn down mid-callback). So every C runtime still alive is closed
+    # here -- open ones, and ones being freed by a background thread (close() waits
+    # for those) -- and the background threads are joined, including any started by
+    # a callback or release hook while we wait.
+    while True:
+        with _natives_lock:
+            natives = list(_natives)
+            threads, _deferred[:] = list(_deferred), []
+        if not natives and not threads:
+            return
+        for native in natives:
+            try:
+                native.close()
+            except Exception:  # noqa: BLE001
+                pass
+        for th in threads:
+            th.join()
