@@ -59,17 +59,21 @@ void Dispatcher::wait_idle() noexcept {
 }
 
 void Dispatcher::drain(Batch* b) noexcept {
-    for (;;) {
-        const std::size_t i = b->next.fetch_add(1, std::memory_order_relaxed);
-        if (i >= b->n) break;
-        run_one(b->items[i]);
-    }
+    {
+        // A batch comes from one shard (Shard::flush).
+        FreeChain freed(core_.shard(b->items[0].shard).table());
+        for (;;) {
+            const std::size_t i = b->next.fetch_add(1, std::memory_order_relaxed);
+            if (i >= b->n) break;
+            run_one(b->items[i], freed);
+        }
+    }  // flushed before the batch may count as finished (wait_idle, shutdown)
     if (b->drainers.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     delete b;  // the last drain task out frees the batch
     if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
 }
 
-void Dispatcher::run_one(const FireItem& item) noexcept {
+void Dispatcher::run_one(const FireItem& item, FreeChain& freed) noexcept {
     Record& r = *item.rec;
     // Claim the run: DISPATCHED -> RUNNING, unless a stop or reset got there
     // first (then the timer is no longer ours to run).
@@ -103,12 +107,12 @@ void Dispatcher::run_one(const FireItem& item) noexcept {
     // Still "inside" the timer while settling: the release hook (the
     // callable's destructor) may run here, and from it shutdown() must report
     // would_deadlock and stop_sync() on this timer must not wait for itself.
-    finish_run(r, core_.shard(item.shard));
+    finish_run(r, core_.shard(item.shard), freed);
     t_current = saved;
 }
 
 // After a run: settle the state the run (or concurrent callers) left.
-void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
+void Dispatcher::finish_run(Record& r, Shard& shard, FreeChain& freed) noexcept {
     // Messages are built now: once the state leaves RUNNING*, the slot may
     // be recycled and its generation move on.
     const std::uint32_t index = HandleTable::index_of(&r);
@@ -121,7 +125,7 @@ void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
             if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Pending), std::memory_order_acq_rel,
                                              std::memory_order_acquire))
                 continue;
-            r.ctl.notify_all();
+            core_.wake_ctl_waiters(r);
             return;
         }
         if (s == State::Running) {
@@ -130,7 +134,7 @@ void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
                                              std::memory_order_acquire))
                 continue;
             core_.release(r);
-            shard.recycle(r);
+            shard.recycle(r, freed);
             return;
         }
         if (s == State::RunningRearmed) {
@@ -139,14 +143,14 @@ void Dispatcher::finish_run(Record& r, Shard& shard) noexcept {
                                              std::memory_order_acquire))
                 continue;
             shard.post_and_wake(Msg::make(MsgType::Insert, gen, index), Ctl::deadline(c));
-            r.ctl.notify_all();
+            core_.wake_ctl_waiters(r);
             return;
         }
         // RunningStopped: a stop() returned true during the run. Nobody else
         // moves this state; release, then let the shard unlink and recycle.
         core_.release(r);
         r.ctl.store(Ctl::with(c, State::Cancelled), std::memory_order_release);
-        r.ctl.notify_all();
+        core_.wake_ctl_waiters(r);
         shard.post_cancel(Msg::make(MsgType::Cancel, gen, index));
         return;
     }

@@ -10,7 +10,10 @@
 // is free. (A first version ran each batch with tbb::parallel_for: the task
 // that started it waited for stolen items, and a waiting oneTBB worker does
 // not take newly enqueued tasks, so one blocking callback stalled two
-// workers.) Cost per callback: one relaxed fetch_add.
+// workers.) Cost per callback: one relaxed fetch_add. (Claiming several
+// items at once would be cheaper, and would make a blocking callback hold
+// back the items claimed with it: not done.) The slots of one-shot timers a
+// drain task finishes are freed with one CAS when it leaves the batch.
 //
 // This file also holds the worker's half of the timer state machine (see
 // timer_record.hpp): DISPATCHED -> RUNNING, the call, and what follows it.
@@ -44,8 +47,8 @@ public:
 
 private:
     void drain(Batch* b) noexcept;
-    void run_one(const FireItem& item) noexcept;
-    void finish_run(Record& r, Shard& shard) noexcept;
+    void run_one(const FireItem& item, FreeChain& freed) noexcept;
+    void finish_run(Record& r, Shard& shard, FreeChain& freed) noexcept;
 
     RuntimeCore& core_;
     unsigned workers_;

@@ -36,13 +36,18 @@ Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
     return chunk;
 }
 
-void HandleTable::release(std::uint32_t index, std::uint32_t gen) noexcept {
-    Record& r = at(index);
+void HandleTable::release(std::uint32_t index, std::uint32_t gen) noexcept { release_chain(index, index, gen); }
+
+void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept {
+    Record& last = at(bottom);
     std::uint64_t head = free_head_.load(std::memory_order_relaxed);
     std::uint64_t next;
     do {
-        r.ctl.store(Ctl::make(gen, State::Free, head & 0xFFFFFFFFu), std::memory_order_relaxed);
-        next = ((head >> 32) + 1) << 32 | (std::uint64_t{index} + 1);
+        // The bottom record links to the current top; nobody can reach the
+        // chain before the CAS publishes it, so these stores race with no pop.
+        // Release: whoever sees this FREE word sees what its owner did before.
+        last.ctl.store(Ctl::make(bottom_gen, State::Free, head & 0xFFFFFFFFu), std::memory_order_release);
+        next = ((head >> 32) + 1) << 32 | (std::uint64_t{top} + 1);
     } while (!free_head_.compare_exchange_weak(head, next, std::memory_order_release, std::memory_order_relaxed));
 }
 
@@ -64,7 +69,7 @@ bool HandleTable::allocate(std::uint32_t& index) noexcept {
         next_fresh_.store(kCapacity, std::memory_order_relaxed);  // keep it from wrapping
         return false;
     }
-    if (make_chunk(static_cast<std::uint32_t>(fresh >> kChunkBits)) == nullptr) {
+    if (make_chunk(static_cast<std::uint32_t>(fresh / kChunkSize)) == nullptr) {
         // No memory for the chunk: this index can never be used; that is fine.
         return false;
     }

@@ -29,10 +29,16 @@ namespace tickwheel::rt {
 
 class HandleTable {
 public:
-    static constexpr unsigned kChunkBits = 14;  // 16384 records (1.25 MiB) per chunk
-    static constexpr std::uint32_t kChunkSize = 1u << kChunkBits;
-    static constexpr std::uint32_t kMaxChunks = 1u << 14;  // 2^28 records per shard
+    // One chunk fills one 2 MiB block (a huge page): a 64-byte header, then as
+    // many records as fit (26213 of 80 bytes: 99.98% of the block is records).
+    // A power-of-two count would leave a third of every block unused, and with
+    // transparent huge pages that third is resident memory too; the division
+    // by this constant compiles to a multiplication.
+    static constexpr std::uint32_t kChunkSize =
+        static_cast<std::uint32_t>(((std::size_t{2} << 20) - 64) / sizeof(Record));
+    static constexpr std::uint32_t kMaxChunks = 1u << 14;  // >= 2^28 records per shard
     static constexpr std::uint64_t kCapacity = std::uint64_t{kChunkSize} * kMaxChunks;
+    static_assert(kCapacity <= std::uint64_t{1} << 32, "indices are 32-bit");
 
     HandleTable();
     ~HandleTable();
@@ -42,10 +48,10 @@ public:
     /// The record at `index`, or nullptr if that index was never allocated.
     /// Any thread; O(1).
     Record* find(std::uint32_t index) const noexcept {
-        const std::uint32_t c = index >> kChunkBits;
+        const std::uint32_t c = index / kChunkSize;
         if (c >= kMaxChunks) return nullptr;
         Record* chunk = chunks_[c].load(std::memory_order_acquire);
-        return chunk == nullptr ? nullptr : chunk + (index & (kChunkSize - 1));
+        return chunk == nullptr ? nullptr : chunk + (index % kChunkSize);
     }
     /// The record at an index known to be allocated.
     Record& at(std::uint32_t index) const noexcept { return *find(index); }
@@ -58,6 +64,10 @@ public:
     /// callable destroyed). Any thread.
     void release(std::uint32_t index, std::uint32_t gen) noexcept;
 
+    /// Pushes a chain of FREE records (top .. bottom, linked through their
+    /// ctl words, see FreeChain) with one CAS. Any thread.
+    void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept;
+
     /// Indices ever handed out: every allocated record is below this.
     std::uint32_t high_water() const noexcept;
 
@@ -67,7 +77,7 @@ public:
         const auto addr = reinterpret_cast<std::uintptr_t>(r);
         const auto* head = reinterpret_cast<const ChunkHeader*>(addr & ~(kChunkAlign - 1));
         const auto* first = reinterpret_cast<const Record*>(head + 1);
-        return (head->number << kChunkBits) + static_cast<std::uint32_t>(r - first);
+        return head->number * kChunkSize + static_cast<std::uint32_t>(r - first);
     }
 
 private:
@@ -75,7 +85,7 @@ private:
     struct alignas(64) ChunkHeader {
         std::uint32_t number;
     };
-    static_assert(sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
+    static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
 
     Record* make_chunk(std::uint32_t c) noexcept;
     static void free_chunk(Record* first) noexcept;
@@ -84,6 +94,43 @@ private:
     alignas(64) std::atomic<std::uint64_t> next_fresh_{0};
     // [ABA tag : 32 | top index + 1 : 32]; 0 in the low half = empty.
     alignas(64) std::atomic<std::uint64_t> free_head_{0};
+};
+
+/// Indices one thread frees in a burst (a dispatched batch, a drained inbox),
+/// pushed onto the table's free stack with one CAS when flushed instead of
+/// one contended CAS each. Each record becomes FREE at once (stale ids and
+/// stop_sync see it immediately); only its reuse waits for the flush, which
+/// the owner does at the end of the burst. Single thread; not copyable.
+class FreeChain {
+public:
+    explicit FreeChain(HandleTable& table) noexcept : table_(table) {}
+    ~FreeChain() { flush(); }
+    FreeChain(const FreeChain&) = delete;
+    FreeChain& operator=(const FreeChain&) = delete;
+
+    /// Marks record `index` FREE under generation `gen` (a release store, so
+    /// that whoever sees FREE also sees everything done before) and links it
+    /// on top of the chain. The caller owns the record as for release().
+    void add(std::uint32_t index, std::uint32_t gen) noexcept {
+        table_.at(index).ctl.store(Ctl::make(gen, State::Free, top_), std::memory_order_release);
+        if (top_ == 0) {
+            bottom_ = index;
+            bottom_gen_ = gen;
+        }
+        top_ = index + 1;
+    }
+    /// Pushes the chain, if any, onto the free stack.
+    void flush() noexcept {
+        if (top_ == 0) return;
+        table_.release_chain(top_ - 1, bottom_, bottom_gen_);
+        top_ = 0;
+    }
+
+private:
+    HandleTable& table_;
+    std::uint32_t top_ = 0;  // top index + 1; 0 = empty
+    std::uint32_t bottom_ = 0;
+    std::uint32_t bottom_gen_ = 0;
 };
 
 }  // namespace tickwheel::rt

@@ -236,12 +236,23 @@ bool Runtime::stop_sync(std::uint64_t id) noexcept {
         if (own_callback) return stopped;  // never wait for ourselves
         // Wait while a run (or the release after the last run) is in
         // progress; then look again: the run may have re-armed the timer.
+        auto busy = [gen10](std::uint64_t v) {
+            return Ctl::gen(v) == gen10 && (Ctl::running(Ctl::state(v)) || Ctl::state(v) == State::Done);
+        };
         std::uint64_t c = r->ctl.load(std::memory_order_acquire);
         bool waited = false;
-        while (Ctl::gen(c) == gen10 && (Ctl::running(Ctl::state(c)) || Ctl::state(c) == State::Done)) {
-            r->ctl.wait(c, std::memory_order_acquire);
+        if (busy(c)) {
+            waited = true;  // a run was in progress: afterwards, look again
+            // Announce the wait, then look again (pairs with the fence in
+            // wake_ctl_waiters): a change after this load is notified.
+            core.ctl_waiters.fetch_add(1, std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_seq_cst);
             c = r->ctl.load(std::memory_order_acquire);
-            waited = true;
+            while (busy(c)) {
+                r->ctl.wait(c, std::memory_order_acquire);
+                c = r->ctl.load(std::memory_order_acquire);
+            }
+            core.ctl_waiters.fetch_sub(1, std::memory_order_relaxed);
         }
         if (!waited || Ctl::gen(c) != gen10 || Ctl::state(c) != State::Pending) return stopped;
     }

@@ -49,6 +49,18 @@ struct RuntimeCore {
         if (max_timers != 0) live.fetch_sub(1, std::memory_order_relaxed);
     }
 
+    /// Wakes stop_sync() callers waiting on r.ctl, after a change of r.ctl.
+    /// Any thread. Costs a fence and a read of a shared, read-mostly word when
+    /// nobody waits: libstdc++'s notify_all itself does a locked add on a
+    /// process-wide waiter-table line (a cross-core bounce for every timer
+    /// that finishes), so it is called only while some stop_sync waits.
+    void wake_ctl_waiters(Record& r) noexcept {
+        // Pairs with the fence in stop_sync (ctl_waiters + 1, fence, load ctl):
+        // either this thread sees the waiter, or the waiter sees the new ctl.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (ctl_waiters.load(std::memory_order_relaxed) != 0) r.ctl.notify_all();
+    }
+
     Runtime* const owner;
     const Config config;
     const TickClock clock;
@@ -61,6 +73,9 @@ struct RuntimeCore {
     // Live timers (started, not yet released), kept only when max_timers != 0;
     // stats() derives it from the counters otherwise.
     alignas(64) std::atomic<std::int64_t> live{0};
+
+    // stop_sync() callers currently waiting on some record's ctl word.
+    alignas(64) std::atomic<std::uint32_t> ctl_waiters{0};
 
     // Shutdown. start() registers on its thread's stripe of `starting`, then
     // checks `shutting_down`; shutdown sets the flag and waits for every

@@ -44,14 +44,14 @@ void Shard::post_cancel(std::uint64_t msg) {
         parker_.unpark();
 }
 
-void Shard::recycle(Record& r) noexcept {
+void Shard::recycle(Record& r, FreeChain& chain) noexcept {
     const std::uint32_t g = Id::next_gen(r.gen());
     r.set_gen(g);
-    table_.release(HandleTable::index_of(&r), g);  // ctl becomes FREE under g
-    r.ctl.notify_all();                            // wake stop_sync waiters
+    chain.add(HandleTable::index_of(&r), g);  // ctl becomes FREE under g
+    core_.wake_ctl_waiters(r);
 }
 
-void Shard::handle(std::uint64_t msg) {
+void Shard::handle(std::uint64_t msg, FreeChain& freed) {
     Record* r = table_.find(Msg::index(msg));
     if (r == nullptr || r->gen() != Msg::gen(msg)) return;  // stale: slot recycled since
     const std::uint64_t c = r->ctl.load(std::memory_order_acquire);
@@ -70,7 +70,7 @@ void Shard::handle(std::uint64_t msg) {
         case MsgType::Cancel:
             if (s == State::Cancelled) {
                 wheel_.remove(r);
-                recycle(*r);
+                recycle(*r, freed);
             }
             break;
     }
@@ -81,7 +81,9 @@ bool Shard::drain_inbox() {
     bool any = false;
     for (;;) {
         const std::size_t n = inbox_.try_dequeue_bulk(msgs, kDrainBatch);
-        for (std::size_t i = 0; i < n; ++i) handle(msgs[i]);
+        FreeChain freed(table_);  // the bulk's cancelled slots, freed with one CAS
+        for (std::size_t i = 0; i < n; ++i) handle(msgs[i], freed);
+        freed.flush();
         any |= n != 0;
         if (n < kDrainBatch) return any;
     }

@@ -86,13 +86,15 @@ public:
 
     /// Recycles a record this thread owns in a terminal state (CANCELLED or
     /// DONE), not linked in any wheel, callable already destroyed: bumps the
-    /// generation, marks it FREE, wakes stop_sync waiters, frees the index.
-    void recycle(Record& r) noexcept;
+    /// generation, marks it FREE, wakes stop_sync waiters, and frees the index
+    /// through `chain` (a FreeChain on this shard's table, flushed by the
+    /// caller at the end of its burst). Any thread.
+    void recycle(Record& r, FreeChain& chain) noexcept;
 
 private:
     void run(int cpu);
     bool drain_inbox();
-    void handle(std::uint64_t msg);
+    void handle(std::uint64_t msg, FreeChain& freed);
     void expire(tick_t now);
     void flush(FireItem* items, std::size_t& n);
 
