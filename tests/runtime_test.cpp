@@ -918,6 +918,36 @@ TEST(RuntimeStopSync, WaitsForTheReleaseHookAfterTheLastRun) {
     EXPECT_TRUE(released.load()) << "stop_sync returned while the callable's destructor was running";
 }
 
+// Two one-shots due together on one worker run from one drain task, one
+// after the other. stop_sync on the first, called while it runs, must return
+// when it (and its release) is done, not when the second, which blocks,
+// returns: the worker wakes stop_sync waiters at once, not at the end of
+// its batch. (If the machine is so slow that the first has finished before
+// stop_sync is called, stop_sync returns at once and the test still holds.)
+TEST(RuntimeStopSync, ReturnsWithoutWaitingForTheNextCallbackOfTheBatch) {
+    std::atomic<int> order{0};
+    std::atomic<std::uint64_t> first{0};
+    std::atomic<bool> let_go{false};
+    tw::Runtime rt(small_config(1, 1));
+    const TimePoint due = Clock::now() + 5ms;
+    for (int i = 0; i < 2; ++i) {
+        rt.start_at(due, [&](tw::Timer self) {
+            if (order.fetch_add(1) == 0) {
+                first.store(self.id());
+                std::this_thread::sleep_for(100ms);  // stop_sync(first) waits meanwhile
+            } else {
+                (void)wait_until([&] { return let_go.load(); }, 10s);  // blocks until the test ends
+            }
+        });
+    }
+    ASSERT_TRUE(wait_until([&] { return first.load() != 0; }));
+    const auto t0 = Clock::now();
+    EXPECT_FALSE(rt.stop_sync(first.load()));
+    const auto waited = Clock::now() - t0;
+    let_go.store(true);
+    EXPECT_LT(waited, 5s) << "stop_sync waited for the next callback of the batch";
+}
+
 TEST(RuntimeStopSync, NoPeriodicRunStartsAfterItReturns) {
     tw::Runtime rt(small_config());
     const int rounds = kSanitized ? 6 : 15;

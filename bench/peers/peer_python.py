@@ -94,7 +94,7 @@ def main():
 
     # ---- bare ctypes ----------------------------------------------------------------
     with tickwheel.Runtime() as rt:
-        handle = rt._handle
+        handle = rt._native.handle  # the C runtime (internal; the bench only)
         cb = tickwheel._CALLBACK(lambda arg, tid: None)
         out = ctypes.c_uint64(0)
         pout = ctypes.byref(out)

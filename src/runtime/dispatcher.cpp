@@ -61,7 +61,7 @@ void Dispatcher::wait_idle() noexcept {
 void Dispatcher::drain(Batch* b) noexcept {
     {
         // A batch comes from one shard (Shard::flush).
-        FreeChain freed(core_.shard(b->items[0].shard).table());
+        FreeChain freed(core_.shard(b->items[0].shard).table(), core_.ctl_waiters);
         for (;;) {
             const std::size_t i = b->next.fetch_add(1, std::memory_order_relaxed);
             if (i >= b->n) break;
@@ -135,6 +135,10 @@ void Dispatcher::finish_run(Record& r, Shard& shard, FreeChain& freed) noexcept 
                 continue;
             core_.release(r);
             shard.recycle(r, freed);
+            // Now, not at the chain's flush: the next callback of this drain
+            // task may block, and stop_sync(this timer) must not wait for it.
+            // (Only the slot's reuse waits for the flush.)
+            core_.wake_ctl_waiters(r);
             return;
         }
         if (s == State::RunningRearmed) {

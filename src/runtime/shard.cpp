@@ -47,8 +47,7 @@ void Shard::post_cancel(std::uint64_t msg) {
 void Shard::recycle(Record& r, FreeChain& chain) noexcept {
     const std::uint32_t g = Id::next_gen(r.gen());
     r.set_gen(g);
-    chain.add(HandleTable::index_of(&r), g);  // ctl becomes FREE under g
-    core_.wake_ctl_waiters(r);
+    chain.add(HandleTable::index_of(&r), g);  // ctl becomes FREE under g; flush() wakes waiters
 }
 
 void Shard::handle(std::uint64_t msg, FreeChain& freed) {
@@ -81,7 +80,7 @@ bool Shard::drain_inbox() {
     bool any = false;
     for (;;) {
         const std::size_t n = inbox_.try_dequeue_bulk(msgs, kDrainBatch);
-        FreeChain freed(table_);  // the bulk's cancelled slots, freed with one CAS
+        FreeChain freed(table_, core_.ctl_waiters);  // the bulk's cancelled slots, freed with one CAS
         for (std::size_t i = 0; i < n; ++i) handle(msgs[i], freed);
         freed.flush();
         any |= n != 0;

@@ -86,9 +86,9 @@ public:
 
     /// Recycles a record this thread owns in a terminal state (CANCELLED or
     /// DONE), not linked in any wheel, callable already destroyed: bumps the
-    /// generation, marks it FREE, wakes stop_sync waiters, and frees the index
-    /// through `chain` (a FreeChain on this shard's table, flushed by the
-    /// caller at the end of its burst). Any thread.
+    /// generation, marks it FREE, and frees the index through `chain` (a
+    /// FreeChain on this shard's table; its flush, by the caller at the end
+    /// of its burst, wakes stop_sync waiters). Any thread.
     void recycle(Record& r, FreeChain& chain) noexcept;
 
 private:
