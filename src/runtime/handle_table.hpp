@@ -6,16 +6,17 @@
 // is decided by the record's generation, not by its memory. Free indices
 // form a lock-free stack (Treiber, with a 32-bit ABA tag in the head word)
 // whose links live in the free records' own `ctl` words (the deadline bits of
-// a FREE ctl): the shard and the workers push recycled indices, any thread
-// starting a timer pops one, and every access is atomic. When none is free, a
+// a FREE ctl): the shard and the workers push recycled indices (a burst at
+// a time, see FreeChain), any thread starting a timer pops one, and every
+// access is atomic. When none is free, a
 // fresh index is taken with one fetch_add and its chunk is created on first
 // use (a CAS publishes it; a loser of that race frees its copy). No mutex.
 // (A moodycamel queue served here first; used MPMC, its implicit producers
 // recycle blocks with a release-only counter, which ThreadSanitizer reports
 // as a race -- upstream issue #254 -- so it is kept for the MPSC inboxes.)
 //
-// Each chunk is one 2 MiB-aligned block: a 64-byte header holding the chunk's
-// number, then the records. A record's index is therefore computed from its
+// Each chunk is one 2 MiB-aligned block, filled: a 64-byte header holding
+// the chunk's number, then the records. A record's index is therefore computed from its
 // address (index_of), and records need not store it.
 #pragma once
 
