@@ -1853,6 +1853,39 @@ TEST(RuntimeConfig, PinnedShardsWork) {
 // stats
 // =============================================================================
 
+// Counters are striped by a per-thread lease (src/runtime/counters.hpp):
+// more threads alive at once than there are leases share a fallback stripe,
+// and leases pass to later threads. Counts stay exact through both, over
+// two rounds of threads that exit (so the second round reuses leases).
+TEST(RuntimeStats, CountsStayExactWithMoreThreadsThanStripesAndThreadTurnover) {
+    constexpr int kThreads = 80;  // > rt::kLeases (64): some use the shared stripe
+    const int per_thread = kSanitized ? 50 : 500;
+    tw::Runtime rt(small_config());
+    std::atomic<int> released{0};
+    for (int round = 1; round <= 2; ++round) {
+        std::atomic<int> ready{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t)
+            threads.emplace_back([&] {
+                ready.fetch_add(1);
+                while (ready.load() < kThreads) std::this_thread::yield();  // all alive at once
+                for (int i = 0; i < per_thread; ++i) {
+                    const tw::Timer timer = rt.start(1h, [p = Probe(&released)] {});
+                    EXPECT_TRUE(rt.reset(timer, 2h));
+                    EXPECT_TRUE(rt.stop(timer));
+                }
+            });
+        for (auto& th : threads) th.join();
+        const tw::Stats st = rt.stats();
+        const auto n = static_cast<std::uint64_t>(round) * kThreads * static_cast<std::uint64_t>(per_thread);
+        EXPECT_EQ(st.started, n) << "round " << round;
+        EXPECT_EQ(st.reset, n) << "round " << round;
+        EXPECT_EQ(st.stopped, n) << "round " << round;
+        EXPECT_EQ(st.live, 0u) << "round " << round;
+        EXPECT_EQ(released.load(), static_cast<int>(n)) << "round " << round;
+    }
+}
+
 TEST(RuntimeStats, CountersMatchWhatTheTestDid) {
     std::atomic<int> far_released{0}, near_released{0}, runs{0};
     std::vector<tw::Timer> far;

@@ -2,10 +2,47 @@
 
 namespace tickwheel::rt {
 
+namespace {
+std::atomic<bool> g_leased[kLeases];  // process-wide: which stripe indices a live thread holds
+
+// Gives the lease back when its thread exits. t_stripe and t_exited are
+// trivially destructible, so a count made after this destructor (by another
+// thread_local's destructor) still works: it uses the shared stripe.
+constexpr unsigned kNone = ~0u;
+thread_local unsigned t_stripe = kNone;
+thread_local bool t_exited = false;
+struct LeaseReturn {
+    bool armed = false;
+    ~LeaseReturn() {
+        t_exited = true;
+        if (!armed) return;
+        const unsigned s = t_stripe;
+        t_stripe = kShared;
+        if (s < kLeases) g_leased[s].store(false, std::memory_order_release);
+    }
+};
+thread_local LeaseReturn t_lease_return;
+
+unsigned take_lease() noexcept {
+    if (t_exited) return kShared;
+    for (unsigned i = 0; i < kLeases; ++i) {
+        bool expected = false;
+        // Acquire: the previous holder's last counts (released with its lease)
+        // are what this thread adds to.
+        if (!g_leased[i].load(std::memory_order_relaxed) &&
+            g_leased[i].compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+            t_lease_return.armed = true;  // first use in this thread: its destructor runs at exit
+            return i;
+        }
+    }
+    return kShared;
+}
+}  // namespace
+
 unsigned this_thread_stripe() noexcept {
-    static std::atomic<unsigned> next{0};
-    thread_local const unsigned mine = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
-    return mine;
+    unsigned s = t_stripe;
+    if (s == kNone) s = t_stripe = take_lease();
+    return s;
 }
 
 unsigned LatencyHistogram::bucket_of(std::uint64_t ns) noexcept {
@@ -24,10 +61,15 @@ std::uint64_t LatencyHistogram::bucket_mid(unsigned b) noexcept {
 }
 
 void LatencyHistogram::record(std::uint64_t ns) noexcept {
-    Stripe& s = stripes_[this_thread_stripe()];
-    s.bucket[bucket_of(ns)].fetch_add(1, std::memory_order_relaxed);
+    const unsigned si = this_thread_stripe();
+    Stripe& s = stripes_[si];
+    stripe_add(s.bucket[bucket_of(ns)], si, 1);
     std::uint64_t m = s.max.load(std::memory_order_relaxed);
-    while (ns > m && !s.max.compare_exchange_weak(m, ns, std::memory_order_relaxed)) {
+    if (si != kShared) {
+        if (ns > m) s.max.store(ns, std::memory_order_relaxed);
+    } else {
+        while (ns > m && !s.max.compare_exchange_weak(m, ns, std::memory_order_relaxed)) {
+        }
     }
 }
 

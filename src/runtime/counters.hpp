@@ -1,7 +1,14 @@
 // Statistics that many threads update: striped counters and a lateness
-// histogram. Each thread adds to its own cache-line stripe (chosen once per
-// thread), so counting costs one uncontended relaxed add; reading sums the
-// stripes (a snapshot, not a linearizable one).
+// histogram, with no locked instruction on the hot paths.
+//
+// A thread leases a stripe index for its lifetime (process-wide, the first
+// time it counts; given back when it exits), so in every Counters and
+// histogram it is the only writer of its stripe and adds with a relaxed load
+// and store: no lock prefix, no cache-line bouncing. Readers sum the stripes
+// with relaxed loads (a snapshot, not a linearizable one). When more than
+// kLeases threads count at once, the others share stripe kShared and use
+// fetch_add. A lease passes to a later thread with release/acquire, so that
+// thread continues from the last value.
 #pragma once
 
 #include <atomic>
@@ -9,10 +16,21 @@
 
 namespace tickwheel::rt {
 
-inline constexpr unsigned kStripes = 16;
+inline constexpr unsigned kLeases = 64;
+inline constexpr unsigned kShared = kLeases;       // the stripe of threads without a lease
+inline constexpr unsigned kStripes = kLeases + 1;
 
-/// This thread's stripe, 0..kStripes-1 (assigned round-robin on first use).
+/// This thread's stripe: its lease (0..kLeases-1), taken on first use, or
+/// kShared if every lease is held.
 unsigned this_thread_stripe() noexcept;
+
+/// Adds n to a striped counter cell of stripe s (see above).
+inline void stripe_add(std::atomic<std::uint64_t>& cell, unsigned s, std::uint64_t n) noexcept {
+    if (s != kShared)
+        cell.store(cell.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    else
+        cell.fetch_add(n, std::memory_order_relaxed);
+}
 
 enum Counter : unsigned {
     kStarted,
@@ -28,7 +46,8 @@ enum Counter : unsigned {
 class Counters {
 public:
     void add(Counter c, std::uint64_t n = 1) noexcept {
-        stripes_[this_thread_stripe()].v[c].fetch_add(n, std::memory_order_relaxed);
+        const unsigned s = this_thread_stripe();
+        stripe_add(stripes_[s].v[c], s, n);
     }
     std::uint64_t sum(Counter c) const noexcept {
         std::uint64_t s = 0;
