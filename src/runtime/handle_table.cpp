@@ -36,8 +36,6 @@ Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
     return chunk;
 }
 
-void HandleTable::release(std::uint32_t index, std::uint32_t gen) noexcept { release_chain(index, index, gen); }
-
 void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept {
     Record& last = at(bottom);
     std::uint64_t head = free_head_.load(std::memory_order_relaxed);

@@ -60,13 +60,11 @@ public:
     /// Takes a free index (its record is FREE and its callable empty).
     /// Returns false when the index space or memory is exhausted. Any thread.
     bool allocate(std::uint32_t& index) noexcept;
-    /// Marks record `index` FREE under generation `gen` and pushes it on the
-    /// free stack. The caller owns the record (terminal state, unlinked,
-    /// callable destroyed). Any thread.
-    void release(std::uint32_t index, std::uint32_t gen) noexcept;
 
     /// Pushes a chain of FREE records (top .. bottom, linked through their
-    /// ctl words, see FreeChain) with one CAS. Any thread.
+    /// ctl words, see FreeChain) with one CAS; the bottom one becomes FREE
+    /// under `bottom_gen` here. The caller owns them (terminal state,
+    /// unlinked, callable destroyed). Any thread.
     void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept;
 
     /// Indices ever handed out: every allocated record is below this.
@@ -120,7 +118,7 @@ public:
 
     /// Marks record `index` FREE under generation `gen` (a release store, so
     /// that whoever sees FREE also sees everything done before) and links it
-    /// on top of the chain. The caller owns the record as for release().
+    /// on top of the chain. The caller owns the record as for release_chain().
     void add(std::uint32_t index, std::uint32_t gen) noexcept {
         table_.at(index).ctl.store(Ctl::make(gen, State::Free, top_), std::memory_order_release);
         if (top_ == 0) {
