@@ -32,15 +32,15 @@
 namespace {
 
 using wheel_test::hex;
+using wheel_test::kMax;
+using wheel_test::kNever;
+using wheel_test::kRange;
 using wheel_test::Rng;
 
 using tickwheel::tick_t;
 using tickwheel::Wheel;
 using tickwheel::WheelNode;
 
-constexpr tick_t kNever = Wheel::kNever;
-constexpr tick_t kRange = Wheel::kLevelRange;  // 2^48
-constexpr tick_t kMax = ~tick_t{0};
 
 // Operations per seed at multiplier 1.0 (4 fixed seeds -> ~1.6 M ops).
 constexpr double kDefaultOpsPerSeed = 400'000;

@@ -1,5 +1,5 @@
-// Helpers shared by the wheel test programs: a deterministic PRNG and hex
-// formatting of ticks for failure messages.
+// Helpers shared by the wheel test programs: tick constants, a deterministic
+// PRNG and hex formatting of ticks for failure messages.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,10 @@
 #include "tickwheel/wheel.hpp"
 
 namespace wheel_test {
+
+inline constexpr tickwheel::tick_t kNever = tickwheel::Wheel::kNever;
+inline constexpr tickwheel::tick_t kRange = tickwheel::Wheel::kLevelRange;  // 2^48
+inline constexpr tickwheel::tick_t kMax = ~tickwheel::tick_t{0};
 
 inline std::string hex(tickwheel::tick_t v) {
     std::ostringstream os;

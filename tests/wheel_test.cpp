@@ -28,15 +28,15 @@
 namespace {
 
 using wheel_test::hex;
+using wheel_test::kMax;
+using wheel_test::kNever;
+using wheel_test::kRange;
 using wheel_test::Rng;
 
 using tickwheel::tick_t;
 using tickwheel::Wheel;
 using tickwheel::WheelNode;
 
-constexpr tick_t kNever = Wheel::kNever;
-constexpr tick_t kRange = Wheel::kLevelRange;  // 2^48
-constexpr tick_t kMax = ~tick_t{0};
 
 // 64^k, k <= 10.
 constexpr tick_t pow64(unsigned k) { return tick_t{1} << (Wheel::kSlotBits * k); }
