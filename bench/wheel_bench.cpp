@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tickwheel/wheel.hpp"
+#include "wheel_node.hpp"
 
 using tickwheel::tick_t;
 using tickwheel::Wheel;
@@ -26,10 +27,7 @@ using tickwheel::WheelNode;
 
 namespace {
 
-struct Node : WheelNode {
-    void (*fn)(void*) = nullptr;
-    void* arg = nullptr;
-};
+using twb_wheel::Node;
 
 constexpr tick_t kMs = 1;  // 1 ms ticks
 constexpr tick_t kSec = 1000 * kMs;

@@ -55,6 +55,32 @@ inline Params base_params(const Opts& o) {
     return p;
 }
 
+/// Clock and CPU readings around one timed pass of a single-caller workload:
+/// start, end of the caller's loop, and end of the peer's drain.
+struct TimedPass {
+    std::int64_t t0, t_loop, t1, c0, c1;
+    double caller_ns(double ops) const { return static_cast<double>(t_loop - t0) / ops; }
+    double wall_ns(double ops) const { return static_cast<double>(t1 - t0) / ops; }
+    double cpu_ns(double ops) const { return static_cast<double>(c1 - c0) / ops; }
+};
+
+/// Runs `pass()` as one timed repetition: the caller's loop, then the peer's
+/// finish and drain, so the peer's own threads' work is counted.
+template <class P, class Pass>
+TimedPass timed_pass(P& p, typename P::Local& L, Pass&& pass) {
+    TimedPass t{};
+    p.before_rep();
+    t.c0 = cpu_ns();
+    t.t0 = now_ns();
+    pass();
+    t.t_loop = now_ns();
+    p.finish(L);
+    p.drain();
+    t.t1 = now_ns();
+    t.c1 = cpu_ns();
+    return t;
+}
+
 // ---- startstop (+ memory) ------------------------------------------------------------
 template <class P>
 void startstop(P& p, const Opts& o) {
@@ -95,20 +121,14 @@ void startstop(P& p, const Opts& o) {
     }
     auto samples = run_gbench(p.name() + "/startstop/" + std::to_string(n), o.reps, [&] {
         fill_pairs(in, rng, o.ops, o.pending, 1 * kMs, 100 * kSec);
-        p.before_rep();
-        const std::int64_t c0 = cpu_ns(), t0 = now_ns();
-        pass(o.ops);
-        const std::int64_t t_loop = now_ns();
-        p.finish(L);
-        p.drain();
-        const std::int64_t t1 = now_ns(), c1 = cpu_ns();
+        const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
         Sample s;
         const auto ops = static_cast<double>(o.ops);
-        s.wall_s = static_cast<double>(t1 - t0) / 1e9;
-        s.set("wall_ns_per_pair", static_cast<double>(t1 - t0) / ops);
-        s.set("cpu_ns_per_pair", static_cast<double>(c1 - c0) / ops);
-        s.set("caller_ns_per_pair", static_cast<double>(t_loop - t0) / ops);
-        s.set("drain_us", static_cast<double>(t1 - t_loop) / 1e3);
+        s.wall_s = static_cast<double>(t.t1 - t.t0) / 1e9;
+        s.set("wall_ns_per_pair", t.wall_ns(ops));
+        s.set("cpu_ns_per_pair", t.cpu_ns(ops));
+        s.set("caller_ns_per_pair", t.caller_ns(ops));
+        s.set("drain_us", static_cast<double>(t.t1 - t.t_loop) / 1e3);
         if constexpr (requires { p.extra(s, n); }) p.extra(s, n);
         s.set("rss_bytes_per_timer", static_cast<double>(rss_bytes() - rss0) / static_cast<double>(n));
         return s;
@@ -175,19 +195,13 @@ void rearm(P& p, const Opts& o) {
     }
     auto samples = run_gbench(p.name() + "/rearm/" + std::to_string(n), o.reps, [&] {
         gen(o.ops);
-        p.before_rep();
-        const std::int64_t c0 = cpu_ns(), t0 = now_ns();
-        pass(o.ops);
-        const std::int64_t t_loop = now_ns();
-        p.finish(L);
-        p.drain();
-        const std::int64_t t1 = now_ns(), c1 = cpu_ns();
+        const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
         Sample s;
         const auto ops = static_cast<double>(o.ops);
-        s.wall_s = static_cast<double>(t_loop - t0) / 1e9;
-        s.set("caller_ns_per_rearm", static_cast<double>(t_loop - t0) / ops);
-        s.set("wall_ns_per_rearm", static_cast<double>(t1 - t0) / ops);
-        s.set("cpu_ns_per_rearm", static_cast<double>(c1 - c0) / ops);
+        s.wall_s = static_cast<double>(t.t_loop - t.t0) / 1e9;
+        s.set("caller_ns_per_rearm", t.caller_ns(ops));
+        s.set("wall_ns_per_rearm", t.wall_ns(ops));
+        s.set("cpu_ns_per_rearm", t.cpu_ns(ops));
         return s;
     });
     emit_samples("rearm", p.name(), base_params(o), samples, {});

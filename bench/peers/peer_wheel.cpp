@@ -10,6 +10,7 @@
 
 #include "driver.hpp"
 #include "tickwheel/wheel.hpp"
+#include "../wheel_node.hpp"
 
 using namespace twb;
 using tickwheel::tick_t;
@@ -18,10 +19,7 @@ using tickwheel::WheelNode;
 
 namespace {
 
-struct Node : WheelNode {
-    void (*fn)(void*) = nullptr;
-    void* arg = nullptr;
-};
+using twb_wheel::Node;
 
 void noop(void*) {}
 
