@@ -4,6 +4,9 @@
 // check: abidw's dump of libtickwheel.so.1 (abi/) then describes exactly the
 // C interface -- no libstdc++ or runtime internals -- and only a change to
 // tickwheel.h can change it.
+// The exported initialisers are defined here, so this file must not see
+// the inline ones of tickwheel.h.
+#define TW_NO_INLINE_INIT
 #include "capi_impl.hpp"
 
 namespace impl = tickwheel::capi;

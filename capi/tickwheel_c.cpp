@@ -25,12 +25,11 @@
 
 namespace {
 
-// tw_runtime.state: a magic word per lifecycle stage, so a shut-down runtime
-// is told apart from a live one, and a pointer that is not a runtime (or was
-// just destroyed) is usually caught.
+// tw_runtime.state: live or shut down (TW_ESHUTDOWN). A destroyed runtime
+// is freed memory: calls on it are undefined, and nothing here pretends to
+// detect them.
 constexpr std::uint32_t kAlive = 0x74774c56u;  // "twLV"
 constexpr std::uint32_t kShut = 0x74775344u;   // "twSD"
-constexpr std::uint32_t kDead = 0x74774445u;   // "twDE"
 
 /// What a tw_runtime* points to. `struct tw_runtime` itself stays incomplete
 /// (as in the header), even here: the ABI dump (abidw) of the tw_* functions
@@ -56,6 +55,7 @@ static_assert(TW_ENOENT == -static_cast<int>(tickwheel::errc::not_found));
 static_assert(TW_EAGAIN == -static_cast<int>(tickwheel::errc::limit_reached));
 static_assert(TW_ESHUTDOWN == -static_cast<int>(tickwheel::errc::shutting_down));
 static_assert(TW_EDEADLK == -static_cast<int>(tickwheel::errc::would_deadlock));
+static_assert(TW_EFORKED == -static_cast<int>(tickwheel::errc::forked));
 static_assert(TW_MAX_DELAY_NS == static_cast<std::uint64_t>(tickwheel::kMaxDelay.count()));
 
 // ABI 1 layouts (LP64). A change here is an ABI break: structs only grow at
@@ -70,11 +70,6 @@ static_assert(sizeof(tw_timer_spec) == kSpecSizeV1 && offsetof(tw_timer_spec, re
 static_assert(sizeof(tw_stats) == kStatsSizeV1 && offsetof(tw_stats, lateness_samples) == 128);
 #endif
 
-// Release hooks may run where shutting a runtime down would deadlock or free
-// memory still in use (inside a stop call, inside shutdown, on a worker right
-// after a run); shutdown/destroy from inside one is refused.
-thread_local int t_release_depth = 0;
-
 /// The C callback, argument and release hook as a timer callable.
 class CFunctor {
 public:
@@ -84,12 +79,10 @@ public:
     CFunctor(const CFunctor&) = delete;
     CFunctor& operator=(const CFunctor&) = delete;
     CFunctor& operator=(CFunctor&&) = delete;
+    // Destroyed by the runtime (as a release hook: see RuntimeCore::release)
+    // exactly once, or never if the start is rejected before it is built.
     ~CFunctor() {
-        if (release_ != nullptr) {
-            ++t_release_depth;
-            release_(arg_);
-            --t_release_depth;
-        }
+        if (release_ != nullptr) release_(arg_);
     }
     void operator()(tickwheel::Timer t) const { cb_(arg_, t.id()); }
 
@@ -125,13 +118,13 @@ int from_current_exception() noexcept {
     }
 }
 
-/// TW_OK for a live runtime, TW_ESHUTDOWN for a shut-down one, else TW_EINVAL.
+/// TW_OK for a live runtime; TW_EINVAL for NULL; TW_EFORKED in a fork()
+/// child of its creator; TW_ESHUTDOWN for a shut-down one.
 int check_runtime(const tw_runtime* p) noexcept {
     if (p == nullptr) return TW_EINVAL;
+    if (handle(p)->rt.is_forked()) return TW_EFORKED;
     const std::uint32_t s = handle(p)->state.load(std::memory_order_acquire);
-    if (s == kAlive) return TW_OK;
-    if (s == kShut) return TW_ESHUTDOWN;
-    return TW_EINVAL;
+    return s == kShut ? TW_ESHUTDOWN : TW_OK;
 }
 
 /// A size-prefixed input struct: at least the ABI-1 size, at most
@@ -166,17 +159,20 @@ int stop_impl(tw_runtime* rt, tw_timer id, bool sync) noexcept {
 
 namespace tickwheel::capi {
 
+// The exported initialisers serve programs built before they became inline
+// in tickwheel.h: those know the ABI-1 layouts only, so these write the
+// ABI-1 sizes, whatever sizeof is today (never past an older caller's struct).
 void config_init(tw_config* cfg) noexcept {
     if (cfg == nullptr) return;
-    std::memset(cfg, 0, sizeof *cfg);
-    cfg->size = sizeof *cfg;
+    std::memset(cfg, 0, kConfigSizeV1);
+    cfg->size = kConfigSizeV1;
 }
 
 int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
     if (out == nullptr) return TW_EINVAL;
     *out = nullptr;
     tw_config c;
-    config_init(&c);
+    tw_config_init(&c);
     if (cfg != nullptr) {
         if (const int rc = check_in_size(cfg, cfg->size, kConfigSizeV1, sizeof(tw_config)); rc != TW_OK)
             return rc;
@@ -202,19 +198,22 @@ int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
 int runtime_shutdown(tw_runtime* rt) noexcept {
     const int rc = check_runtime(rt);
     if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
-    if (t_release_depth != 0) return TW_EDEADLK;
     std::error_code ec;
-    handle(rt)->rt.shutdown(ec);  // would_deadlock from one of its callbacks: nothing done
+    handle(rt)->rt.shutdown(ec);  // would_deadlock from a callback or a release hook: nothing done
     if (ec) return from_error_code(ec);
     handle(rt)->state.store(kShut, std::memory_order_release);
     return TW_OK;
 }
 
 int runtime_destroy(tw_runtime* rt) noexcept {
+    if (rt == nullptr) return TW_EINVAL;
+    if (handle(rt)->rt.is_forked()) {  // a fork() child: free the memory only (~Runtime runs nothing)
+        delete handle(rt);
+        return TW_OK;
+    }
     // Shut down first: from a callback this fails and nothing is freed.
     if (const int rc = runtime_shutdown(rt); rc != TW_OK) return rc;
     Handle* h = handle(rt);
-    h->state.store(kDead, std::memory_order_relaxed);
     delete h;
     return TW_OK;
 }
@@ -222,7 +221,7 @@ int runtime_destroy(tw_runtime* rt) noexcept {
 int timer_start(tw_runtime* rt, std::uint64_t delay_ns, std::uint64_t period_ns, tw_callback cb, void* arg,
                    tw_timer* out) noexcept {
     tw_timer_spec spec;
-    timer_spec_init(&spec);
+    tw_timer_spec_init(&spec);
     spec.delay_ns = delay_ns;
     spec.period_ns = period_ns;
     spec.callback = cb;
@@ -232,8 +231,8 @@ int timer_start(tw_runtime* rt, std::uint64_t delay_ns, std::uint64_t period_ns,
 
 void timer_spec_init(tw_timer_spec* spec) noexcept {
     if (spec == nullptr) return;
-    std::memset(spec, 0, sizeof *spec);
-    spec->size = sizeof *spec;
+    std::memset(spec, 0, kSpecSizeV1);
+    spec->size = kSpecSizeV1;
     spec->shard = -1;
 }
 
@@ -242,10 +241,8 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     if (spec == nullptr) return TW_EINVAL;
     if (const int rc = check_in_size(spec, spec->size, kSpecSizeV1, sizeof(tw_timer_spec)); rc != TW_OK) return rc;
     const tw_timer_spec s = copy_in(spec);
-    // From here on the release hook runs exactly once: when `f` (or what it
-    // is moved into) is destroyed -- on any early return below, inside a
-    // failed start, or when the runtime is done with the timer.
-    CFunctor f(s.callback, s.arg, s.release);
+    // Every argument is checked before the timer takes arg over: TW_EINVAL
+    // and TW_EFORKED leave it to the caller (no hook), see tickwheel.h.
     const int state = check_runtime(rt);
     if (state == TW_EINVAL || out == nullptr || s.callback == nullptr) return TW_EINVAL;
     if (s.shard < -1) return TW_EINVAL;
@@ -258,12 +255,21 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     } else {
         o.delay = ns(s.delay_ns);
     }
-    if (state != TW_OK) return state;  // TW_ESHUTDOWN
+    if (state == TW_EFORKED) return state;
     o.period = ns(s.period_ns);
     o.shard = s.shard;
+    // From here on the release hook runs exactly once: when the callable is
+    // destroyed -- inside a failed start (TW_ESHUTDOWN, TW_EAGAIN,
+    // TW_ENOMEM), or when the runtime is done with the timer.
     std::error_code ec;
-    const tickwheel::Timer t = handle(rt)->rt.start(o, tickwheel::detail::Callback(std::move(f)), ec);
-    if (ec) return from_error_code(ec);  // the callable was released inside start()
+    const tickwheel::Timer t =
+        handle(rt)->rt.start(o, tickwheel::detail::Callback(CFunctor(s.callback, s.arg, s.release)), ec);
+    if (ec) {
+        // The callable was released inside start(). Its arguments were all
+        // checked above, so the error is one of the hook-running ones.
+        const int rc = from_error_code(ec);
+        return rc == TW_EINVAL ? TW_ENOMEM : rc;
+    }
     *out = t.id();
     return TW_OK;
 }
@@ -289,6 +295,7 @@ std::uint64_t now_ns(void) noexcept {
 }
 
 int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept {
+    if (rt == nullptr || out == nullptr) return TW_EINVAL;
     const int rc = check_runtime(rt);
     if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
     if (out == nullptr) return TW_EINVAL;
@@ -350,6 +357,7 @@ const char* error_text(int err) noexcept {
         case TW_EAGAIN: return "timer limit (max_timers) reached";
         case TW_ESHUTDOWN: return "runtime is shut down";
         case TW_EDEADLK: return "operation would deadlock (shutdown from a callback or release hook)";
+        case TW_EFORKED: return "runtime was created in the parent of this fork() child";
         default: return "unknown error";
     }
 }

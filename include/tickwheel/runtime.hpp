@@ -24,17 +24,32 @@
 //    an error, see shutdown()). A release hook that runs on a worker (after
 //    the last run) counts as inside the callback for this purpose.
 //  * Stop. stop() never blocks and tells, exactly, whether it prevented the
-//    callback from running (again): for every timer exactly one of these
-//    happens -- the callback runs for the last time, or a stop() returns
-//    true, or the runtime is shut down while it is pending.
+//    callback from running (again). A one-shot timer ends in exactly one of
+//    three ways: its callback runs, or one stop()/stop_sync() returns true
+//    (the callback never runs), or shutdown() cancels it while it is
+//    pending. A periodic timer runs until one stop()/stop_sync() returns
+//    true or shutdown() cancels it; a stop that lands during a run returns
+//    true and that run is the last (no run starts after the stop returns).
 //  * Release. The callable passed to start() is destroyed exactly once, when
 //    the runtime is done with the timer: after its last run, inside the
 //    stop() that cancelled it (or, if a run was in progress, right after that
 //    run), or at shutdown. Its destructor is the timer's release hook: free
 //    what the callback uses there, or in the callback's last run.
 //  * Ids. A timer is named by a 64-bit id carrying a 24-bit generation: a
-//    stale id (timer fired, stopped, or its slot reused) is answered "not
-//    found", never acted on. Id 0 is never valid.
+//    stale id (timer fired, stopped, or its slot reused, any number of
+//    times, in any interleaving with the call) is answered "not found",
+//    never acted on. Id 0 is never valid. A slot whose generation reaches
+//    2^24 - 1 is retired rather than reused (80 bytes per 16.7 million
+//    timers started on one slot).
+//  * Fork. In a child process created by fork() the runtime's threads do
+//    not exist. Every operation on a runtime created before the fork fails
+//    there with errc::forked (stop/stop_sync return false, stats() throws)
+//    and no callback or release hook of it runs there; destroying it frees
+//    its memory without running any. A runtime created in the child works
+//    normally. The parent is unaffected.
+//  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
+//    all runtimes come from oneTBB's process-wide pool. worker_count() is
+//    what this runtime can run at once (see there).
 //  * Errors. Functions that can fail for a reason the caller must handle
 //    return bool (stop/reset: false = no such pending timer). Invalid
 //    arguments, shutdown and the pending limit throw tickwheel::Error from
@@ -55,6 +70,10 @@
 
 namespace tickwheel {
 
+namespace rt {
+struct RuntimeCore;
+}
+
 using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC on Linux
 using Duration = std::chrono::nanoseconds;
 using TimePoint = Clock::time_point;
@@ -67,7 +86,8 @@ enum class errc : int {
     not_found = 2,          // no such pending timer (fired, stopped, stale, never existed)
     limit_reached = 11,     // Config::max_timers timers are alive
     shutting_down = 108,    // the runtime is shutting down or shut down
-    would_deadlock = 35,    // e.g. shutdown() called from one of the runtime's callbacks
+    would_deadlock = 35,    // shutdown() from one of the runtime's callbacks or from a release hook
+    forked = 1001,          // the runtime was created in the parent of this fork() child
 };
 const std::error_category& error_category() noexcept;
 std::error_code make_error_code(errc e) noexcept;
@@ -140,8 +160,9 @@ struct StartOptions {
     /// rounded up to the resolution.
     Duration period{0};
     /// Shard to place the timer on (taken modulo the shard count); -1 = the
-    /// calling thread's shard (each thread is given one, round-robin, on its
-    /// first start: locality without depending on which CPU it runs on).
+    /// calling thread's own shard: each thread is given one, round-robin over
+    /// the shards, on its first start (locality without depending on which
+    /// CPU it runs on; measured in bench/shard_choice.cpp).
     int shard = -1;
 };
 
@@ -153,9 +174,11 @@ public:
     explicit Runtime(Config config = {});
 
     /// shutdown(), then frees everything. Calling it from one of this
-    /// runtime's callbacks is a programming error: it prints a message and
-    /// calls std::terminate (the C API returns TW_EDEADLK instead); call
-    /// shutdown() yourself to get the error as an exception.
+    /// runtime's callbacks or from a release hook is a programming error: it
+    /// prints a message and calls std::terminate (the C API returns
+    /// TW_EDEADLK instead); call shutdown() yourself to get the error as an
+    /// exception. In a fork() child it frees the memory only: no callback,
+    /// release hook or thread join.
     ~Runtime();
 
     Runtime(const Runtime&) = delete;
@@ -204,7 +227,11 @@ public:
         return t;
     }
     /// The non-throwing start: on failure returns an empty Timer, sets `ec`,
-    /// and destroys `cb` (running its release hook) before returning.
+    /// and destroys `cb` (running its release hook) before returning, outside
+    /// any internal lock or guard (the hook may block or call into the
+    /// runtime; shutdown from it reports would_deadlock). Errors:
+    /// invalid_argument, shutting_down, limit_reached, no_memory (no slot,
+    /// or no memory to queue the request), forked.
     Timer start(const StartOptions& opts, detail::Callback&& cb, std::error_code& ec) noexcept;
 
     // ---- stop ----------------------------------------------------------
@@ -220,12 +247,13 @@ public:
     bool stop(Timer t) noexcept { return stop(t.id()); }
 
     /// As stop(), and in addition, when it returns, the callback is not
-    /// running and will never run again, so the caller may free what it
-    /// uses. Waits for a run in progress. Called from inside the same
-    /// timer's callback it does not wait for itself. Two callbacks that
-    /// stop_sync each other wait for each other forever (as with Linux's
-    /// del_timer_sync): don't. Also waits if the callable's destructor is
-    /// running on a worker after the last run.
+    /// running and will never run again, and the timer's release hook (its
+    /// callable's destructor) has returned -- whoever runs it: a worker after
+    /// the last run, a concurrent stop(), or shutdown() --, so the caller may
+    /// free what they use. Waits for a run or a release in progress (even if
+    /// it then returns false). Called from inside the same timer's callback
+    /// it does not wait for itself. Two callbacks that stop_sync each other
+    /// wait for each other forever (as with Linux's del_timer_sync): don't.
     bool stop_sync(std::uint64_t id) noexcept;
     bool stop_sync(Timer t) noexcept { return stop_sync(t.id()); }
 
@@ -249,8 +277,10 @@ public:
     /// callbacks in progress are waited for; all threads are joined.
     /// stop()/stop_sync()/reset() stay safe to call during and after it
     /// (they return false). Idempotent; concurrent callers all wait for the
-    /// end. Called from one of this runtime's callbacks it throws
-    /// Error(would_deadlock) and does nothing.
+    /// end. Called from one of this runtime's callbacks, or from inside any
+    /// release hook (a callable's destructor run by a runtime: on a worker,
+    /// inside a stop, inside a shutdown, or when a start fails), it throws
+    /// Error(would_deadlock) and does nothing. In a fork() child: forked.
     void shutdown();
     void shutdown(std::error_code& ec) noexcept;
     bool is_shut_down() const noexcept;
@@ -263,10 +293,12 @@ public:
     /// The runtime's clock: steady_clock::now().
     static TimePoint now() noexcept { return Clock::now(); }
 
-    struct Impl;
+    /// True in a child process created by fork() after this runtime was
+    /// created (see "Fork" above). Any thread.
+    bool is_forked() const noexcept;
 
 private:
-    std::unique_ptr<Impl> impl_;
+    std::unique_ptr<rt::RuntimeCore> core_;
 };
 
 inline bool Timer::stop() noexcept { return rt_ != nullptr && rt_->stop(id_); }

@@ -12,6 +12,11 @@
  *    concurrently, including from inside a callback -- except that
  *    tw_runtime_shutdown()/tw_runtime_destroy() fail with TW_EDEADLK when
  *    called from one of that runtime's callbacks or from any release hook.
+ *  * Struct initialisers. tw_config_init() and tw_timer_spec_init() are
+ *    inline functions of this header: they write the caller's sizeof, so a
+ *    program built against this header never has bytes written past its
+ *    struct by a newer library. (The library still exports them for
+ *    programs built before; those write only the ABI-1 layout.)
  *  * Never early. A callback never starts before its deadline as read from
  *    CLOCK_MONOTONIC (tw_now_ns()) by the caller of the start function.
  *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
@@ -21,19 +26,36 @@
  *    timer never overlap. Callbacks and release hooks must return normally:
  *    no longjmp out of them, and (if written in C++) no exception out of a
  *    release hook.
- *  * Stop. For every timer exactly one of these happens: its callback runs
- *    for the last time, or one tw_timer_stop()/tw_timer_stop_sync() returns
- *    TW_OK, or the runtime is shut down while it is pending.
+ *  * Stop. A one-shot timer ends in exactly one of three ways: its callback
+ *    runs, or one tw_timer_stop()/tw_timer_stop_sync() returns TW_OK (the
+ *    callback never runs), or the runtime is shut down while it is pending.
+ *    A periodic timer runs until one stop call returns TW_OK or the runtime
+ *    is shut down; a stop that lands during a run returns TW_OK and that run
+ *    is the last (no run starts after the stop returns).
  *  * Release. A timer's release hook (tw_timer_spec.release), if not NULL,
  *    is called exactly once with its arg, when the runtime is done with the
  *    timer: after its last run (on the worker thread), inside the stop call
  *    that cancelled it (or, if a run was in progress, right after that run,
  *    on the worker), inside tw_runtime_shutdown()/tw_runtime_destroy() for
- *    timers still pending, or -- when tw_timer_start_ex() fails -- before it
- *    returns. Free what the callback uses there.
+ *    timers still pending, or -- when tw_timer_start_ex() fails with
+ *    TW_ESHUTDOWN, TW_EAGAIN or TW_ENOMEM -- before it returns. The rule for
+ *    a start call, from its return code alone: TW_EINVAL and TW_EFORKED
+ *    never call the hook (the call was rejected: arg is still the caller's);
+ *    every other return calls it exactly once (before returning on failure,
+ *    later on TW_OK). Free what the callback uses there.
  *  * Ids. A tw_timer is a 64-bit id with a 24-bit generation: an id whose
- *    timer fired, was stopped or whose slot was reused is "stale" and is
- *    answered TW_ENOENT, never acted on. 0 is never a valid id.
+ *    timer fired, was stopped or whose slot was reused (any number of times,
+ *    in any interleaving with the call) is "stale" and is answered
+ *    TW_ENOENT, never acted on. 0 is never a valid id. A slot whose
+ *    generation reaches 2^24 - 1 is retired rather than reused.
+ *  * Fork. In a child process created by fork() the runtime's threads do
+ *    not exist. Every function taking a runtime created before the fork
+ *    returns TW_EFORKED in the child, except tw_runtime_destroy(), which
+ *    frees it there without running any callback or release hook and
+ *    returns TW_OK; no callback or hook of it ever runs in the child. A
+ *    runtime created in the child works normally; the parent is unaffected.
+ *  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
+ *    all runtimes come from oneTBB's process-wide pool (tw_stats.workers).
  *  * Errors. Every function returning int returns TW_OK (0) or a negative
  *    TW_E* code; none aborts the process or lets an exception escape. When
  *    several checks fail, the code of the first one in the order documented
@@ -41,9 +63,11 @@
  *  * Lifetime. A runtime pointer is valid from a successful
  *    tw_runtime_create() until tw_runtime_destroy() returns TW_OK. After
  *    tw_runtime_shutdown() it stays valid (calls return TW_ESHUTDOWN);
- *    after tw_runtime_destroy() it is freed: using it then is undefined
- *    behaviour, exactly like using memory after free(). A pointer that was
- *    never a runtime is detected on a best-effort basis only (TW_EINVAL).
+ *    after tw_runtime_destroy() it is freed: using it then -- including a
+ *    second tw_runtime_destroy() -- is undefined behaviour, exactly like
+ *    using memory after free() (it may even name a new runtime that reused
+ *    the address). Passing a pointer that never was a runtime is undefined
+ *    too; only NULL is checked (TW_EINVAL).
  *
  * ABI policy. The shared library's SONAME carries the ABI major version
  * (libtickwheel.so.1); only tw_* symbols are exported, with symbol version
@@ -65,7 +89,7 @@
 
 /* ---- version ------------------------------------------------------------ */
 #define TW_VERSION_MAJOR 0
-#define TW_VERSION_MINOR 1
+#define TW_VERSION_MINOR 2
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */
 #define TW_VERSION ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
@@ -107,6 +131,7 @@ extern "C" {
 #define TW_EAGAIN (-11)     /* tw_config.max_timers timers are alive */
 #define TW_ESHUTDOWN (-108) /* the runtime is shut down (or shutting down) */
 #define TW_EDEADLK (-35)    /* shutdown/destroy called from one of the runtime's callbacks */
+#define TW_EFORKED (-1001)  /* the runtime was created in the parent of this fork() child */
 
 /** The longest delay, period or deadline distance accepted: 2^60 ns (about
  *  36.5 years). Longer ones are TW_EINVAL. */
@@ -143,9 +168,19 @@ typedef struct tw_config {
     uint64_t max_timers;    /* live (started, not yet released) timers; 0 = unlimited */
 } tw_config;
 
-/** Sets every field to its default (all zero) and size to sizeof(tw_config).
- *  Does nothing if cfg is NULL. */
+/** Sets every field to its default (all zero) and size to sizeof(tw_config)
+ *  as this header defines it. Does nothing if cfg is NULL. Inline (see
+ *  "Struct initialisers" above); any thread; O(sizeof). */
+#ifndef TW_NO_INLINE_INIT
+static inline void tw_config_init(tw_config *cfg) TW_NOEXCEPT {
+    size_t i;
+    if (cfg == NULL) return;
+    for (i = 0; i < sizeof *cfg; ++i) ((unsigned char *)cfg)[i] = 0;
+    cfg->size = (uint32_t)sizeof *cfg;
+}
+#else
 TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
+#endif
 
 /** Creates a runtime and starts its threads; cfg NULL = all defaults.
  *  Returns, checked in this order:
@@ -164,7 +199,8 @@ TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT
  *  Timers still pending are cancelled and their release hooks run on this
  *  thread; callbacks in progress are waited for; all threads are joined.
  *  Concurrent callers all wait for the end. Returns:
- *   TW_EINVAL   rt is NULL (or not a runtime).
+ *   TW_EINVAL   rt is NULL.
+ *   TW_EFORKED  in a fork() child of the process that created rt: nothing done.
  *   TW_EDEADLK  called from one of this runtime's callbacks, or from inside a
  *               release hook (of any runtime: hooks run inside stop calls,
  *               shutdown, or on a worker right after a run, where shutting
@@ -172,8 +208,11 @@ TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT
  *   TW_OK       shut down (now, or already before). */
 TW_API int tw_runtime_shutdown(tw_runtime *rt) TW_NOEXCEPT;
 
-/** tw_runtime_shutdown(), then frees the runtime. Returns:
- *   TW_EINVAL   rt is NULL (or not a runtime).
+/** tw_runtime_shutdown(), then frees the runtime. In a fork() child of the
+ *  process that created rt it only frees it: no callback or release hook
+ *  runs, no thread is joined (they do not exist there), and it returns
+ *  TW_OK. Destroying a runtime twice is undefined (see "Lifetime"). Returns:
+ *   TW_EINVAL   rt is NULL.
  *   TW_EDEADLK  as tw_runtime_shutdown(): nothing done, rt stays valid
  *               (destroy it later from another thread).
  *   TW_OK       freed: rt must not be used again (undefined behaviour, like
@@ -187,8 +226,9 @@ TW_API int tw_runtime_destroy(tw_runtime *rt) TW_NOEXCEPT;
  *  period_ns (fixed rate: runs at first + k * period, rounded up to the
  *  tick; overrun periods are skipped, never run in a burst). delay_ns 0
  *  fires as soon as possible. O(1), lock-free. Returns, in this order:
- *   TW_EINVAL     rt, cb or out is NULL (or rt is not a runtime);
+ *   TW_EINVAL     rt, cb or out is NULL;
  *                 delay_ns > TW_MAX_DELAY_NS; period_ns > TW_MAX_DELAY_NS.
+ *   TW_EFORKED    in a fork() child of the process that created rt.
  *   TW_ESHUTDOWN  the runtime is shut down or shutting down.
  *   TW_EAGAIN     max_timers timers are alive.
  *   TW_ENOMEM     out of memory or of timer slots.
@@ -201,8 +241,9 @@ TW_API int tw_timer_start(tw_runtime *rt, uint64_t delay_ns, uint64_t period_ns,
  *  tw_timer_spec_init(), then set fields. */
 typedef struct tw_timer_spec {
     uint32_t size;        /* sizeof(tw_timer_spec); set by tw_timer_spec_init() */
-    int32_t shard;        /* shard hint: -1 = the calling CPU's shard (default);
-                             >= 0: that shard, modulo the shard count */
+    int32_t shard;        /* shard hint: -1 (default) = the calling thread's own
+                             shard, given to each thread round-robin on its
+                             first start; >= 0: that shard, modulo the count */
     uint64_t deadline_ns; /* absolute CLOCK_MONOTONIC deadline of the first run,
                              in tw_now_ns() nanoseconds; a past one fires at once;
                              0 (default) = use delay_ns instead */
@@ -214,27 +255,39 @@ typedef struct tw_timer_spec {
 } tw_timer_spec;
 
 /** Sets every field to its default (shard -1, others 0/NULL) and size to
- *  sizeof(tw_timer_spec). Does nothing if spec is NULL. */
+ *  sizeof(tw_timer_spec) as this header defines it. Does nothing if spec is
+ *  NULL. Inline (see "Struct initialisers" above); any thread; O(sizeof). */
+#ifndef TW_NO_INLINE_INIT
+static inline void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT {
+    size_t i;
+    if (spec == NULL) return;
+    for (i = 0; i < sizeof *spec; ++i) ((unsigned char *)spec)[i] = 0;
+    spec->size = (uint32_t)sizeof *spec;
+    spec->shard = -1;
+}
+#else
 TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
+#endif
 
-/** Starts the timer `spec` describes. Checks, in this order:
- *   TW_EINVAL     spec is NULL, or spec->size is invalid (as for tw_config):
- *                 the release hook is NOT called (it cannot be read).
- *  From here on, every failure calls spec->release(spec->arg) (if not NULL)
- *  before returning, so the caller can always leave cleanup to the hook:
- *   TW_EINVAL     rt, out or spec->callback is NULL (or rt is not a runtime);
- *                 shard < -1; deadline_ns > INT64_MAX or more than
- *                 TW_MAX_DELAY_NS in the future; delay_ns or period_ns
- *                 > TW_MAX_DELAY_NS.
- *   TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM  as tw_timer_start().
- *   TW_OK         *out holds the new timer's id; the release hook will run
- *                 exactly once later (see "Release" above).
+/** Starts the timer `spec` describes. The release hook rule, from the
+ *  return code alone: on TW_EINVAL or TW_EFORKED spec->release is NOT
+ *  called (the call was rejected, arg is still the caller's); on any other
+ *  return it is called exactly once -- before returning on failure, later
+ *  (see "Release" above) on TW_OK. Returns, in this order:
+ *   TW_EINVAL     spec is NULL, or spec->size is invalid (as for tw_config);
+ *                 rt, out or spec->callback is NULL; shard < -1;
+ *                 deadline_ns > INT64_MAX or more than TW_MAX_DELAY_NS in
+ *                 the future; delay_ns or period_ns > TW_MAX_DELAY_NS.
+ *   TW_EFORKED    in a fork() child of the process that created rt.
+ *   TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM  as tw_timer_start() (hook called).
+ *   TW_OK         *out holds the new timer's id.
  *  On failure *out (if out is not NULL) is set to 0. */
 TW_API int tw_timer_start_ex(tw_runtime *rt, const tw_timer_spec *spec, tw_timer *out) TW_NOEXCEPT;
 
 /** Cancels a timer. Never blocks (no lock, no wait for a running callback).
  *  Returns, in this order:
- *   TW_EINVAL     rt is NULL (or not a runtime).
+ *   TW_EINVAL     rt is NULL.
+ *   TW_EFORKED    in a fork() child of the process that created rt.
  *   TW_ESHUTDOWN  the runtime is shut down.
  *   TW_ENOENT     this call did not prevent a run: the timer already ran its
  *                 last run or is running it now, was already stopped, or id
@@ -247,9 +300,11 @@ TW_API int tw_timer_start_ex(tw_runtime *rt, const tw_timer_spec *spec, tw_timer
 TW_API int tw_timer_stop(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
 
 /** As tw_timer_stop(), and in addition, when it returns, the callback is not
- *  running and will never run again, and the release hook has returned, so
- *  the caller may free what they use. Waits for a run in progress (even if
- *  it returns TW_ENOENT because that run was the last). Called from the
+ *  running and will never run again, and the release hook has returned --
+ *  whoever runs it: a worker after the last run, a concurrent stop call, or
+ *  the runtime's shutdown --, so the caller may free what they use. Waits
+ *  for a run or a release hook in progress (even if it then returns
+ *  TW_ENOENT because that run was the last, or another call stopped it). Called from the
  *  same timer's callback it does not wait for itself. Two callbacks that
  *  stop_sync each other wait for each other forever: don't. Returns as
  *  tw_timer_stop(). */
@@ -258,7 +313,8 @@ TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
 /** Re-arms a pending timer to fire delay_ns from now (a periodic timer: its
  *  next run then, then every period). From a one-shot timer's own running
  *  callback it re-arms that timer. Returns, in this order:
- *   TW_EINVAL     rt is NULL (or not a runtime); delay_ns > TW_MAX_DELAY_NS.
+ *   TW_EINVAL     rt is NULL; delay_ns > TW_MAX_DELAY_NS.
+ *   TW_EFORKED    in a fork() child of the process that created rt.
  *   TW_ESHUTDOWN  the runtime is shut down or shutting down.
  *   TW_ENOENT     the timer is not pending (fired, stopped, stale, 0).
  *   TW_OK         re-armed. */
@@ -273,7 +329,7 @@ TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT;
 typedef struct tw_stats {
     uint32_t size;                  /* in: sizeof(tw_stats); out: bytes filled */
     uint32_t shards;                /* shard count */
-    uint32_t workers;               /* worker thread count */
+    uint32_t workers;               /* callbacks that can run at once (see "oneTBB") */
     uint32_t shut_down;             /* 1 once the runtime is shut down, else 0 */
     uint64_t resolution_ns;         /* the tick */
     uint64_t pending;               /* timers filed in the shards' wheels (sum) */
@@ -296,15 +352,17 @@ typedef struct tw_stats {
  *  the number of bytes filled (min of the caller's and the library's size;
  *  bytes beyond that, up to the caller's size, are zeroed). Works after
  *  tw_runtime_shutdown() too (final counters). Returns, in this order:
- *   TW_EINVAL  rt or out is NULL (or rt is not a runtime); out->size below
+ *   TW_EINVAL  rt or out is NULL; out->size below
  *              sizeof(tw_stats) of ABI 1 or above 4096.
+ *   TW_EFORKED in a fork() child of the process that created rt.
  *   TW_ENOMEM  out of memory.
  *   TW_OK      filled. */
 TW_API int tw_runtime_stats(tw_runtime *rt, tw_stats *out) TW_NOEXCEPT;
 
 /** One shard's share of tw_stats.pending and .inbox. Either out pointer may
- *  be NULL. Returns TW_EINVAL (rt NULL or not a runtime, shard >= shard
- *  count), TW_ENOMEM, or TW_OK. Works after shutdown, like tw_runtime_stats. */
+ *  be NULL. Returns TW_EINVAL (rt NULL, shard >= shard count), TW_EFORKED
+ *  (in a fork() child), TW_ENOMEM, or TW_OK. Works after shutdown, like
+ *  tw_runtime_stats. */
 TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pending,
                                   uint64_t *inbox) TW_NOEXCEPT;
 

@@ -21,6 +21,12 @@ inline std::int64_t monotonic_ns() noexcept {
     return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+/// Next deadline of a periodic timer: the first d + k*period > now, k >= 1.
+constexpr tick_t next_period(tick_t d, std::uint64_t period, tick_t now) noexcept {
+    if (now < d) return d + period;
+    return d + ((now - d) / period + 1) * period;
+}
+
 class TickClock {
 public:
     TickClock(std::int64_t epoch_ns, std::uint64_t resolution_ns) noexcept

@@ -1,4 +1,8 @@
-// HandleTable: a shard's timer records, addressed by 32-bit index.
+// HandleTable: a shard's timer records, addressed by 32-bit index, and
+// their whole life: allocation (with the first generation), recycling
+// (generation + 1, FREE, back on the free stack), quarantine (a record whose
+// 10-bit generation wraps waits until no thread acts on it, see hazard.hpp)
+// and retirement (a record at the last 24-bit generation is never reused).
 //
 // Records are allocated in fixed chunks of kChunkSize that are never moved or
 // freed before the table is destroyed, so a pointer to a record (or an id
@@ -24,9 +28,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/timer_record.hpp"
+#include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
+
+class FreeChain;
 
 class HandleTable {
 public:
@@ -55,11 +61,40 @@ public:
         return chunk == nullptr ? nullptr : chunk + (index % kChunkSize);
     }
     /// The record at an index known to be allocated.
-    Record& at(std::uint32_t index) const noexcept { return *find(index); }
+    Record& at(std::uint32_t index) const noexcept {
+        return chunks_[index / kChunkSize].load(std::memory_order_acquire)[index % kChunkSize];
+    }
 
-    /// Takes a free index (its record is FREE and its callable empty).
-    /// Returns false when the index space or memory is exhausted. Any thread.
-    bool allocate(std::uint32_t& index) noexcept;
+    /// Takes a free record (FREE, callable empty) and sets `index` and `gen`
+    /// to its index and its current generation (a never-used record gets
+    /// its first). Returns nullptr when the index space or memory is
+    /// exhausted. Any thread.
+    Record* allocate(std::uint32_t& index, std::uint32_t& gen) noexcept;
+
+    /// Ends a record's use: the caller owns it in a terminal state
+    /// (CANCELLED, or RELEASING after its last run), it is in no wheel and
+    /// its callable is destroyed. Bumps the generation and frees the record
+    /// through `chain` (a FreeChain on this table), or quarantines it (its
+    /// 10-bit generation wraps), or retires it (its generation is kMaxGen).
+    /// Waiting stop_sync() callers are woken. Any thread.
+    void recycle(Record& r, FreeChain& chain) noexcept;
+
+    /// Frees the quarantined records no thread is acting on (one
+    /// hazard_barrier() per call). The shard thread calls it when
+    /// quarantine_due(). O(quarantined x threads).
+    void reclaim_quarantine() noexcept;
+    /// Whether a reclaim pass is worth its barrier: some record waits and
+    /// either many do or `now_ns` is kQuarantineAgeNs past the last pass.
+    bool quarantine_due(std::int64_t now_ns) const noexcept {
+        const std::uint64_t n = quarantined_.load(std::memory_order_relaxed);
+        return n != 0 && (n >= kQuarantineBatch || now_ns - last_reclaim_ns_ >= kQuarantineAgeNs);
+    }
+    std::uint64_t quarantined() const noexcept { return quarantined_.load(std::memory_order_relaxed); }
+    /// Records retired at the last generation (80 bytes each, never reused:
+    /// one per 2^24 - 1 timers started on a slot).
+    std::uint64_t retired() const noexcept { return retired_.load(std::memory_order_relaxed); }
+    static constexpr std::uint64_t kQuarantineBatch = 32;
+    static constexpr std::int64_t kQuarantineAgeNs = 50'000'000;
 
     /// Pushes a chain of FREE records (top .. bottom, linked through their
     /// ctl words, see FreeChain) with one CAS; the bottom one becomes FREE
@@ -87,68 +122,54 @@ private:
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
 
     Record* make_chunk(std::uint32_t c) noexcept;
+    void quarantine(Record& r, std::uint32_t index, std::uint32_t gen) noexcept;
     static void free_chunk(Record* first) noexcept;
 
     std::unique_ptr<std::atomic<Record*>[]> chunks_;
     alignas(64) std::atomic<std::uint64_t> next_fresh_{0};
     // [ABA tag : 32 | top index + 1 : 32]; 0 in the low half = empty.
     alignas(64) std::atomic<std::uint64_t> free_head_{0};
+    // Quarantine: a stack of FREE records linked like the free stack (index
+    // + 1; 0 = empty), pushed by any thread, taken whole by the shard.
+    alignas(64) std::atomic<std::uint32_t> quarantine_head_{0};
+    std::atomic<std::uint64_t> quarantined_{0};
+    std::atomic<std::uint64_t> retired_{0};
+    std::int64_t last_reclaim_ns_ = 0;  // shard thread only
 };
 
-/// Indices one thread frees in a burst (a dispatched batch, a drained inbox),
+/// Records one thread frees in a burst (a dispatched batch, a drained inbox),
 /// pushed onto the table's free stack with one CAS when flushed instead of
 /// one contended CAS each. Each record becomes FREE at once (stale ids see
-/// it immediately); its reuse, and the wake-up of stop_sync() callers
-/// waiting on it, wait for the flush, which the owner does at the end of the
-/// burst. (A worker wakes waiters itself at once, because its burst runs
-/// user callbacks that may block; only its slots' reuse waits.) One fence per flush instead of one per record: a fence drains the
-/// store buffer, and after a wheel unlink that buffer holds stores to cold
-/// lines (measured: the shard spent 13% of a start+stop run in that fence).
+/// it immediately, stop_sync() waiters are woken at once); only its reuse
+/// waits for the flush, which the owner does at the end of the burst.
 /// Single thread; not copyable.
 class FreeChain {
 public:
-    /// `waiters`: how many threads wait on some record's ctl word (see
-    /// RuntimeCore::ctl_waiters); flush() notifies the chain's records only
-    /// when it is not zero.
-    FreeChain(HandleTable& table, const std::atomic<std::uint32_t>& waiters) noexcept
-        : table_(table), waiters_(waiters) {}
+    explicit FreeChain(HandleTable& table) noexcept : table_(table) {}
     ~FreeChain() { flush(); }
     FreeChain(const FreeChain&) = delete;
     FreeChain& operator=(const FreeChain&) = delete;
 
-    /// Marks record `index` FREE under generation `gen` (a release store, so
-    /// that whoever sees FREE also sees everything done before) and links it
-    /// on top of the chain. The caller owns the record as for release_chain().
+    /// Marks record `index` FREE under generation `gen` and links it on top
+    /// of the chain. The caller owns the record (see HandleTable::recycle).
     void add(std::uint32_t index, std::uint32_t gen) noexcept {
-        table_.at(index).ctl.store(Ctl::make(gen, State::Free, top_), std::memory_order_release);
+        TimerState::mark_free(table_.at(index), gen, top_);
         if (top_ == 0) {
             bottom_ = index;
             bottom_gen_ = gen;
         }
         top_ = index + 1;
     }
-    /// Wakes the chain's waiters, if any, and pushes the chain onto the free
-    /// stack.
+    /// Pushes the chain onto the free stack.
     void flush() noexcept {
         if (top_ == 0) return;
-        // Pairs with the fence of a waiter (ctl_waiters + 1, fence, load
-        // ctl): either it sees FREE, or we see it and notify.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (waiters_.load(std::memory_order_relaxed) != 0) {
-            // Still ours: nobody else writes a FREE record before it is pushed.
-            for (std::uint32_t link = top_; link != 0;) {
-                Record& r = table_.at(link - 1);
-                link = static_cast<std::uint32_t>(Ctl::deadline(r.ctl.load(std::memory_order_relaxed)));
-                r.ctl.notify_all();
-            }
-        }
         table_.release_chain(top_ - 1, bottom_, bottom_gen_);
         top_ = 0;
     }
+    HandleTable& table() const noexcept { return table_; }
 
 private:
     HandleTable& table_;
-    const std::atomic<std::uint32_t>& waiters_;
     std::uint32_t top_ = 0;  // top index + 1; 0 = empty
     std::uint32_t bottom_ = 0;
     std::uint32_t bottom_gen_ = 0;

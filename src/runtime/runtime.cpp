@@ -1,5 +1,7 @@
-// The C++ API: Runtime's public functions, and the callers' half of the timer
-// state machine (timer_record.hpp): start, stop, stop_sync, reset, shutdown.
+// The C++ API: Runtime's public functions (the callers' half of the timer
+// state machine: start, stop, stop_sync, reset, shutdown), and RuntimeCore
+// (its construction and the worker's half: run a due timer, settle after).
+// Every change of a timer's word is a TimerState call (timer_state.hpp).
 #include "tickwheel/runtime.hpp"
 
 #include <unistd.h>
@@ -8,7 +10,9 @@
 #include <string>
 #include <thread>
 
+#include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
+#include "runtime/timer_state.hpp"
 
 namespace tickwheel {
 
@@ -25,6 +29,7 @@ public:
             case errc::limit_reached: return "pending timer limit reached";
             case errc::shutting_down: return "runtime is shutting down";
             case errc::would_deadlock: return "operation would deadlock";
+            case errc::forked: return "runtime was created in the parent of this fork() child";
         }
         return "unknown tickwheel error";
     }
@@ -38,6 +43,9 @@ const std::error_category& error_category() noexcept {
 std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
 namespace rt {
+
+thread_local CurrentRun t_current;
+thread_local int t_release_depth = 0;
 
 namespace {
 unsigned online_cpus() noexcept {
@@ -54,24 +62,42 @@ Config validated(Config c) {
         throw Error(errc::invalid_argument);
     return c;
 }
+
+/// Marks this thread as inside a release hook for the scope's life.
+struct ReleaseScope {
+    ReleaseScope() noexcept { ++t_release_depth; }
+    ~ReleaseScope() { --t_release_depth; }
+    ReleaseScope(const ReleaseScope&) = delete;
+    ReleaseScope& operator=(const ReleaseScope&) = delete;
+};
 }  // namespace
 
 RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
     : owner(rt),
       config(validated(std::move(cfg))),
       clock(monotonic_ns(), static_cast<std::uint64_t>(config.resolution.count())),
-      max_timers(config.max_timers) {
-    dispatcher = std::make_unique<Dispatcher>(*this, config.workers);
+      max_timers(config.max_timers),
+      created_in_epoch(fork_epoch()) {
+    dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);
     shards.reserve(config.shards);
-    for (unsigned i = 0; i < config.shards; ++i) shards.push_back(std::make_unique<Shard>(*this, i));
+    for (unsigned i = 0; i < config.shards; ++i) shards.push_back(std::make_unique<Shard>(i, clock, *dispatcher));
     const unsigned cpus = online_cpus();
     for (unsigned i = 0; i < config.shards; ++i)
         shards[i]->start(config.pin_shards ? static_cast<int>(i % cpus) : -1);
 }
 
 RuntimeCore::~RuntimeCore() {
+    if (forked()) {
+        abandon();
+        return;  // members free only memory now
+    }
     for (auto& s : shards) s->stop_and_join();
     dispatcher->wait_idle();
+}
+
+void RuntimeCore::abandon() noexcept {
+    for (auto& s : shards) s->abandon();
+    dispatcher->abandon();
 }
 
 Record* RuntimeCore::lookup(std::uint64_t id, Shard** shard_out) noexcept {
@@ -83,178 +109,269 @@ Record* RuntimeCore::lookup(std::uint64_t id, Shard** shard_out) noexcept {
     return r;
 }
 
+void RuntimeCore::release(Record& r) noexcept {
+    {
+        ReleaseScope in_hook;
+        r.cb.reset();
+    }
+    counters.add(kReleased);
+    if (max_timers != 0) live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void RuntimeCore::release_unstarted(detail::Callback& cb) noexcept {
+    ReleaseScope in_hook;
+    cb.reset();
+}
+
+// ---- the worker's half -------------------------------------------------------
+void RuntimeCore::drain(void* self, Dispatcher::Cursor& items) noexcept {
+    auto& core = *static_cast<RuntimeCore*>(self);
+    const FireItem* item = items.next();
+    if (item == nullptr) return;
+    // A batch comes from one shard; its one-shot records are freed with one
+    // CAS when this drain task leaves it (before the batch counts as done).
+    FreeChain freed(core.shard(item->shard).table());
+    do {
+        core.run_one(*item, freed);
+    } while ((item = items.next()) != nullptr);
+}
+
+void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
+    Record& r = *item.rec;
+    {
+        // DISPATCHED -> RUNNING, unless a stop or reset got there first.
+        HazardScope acting_on(&r);
+        if (!TimerState::begin_run(r, item.gen)) return;
+    }
+    const std::int64_t start_ns = monotonic_ns();
+    const std::int64_t due_ns = clock.tick_start_ns(item.due);
+    lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
+
+    const CurrentRun saved = t_current;
+    t_current = CurrentRun{this, &r};
+    const std::uint64_t id = Id::make(item.gen, item.shard, HandleTable::index_of(&r));
+    try {
+        r.cb(Timer(owner, id));
+    } catch (...) {
+        counters.add(kCallbackExceptions);
+        if (config.on_callback_error) {
+            try {
+                config.on_callback_error(std::current_exception(), id);
+            } catch (...) {
+                // The error hook must not throw; if it does, we drop it.
+            }
+        }
+    }
+    counters.add(kFired);
+    // Still "inside" the timer while settling: the release hook may run here,
+    // and from it shutdown() must report would_deadlock and stop_sync() on
+    // this timer must not wait for itself.
+    finish_run(r, item, freed);
+    t_current = saved;
+}
+
+void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept {
+    // Messages are built from the item: once the word leaves RUNNING*, the
+    // record may be recycled and its generation move on.
+    const std::uint32_t index = HandleTable::index_of(&r);
+    Shard& s = shard(item.shard);
+    const FinishStep step = TimerState::finish_run(r);
+    switch (step.out) {
+        case FinishOutcome::Periodic: return;  // pending again, already in the wheel
+        case FinishOutcome::Last:
+            release(r);
+            s.table().recycle(r, freed);  // FREE at once (waiters woken); reused after the chain's flush
+            return;
+        case FinishOutcome::Rearmed:
+            s.post_and_wake(Msg::make(MsgType::Insert, item.gen, index), Ctl::deadline(step.next));
+            return;
+        case FinishOutcome::Stopped:
+            // A stop() returned true during the run; release, then let the
+            // shard unlink and recycle it.
+            release(r);
+            TimerState::finish_stopped(r);
+            s.post_cancel(Msg::make(MsgType::Cancel, item.gen, index));
+            return;
+    }
+}
+
 }  // namespace rt
 
 using rt::Ctl;
+using rt::HazardScope;
 using rt::Id;
 using rt::Msg;
 using rt::MsgType;
 using rt::Record;
 using rt::State;
+using rt::TimerState;
 
-struct Runtime::Impl {
-    Impl(Runtime* rt, Config c) : core(rt, std::move(c)) {}
-    rt::RuntimeCore core;
-};
-
-Runtime::Runtime(Config config) : impl_(std::make_unique<Impl>(this, std::move(config))) {}
+Runtime::Runtime(Config config) : core_(std::make_unique<rt::RuntimeCore>(this, std::move(config))) {}
 
 Runtime::~Runtime() {
-    if (!impl_) return;
-    if (rt::t_current.core == &impl_->core) {
-        std::fputs("tickwheel: a Runtime was destroyed from inside one of its own callbacks "
-                   "(use shutdown(), which reports would_deadlock)\n",
+    if (!core_) return;
+    if (core_->forked()) return;  // ~RuntimeCore frees memory only: no hook, no thread
+    std::error_code ec;
+    shutdown(ec);
+    if (ec == errc::would_deadlock) {
+        std::fputs("tickwheel: a Runtime was destroyed from inside one of its own callbacks or from a "
+                   "release hook (use shutdown(), which reports would_deadlock)\n",
                    stderr);
         std::terminate();
     }
-    std::error_code ec;
-    shutdown(ec);
 }
 
 // ---- start -----------------------------------------------------------------
 namespace {
 std::atomic<std::uint32_t> next_thread_seq{0};
-}  // namespace
 
-Timer Runtime::start(const StartOptions& o, detail::Callback&& cb, std::error_code& ec) noexcept {
-    rt::RuntimeCore& core = impl_->core;
-    ec.clear();
-    auto fail = [&](errc e) {
-        cb.reset();  // the callable's destructor is the release hook: it runs even on failure
-        ec = make_error_code(e);
-        return Timer{};
-    };
-    if (!cb) return fail(errc::invalid_argument);
+/// Checks start()'s arguments; the first deadline's tick and the period in
+/// ticks on success.
+errc start_args(const rt::TickClock& clock, const StartOptions& o, tick_t& tick, std::uint64_t& period) noexcept {
     const std::int64_t now = rt::monotonic_ns();
     std::int64_t deadline;
     if (o.deadline != TimePoint{}) {
         deadline = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count();
-        if (deadline > now && deadline - now > kMaxDelay.count()) return fail(errc::invalid_argument);
+        if (deadline > now && deadline - now > kMaxDelay.count()) return errc::invalid_argument;
     } else {
-        if (o.delay < Duration::zero() || o.delay > kMaxDelay) return fail(errc::invalid_argument);
+        if (o.delay < Duration::zero() || o.delay > kMaxDelay) return errc::invalid_argument;
         deadline = now + o.delay.count();
     }
-    if (o.period < Duration::zero() || o.period > kMaxDelay) return fail(errc::invalid_argument);
-    const tick_t tick = core.clock.deadline_tick(deadline);
-    if (tick > Ctl::kMaxDeadline) return fail(errc::invalid_argument);
-    const std::uint64_t period =
-        o.period > Duration::zero() ? core.clock.period_ticks(static_cast<std::uint64_t>(o.period.count())) : 0;
+    if (o.period < Duration::zero() || o.period > kMaxDelay) return errc::invalid_argument;
+    tick = clock.deadline_tick(deadline);
+    if (tick > Ctl::kMaxDeadline) return errc::invalid_argument;
+    period = o.period > Duration::zero() ? clock.period_ticks(static_cast<std::uint64_t>(o.period.count())) : 0;
+    return errc{};
+}
+}  // namespace
 
-    // Register as an in-flight start, then check for shutdown (see RuntimeCore).
-    auto& guard = core.starting[rt::this_thread_stripe()].n;
-    guard.fetch_add(1, std::memory_order_seq_cst);
-    struct Leave {
-        std::atomic<std::int64_t>& g;
-        ~Leave() { g.fetch_sub(1, std::memory_order_release); }
-    } leave{guard};
-    if (core.shutting_down.load(std::memory_order_seq_cst)) return fail(errc::shutting_down);
+Timer Runtime::start(const StartOptions& o, detail::Callback&& cb, std::error_code& ec) noexcept {
+    rt::RuntimeCore& core = *core_;
+    ec.clear();
+    std::uint64_t id = 0;
+    const errc e = [&]() noexcept -> errc {
+        if (core.forked()) return errc::forked;
+        if (!cb) return errc::invalid_argument;
+        tick_t tick;
+        std::uint64_t period;
+        if (const errc bad = start_args(core.clock, o, tick, period); bad != errc{}) return bad;
 
-    if (core.max_timers != 0 &&
-        core.live.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(core.max_timers)) {
-        core.live.fetch_sub(1, std::memory_order_relaxed);
-        return fail(errc::limit_reached);
+        // Register as an in-flight start, then check for shutdown (see
+        // RuntimeCore). Nothing below runs user code: a failed start's
+        // callable is destroyed after leaving the guard (a release hook that
+        // waits for a thread that is shutting down would deadlock here).
+        auto& guard = core.starting[rt::this_thread_stripe()].n;
+        guard.fetch_add(1, std::memory_order_seq_cst);
+        struct Leave {
+            std::atomic<std::int64_t>& g;
+            ~Leave() { g.fetch_sub(1, std::memory_order_release); }
+        } leave{guard};
+        if (core.shutting_down.load(std::memory_order_seq_cst)) return errc::shutting_down;
+
+        if (core.max_timers != 0 &&
+            core.live.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(core.max_timers)) {
+            core.live.fetch_sub(1, std::memory_order_relaxed);
+            return errc::limit_reached;
+        }
+        const auto nshards = static_cast<std::uint32_t>(core.shards.size());
+        // Default placement: the calling thread's own shard, assigned
+        // round-robin on its first start (measured against CPU-local,
+        // round-robin-per-call and single-shard placement in
+        // bench/shard_choice.cpp: see README).
+        thread_local const std::uint32_t t_thread_seq = next_thread_seq.fetch_add(1, std::memory_order_relaxed);
+        const std::uint32_t si = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : t_thread_seq % nshards;
+        rt::Shard& shard = core.shard(si);
+        std::uint32_t index, gen;
+        Record* r = shard.table().allocate(index, gen);
+        if (r == nullptr) {
+            if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+            return errc::no_memory;
+        }
+        r->period.store(period, std::memory_order_relaxed);
+        r->cb = std::move(cb);
+        TimerState::publish(*r, gen, tick);
+        if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), tick)) {
+            // No memory to queue the Insert: nobody knows this id yet, so the
+            // timer is taken back whole (its callable returns to `cb`).
+            TimerState::unpublish(*r);
+            cb = std::move(r->cb);
+            rt::FreeChain freed(shard.table());
+            shard.table().recycle(*r, freed);
+            if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+            return errc::no_memory;
+        }
+        core.counters.add(rt::kStarted);
+        id = Id::make(gen, si, index);
+        return errc{};
+    }();
+    if (e != errc{}) {
+        rt::RuntimeCore::release_unstarted(cb);  // the release hook runs even on failure, outside the guard
+        ec = make_error_code(e);
+        return Timer{};
     }
-    const auto nshards = static_cast<std::uint32_t>(core.shards.size());
-    // Default placement: the calling thread's own shard, assigned round-robin
-    // on its first start (measured against CPU-local, round-robin-per-call
-    // and single-shard placement in bench/shard_choice.cpp: see README).
-    thread_local const std::uint32_t t_thread_seq = next_thread_seq.fetch_add(1, std::memory_order_relaxed);
-    const std::uint32_t si = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : t_thread_seq % nshards;
-    rt::Shard& shard = core.shard(si);
-    std::uint32_t index;
-    if (!shard.table().allocate(index)) {
-        if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
-        return fail(errc::no_memory);
-    }
-    Record& r = shard.table().at(index);
-    std::uint32_t gen = r.gen();
-    if (gen == 0) {  // a fresh slot
-        gen = 1;
-        r.set_gen(gen);
-    }
-    r.period.store(period, std::memory_order_relaxed);
-    r.cb = std::move(cb);
-    r.ctl.store(Ctl::make(gen, State::Pending, tick), std::memory_order_release);
-    core.counters.add(rt::kStarted);
-    shard.post_and_wake(Msg::make(MsgType::Insert, gen, index), tick);
-    return Timer(this, Id::make(gen, si, index));
+    return Timer(this, id);
 }
 
 // ---- stop ------------------------------------------------------------------
 namespace {
-enum class StopResult { Stopped, NotPending, Running };
+/// What a stop attempt did. On Cancelled the caller owns the record (the
+/// word is RELEASING): stop_cancelled() finishes the job.
+rt::CancelOutcome try_stop(Record& r, std::uint32_t gen) noexcept {
+    HazardScope acting_on(&r);
+    return TimerState::try_cancel(r, gen);
+}
 
-// One attempt to stop; `c` is the caller's latest view of ctl.
-StopResult try_stop(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uint32_t gen) noexcept {
-    const std::uint32_t gen10 = gen & Ctl::kGenMask;
-    std::uint64_t c = r.ctl.load(std::memory_order_acquire);
-    for (;;) {
-        if (Ctl::gen(c) != gen10) return StopResult::NotPending;
-        const State s = Ctl::state(c);
-        if (s == State::Pending || s == State::Dispatched) {
-            if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Cancelled), std::memory_order_acq_rel,
-                                             std::memory_order_acquire))
-                continue;
-            // The timer is ours now: release (the callable's destructor),
-            // then ask the shard to unlink it and recycle the slot.
-            core.release(r);
-            core.counters.add(rt::kStopped);
-            shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
-            return StopResult::Stopped;
-        }
-        if ((s == State::Running && r.period_ticks() != 0) || s == State::RunningRearmed) {
-            // A run is in progress and another was due to follow: prevent it.
-            if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::RunningStopped), std::memory_order_acq_rel,
-                                             std::memory_order_acquire))
-                continue;
-            core.counters.add(rt::kStopped);
-            return StopResult::Stopped;
-        }
-        if (s == State::Running || s == State::RunningStopped || s == State::Done) return StopResult::Running;
-        return StopResult::NotPending;
-    }
+/// After a successful try_cancel: release (the hook), CANCELLED, and ask the
+/// shard to unlink and recycle the record.
+void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uint32_t gen) noexcept {
+    core.release(r);
+    core.counters.add(rt::kStopped);
+    TimerState::finish_cancel(r);
+    shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
 }
 }  // namespace
 
 bool Runtime::stop(std::uint64_t id) noexcept {
-    rt::Shard* shard = nullptr;
-    Record* r = impl_->core.lookup(id, &shard);
-    return r != nullptr && try_stop(impl_->core, *shard, *r, Id::gen(id)) == StopResult::Stopped;
-}
-
-bool Runtime::stop_sync(std::uint64_t id) noexcept {
-    rt::RuntimeCore& core = impl_->core;
+    rt::RuntimeCore& core = *core_;
+    if (core.forked()) return false;
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
     if (r == nullptr) return false;
-    const std::uint32_t gen10 = Id::gen(id) & Ctl::kGenMask;
+    switch (try_stop(*r, Id::gen(id))) {
+        case rt::CancelOutcome::Cancelled: stop_cancelled(core, *shard, *r, Id::gen(id)); return true;
+        case rt::CancelOutcome::StoppedDuringRun: core.counters.add(rt::kStopped); return true;
+        default: return false;
+    }
+}
+
+bool Runtime::stop_sync(std::uint64_t id) noexcept {
+    rt::RuntimeCore& core = *core_;
+    if (core.forked()) return false;
+    rt::Shard* shard = nullptr;
+    Record* r = core.lookup(id, &shard);
+    if (r == nullptr) return false;
+    const std::uint32_t gen = Id::gen(id);
     const bool own_callback = rt::t_current.rec == r;
     bool stopped = false;
     for (;;) {
-        const StopResult res = try_stop(core, *shard, *r, Id::gen(id));
-        stopped |= res == StopResult::Stopped;
-        if (own_callback) return stopped;  // never wait for ourselves
-        // Wait while a run (or the release after the last run) is in
-        // progress; then look again: the run may have re-armed the timer.
-        auto busy = [gen10](std::uint64_t v) {
-            return Ctl::gen(v) == gen10 && (Ctl::running(Ctl::state(v)) || Ctl::state(v) == State::Done);
-        };
-        std::uint64_t c = r->ctl.load(std::memory_order_acquire);
-        bool waited = false;
-        if (busy(c)) {
-            waited = true;  // a run was in progress: afterwards, look again
-            // Announce the wait, then look again (pairs with the fence in
-            // wake_ctl_waiters): a change after this load is notified.
-            core.ctl_waiters.fetch_add(1, std::memory_order_relaxed);
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-            c = r->ctl.load(std::memory_order_acquire);
-            while (busy(c)) {
-                r->ctl.wait(c, std::memory_order_acquire);
-                c = r->ctl.load(std::memory_order_acquire);
-            }
-            core.ctl_waiters.fetch_sub(1, std::memory_order_relaxed);
+        switch (try_stop(*r, gen)) {
+            case rt::CancelOutcome::Cancelled:
+                stop_cancelled(core, *shard, *r, gen);  // no run was in progress; the hook has returned
+                return true;
+            case rt::CancelOutcome::StoppedDuringRun:
+                core.counters.add(rt::kStopped);
+                stopped = true;
+                break;
+            default: break;
         }
-        if (!waited || Ctl::gen(c) != gen10 || Ctl::state(c) != State::Pending) return stopped;
+        if (own_callback) return stopped;  // never wait for ourselves
+        // Wait while a run, or a release hook, of this timer is in progress
+        // (a waiter holds no hazard: it only loads). Then look again: the run
+        // may have re-armed the timer.
+        const rt::Word c = TimerState::wait_while_busy(*r, gen);
+        if (r->gen() != gen) return stopped;  // done and recycled
+        const State s = Ctl::state(c);
+        if (s != State::Pending && s != State::Dispatched) return stopped;
     }
 }
 
@@ -267,8 +384,12 @@ bool Runtime::reset(std::uint64_t id, Duration delay) {
 }
 
 bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexcept {
-    rt::RuntimeCore& core = impl_->core;
+    rt::RuntimeCore& core = *core_;
     ec.clear();
+    if (core.forked()) {
+        ec = make_error_code(errc::forked);
+        return false;
+    }
     if (delay < Duration::zero() || delay > kMaxDelay) {
         ec = make_error_code(errc::invalid_argument);
         return false;
@@ -281,51 +402,18 @@ bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexc
     Record* r = core.lookup(id, &shard);
     if (r == nullptr) return false;
     const tick_t tick = core.clock.deadline_tick(rt::monotonic_ns() + delay.count());
-    const std::uint32_t gen = Id::gen(id);
-    const std::uint32_t index = Id::index(id);
-    std::uint64_t c = r->ctl.load(std::memory_order_acquire);
-    for (;;) {
-        if (Ctl::gen(c) != (gen & Ctl::kGenMask)) return false;
-        const State s = Ctl::state(c);
-        const tick_t old = Ctl::deadline(c);
-        State to;
-        MsgType msg = MsgType::Refile;
-        bool post = tick < old;  // later: lazily re-filed by the shard, no message
-        switch (s) {
-            case State::Pending:
-                to = State::Pending;
-                break;
-            case State::Dispatched:  // due, not started: take it back
-                to = State::Pending;
-                if (r->period_ticks() == 0) {  // a dispatched one-shot is out of the wheel
-                    msg = MsgType::Insert;
-                    post = true;
-                }
-                break;
-            case State::Running:
-                if (r->period_ticks() != 0) {
-                    to = State::Running;  // sets the next run
-                } else if (rt::t_current.rec == r) {
-                    to = State::RunningRearmed;  // a one-shot re-arming itself
-                    post = false;                // the worker files it after the run
-                } else {
-                    return false;  // fired, and it is not re-arming itself
-                }
-                break;
-            case State::RunningRearmed:
-                to = State::RunningRearmed;
-                post = false;
-                break;
-            default:
-                return false;
-        }
-        if (!r->ctl.compare_exchange_weak(c, Ctl::with(c, to, tick), std::memory_order_acq_rel,
-                                          std::memory_order_acquire))
-            continue;
-        if (post) shard->post_and_wake(Msg::make(msg, gen, index), tick);
-        core.counters.add(rt::kReset);
-        return true;
+    rt::ResetStep step;
+    {
+        HazardScope acting_on(r);
+        step = TimerState::reset(*r, Id::gen(id), tick, rt::t_current.rec == r);
     }
+    if (!step.rearmed) return false;
+    if (step.post != rt::Post::None)
+        shard->post_and_wake(
+            Msg::make(step.post == rt::Post::Insert ? MsgType::Insert : MsgType::Refile, Id::gen(id), Id::index(id)),
+            tick);
+    core.counters.add(rt::kReset);
+    return true;
 }
 
 // ---- lifecycle ---------------------------------------------------------------
@@ -336,9 +424,13 @@ void Runtime::shutdown() {
 }
 
 void Runtime::shutdown(std::error_code& ec) noexcept {
-    rt::RuntimeCore& core = impl_->core;
+    rt::RuntimeCore& core = *core_;
     ec.clear();
-    if (rt::t_current.core == &core) {
+    if (core.forked()) {
+        ec = make_error_code(errc::forked);
+        return;
+    }
+    if (rt::t_current.core == &core || rt::t_release_depth != 0) {
         ec = make_error_code(errc::would_deadlock);
         return;
     }
@@ -352,33 +444,30 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
     for (auto& s : core.shards) s->stop_and_join();
     // 3. Runs in progress finish.
     core.dispatcher->wait_idle();
-    // 4. Every timer still pending is cancelled and released here.
+    // 4. Every timer still pending is cancelled and released here, by the
+    //    same transition as stop() (nothing recycles records any more, and a
+    //    concurrent stop() loses or wins the same CAS).
     for (auto& s : core.shards) {
         const std::uint32_t hw = s->table().high_water();
         for (std::uint32_t i = 0; i < hw; ++i) {
             Record* r = s->table().find(i);
             if (r == nullptr) continue;
-            std::uint64_t c = r->ctl.load(std::memory_order_acquire);
-            for (;;) {
-                const State st = Ctl::state(c);
-                if (st != State::Pending && st != State::Dispatched) break;
-                if (r->ctl.compare_exchange_weak(c, Ctl::with(c, State::Cancelled), std::memory_order_acq_rel,
-                                                 std::memory_order_acquire)) {
-                    core.release(*r);
-                    core.counters.add(rt::kCancelledAtShutdown);
-                    break;
-                }
-            }
+            if (TimerState::try_cancel(*r, r->gen()) != rt::CancelOutcome::Cancelled) continue;
+            core.release(*r);
+            core.counters.add(rt::kCancelledAtShutdown);
+            TimerState::finish_cancel(*r);
         }
     }
     core.shut_down.store(true, std::memory_order_release);
 }
 
-bool Runtime::is_shut_down() const noexcept { return impl_->core.shut_down.load(std::memory_order_acquire); }
+bool Runtime::is_shut_down() const noexcept { return core_->shut_down.load(std::memory_order_acquire); }
+bool Runtime::is_forked() const noexcept { return core_->forked(); }
 
 // ---- observation ---------------------------------------------------------------
 Stats Runtime::stats() const {
-    const rt::RuntimeCore& core = impl_->core;
+    const rt::RuntimeCore& core = *core_;
+    if (core.forked()) throw Error(errc::forked);
     Stats st;
     for (const auto& s : core.shards) {
         st.pending_per_shard.push_back(s->pending());
@@ -403,8 +492,8 @@ Stats Runtime::stats() const {
     return st;
 }
 
-unsigned Runtime::shard_count() const noexcept { return static_cast<unsigned>(impl_->core.shards.size()); }
-unsigned Runtime::worker_count() const noexcept { return impl_->core.dispatcher->concurrency(); }
-Duration Runtime::resolution() const noexcept { return impl_->core.config.resolution; }
+unsigned Runtime::shard_count() const noexcept { return static_cast<unsigned>(core_->shards.size()); }
+unsigned Runtime::worker_count() const noexcept { return core_->dispatcher->concurrency(); }
+Duration Runtime::resolution() const noexcept { return core_->config.resolution; }
 
 }  // namespace tickwheel

@@ -1,5 +1,8 @@
-// RuntimeCore: everything a Runtime is, shared by the API layer
-// (runtime.cpp), the shards (shard.cpp) and the dispatcher (dispatcher.cpp).
+// RuntimeCore: what a Runtime is -- its shards, its dispatcher, its counters
+// and its shutdown state -- and the worker's half of the timer state machine
+// (the callers' half is runtime.cpp). The shards and the dispatcher do not
+// know it: a shard is built with the clock and the dispatcher it uses, the
+// dispatcher with the function that runs an item (RuntimeCore::drain).
 #pragma once
 
 #include <atomic>
@@ -11,6 +14,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/counters.hpp"
 #include "runtime/dispatcher.hpp"
+#include "runtime/fork.hpp"
 #include "runtime/shard.hpp"
 #include "tickwheel/runtime.hpp"
 
@@ -22,60 +26,52 @@ struct CurrentRun {
     const Record* rec = nullptr;
 };
 extern thread_local CurrentRun t_current;
+/// How many release hooks (callables' destructors run by a runtime) this
+/// thread is inside. Shutting a runtime down from one is refused
+/// (would_deadlock): a hook may run on a worker, inside a stop, inside a
+/// shutdown sweep or a failed start, where that would deadlock or free
+/// memory in use.
+extern thread_local int t_release_depth;
 
 struct RuntimeCore {
     RuntimeCore(Runtime* owner, Config config);
     ~RuntimeCore();
 
-    /// Next deadline of a periodic timer: the first d + k*period > now, k >= 1.
-    static tick_t next_period(tick_t d, std::uint64_t period, tick_t now) noexcept {
-        if (now < d) return d + period;
-        return d + ((now - d) / period + 1) * period;
-    }
-
     Shard& shard(std::uint32_t i) noexcept { return *shards[i]; }
-    std::uint64_t id_of(const Record& r, std::uint32_t shard_index) const noexcept {
-        return Id::make(r.gen(), shard_index, HandleTable::index_of(&r));
-    }
-    /// Finds the record an id names, if the id is current. nullptr otherwise.
+    /// Finds the record an id names, if its generation is current (the
+    /// state machine validates it again after every load). nullptr otherwise.
     Record* lookup(std::uint64_t id, Shard** shard_out) noexcept;
+    /// True in a fork() child of the process that created this runtime.
+    bool forked() const noexcept { return fork_epoch() != created_in_epoch; }
 
     /// Destroys a timer's callable (its release hook) and counts the timer
     /// as no longer live. Called exactly once per started timer, by whoever
-    /// owns its terminal transition; the slot itself is recycled later.
-    void release(Record& r) noexcept {
-        r.cb.reset();
-        counters.add(kReleased);
-        if (max_timers != 0) live.fetch_sub(1, std::memory_order_relaxed);
-    }
+    /// owns its terminal transition; the record itself is recycled later.
+    void release(Record& r) noexcept;
+    /// Destroys the callable of a start() that failed, as a release hook.
+    static void release_unstarted(detail::Callback& cb) noexcept;
 
-    /// Wakes stop_sync() callers waiting on r.ctl, after a change of r.ctl.
-    /// Any thread. Costs a fence and a read of a shared, read-mostly word when
-    /// nobody waits: libstdc++'s notify_all itself does a locked add on a
-    /// process-wide waiter-table line (a cross-core bounce for every timer
-    /// that finishes), so it is called only while some stop_sync waits.
-    void wake_ctl_waiters(Record& r) noexcept {
-        // Pairs with the fence in stop_sync (ctl_waiters + 1, fence, load ctl):
-        // either this thread sees the waiter, or the waiter sees the new ctl.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (ctl_waiters.load(std::memory_order_relaxed) != 0) r.ctl.notify_all();
-    }
+    /// The dispatcher's DrainFn: runs the items of one drain task.
+    static void drain(void* self, Dispatcher::Cursor& items) noexcept;
+    void run_one(const FireItem& item, FreeChain& freed) noexcept;
+    void finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept;
+
+    /// In a fork() child: forget threads, arena and callables (see fork.hpp).
+    void abandon() noexcept;
 
     Runtime* const owner;
     const Config config;
     const TickClock clock;
     const std::uint64_t max_timers;
-    std::vector<std::unique_ptr<Shard>> shards;
+    const std::uint32_t created_in_epoch;
     std::unique_ptr<Dispatcher> dispatcher;
+    std::vector<std::unique_ptr<Shard>> shards;
     Counters counters;
     LatencyHistogram lateness;
 
     // Live timers (started, not yet released), kept only when max_timers != 0;
     // stats() derives it from the counters otherwise.
     alignas(64) std::atomic<std::int64_t> live{0};
-
-    // stop_sync() callers currently waiting on some record's ctl word.
-    alignas(64) std::atomic<std::uint32_t> ctl_waiters{0};
 
     // Shutdown. start() registers on its thread's stripe of `starting`, then
     // checks `shutting_down`; shutdown sets the flag and waits for every

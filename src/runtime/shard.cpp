@@ -1,32 +1,39 @@
 // The shard's driver thread: drain the inbox, advance the wheel, decide what
-// fires, hand it to the dispatcher, sleep until the next expiry.
+// fires (TimerState::expire), hand it to the dispatcher, sleep until the
+// next expiry.
 #include "runtime/shard.hpp"
 
 #include <cstdio>
 
-#include "runtime/runtime_core.hpp"
+#include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
 
-Shard::Shard(RuntimeCore& core, unsigned index)
-    : core_(core), index_(index), wheel_(core.clock.now_tick()) {}
+Shard::Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher)
+    : index_(index), clock_(clock), dispatcher_(dispatcher), wheel_(clock.now_tick()) {}
 
 Shard::~Shard() { stop_and_join(); }
 
 void Shard::start(int cpu) {
-    thread_ = std::thread([this, cpu] { run(cpu); });
+    thread_ = std::make_unique<std::thread>([this, cpu] { run(cpu); });
 }
 
 void Shard::stop_and_join() {
-    if (!thread_.joinable()) return;
+    if (!thread_ || !thread_->joinable()) return;
     stopping_.store(true, std::memory_order_seq_cst);
     parker_.unpark();
-    thread_.join();
+    thread_->join();
 }
 
-void Shard::post_and_wake(std::uint64_t msg, tick_t due) {
-    inbox_.enqueue(msg);
-    // Pairs with the fence in run(): either the driver sees this message
+void Shard::abandon() noexcept {
+    (void)thread_.release();  // the parent's thread: not ours to join or detach
+    const std::uint32_t hw = table_.high_water();
+    for (std::uint32_t i = 0; i < hw; ++i)
+        if (Record* r = table_.find(i)) r->cb.forget();
+}
+
+void Shard::wake_if_sleeping_past(tick_t due) noexcept {
+    // Pairs with the fence in run(): either the driver sees the message
     // before it sleeps, or we see the tick it sleeps until.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     tick_t target = sleep_until_.load(std::memory_order_relaxed);
@@ -34,8 +41,19 @@ void Shard::post_and_wake(std::uint64_t msg, tick_t due) {
         parker_.unpark();
 }
 
-void Shard::post_cancel(std::uint64_t msg) {
-    inbox_.enqueue(msg);
+bool Shard::try_post_insert(std::uint64_t msg, tick_t due) noexcept {
+    if (!inbox_.try_post(msg)) return false;
+    wake_if_sleeping_past(due);
+    return true;
+}
+
+void Shard::post_and_wake(std::uint64_t msg, tick_t due) noexcept {
+    inbox_.post(msg, [this] { parker_.unpark(); });
+    wake_if_sleeping_past(due);
+}
+
+void Shard::post_cancel(std::uint64_t msg) noexcept {
+    inbox_.post(msg, [this] { parker_.unpark(); });
     thread_local unsigned cancels = 0;
     if (++cancels % kCancelWakeEvery != 0) return;
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -44,16 +62,10 @@ void Shard::post_cancel(std::uint64_t msg) {
         parker_.unpark();
 }
 
-void Shard::recycle(Record& r, FreeChain& chain) noexcept {
-    const std::uint32_t g = Id::next_gen(r.gen());
-    r.set_gen(g);
-    chain.add(HandleTable::index_of(&r), g);  // ctl becomes FREE under g; flush() wakes waiters
-}
-
 void Shard::handle(std::uint64_t msg, FreeChain& freed) {
     Record* r = table_.find(Msg::index(msg));
     if (r == nullptr || r->gen() != Msg::gen(msg)) return;  // stale: slot recycled since
-    const std::uint64_t c = r->ctl.load(std::memory_order_acquire);
+    const Word c = TimerState::load(*r);
     const State s = Ctl::state(c);
     switch (Msg::type(msg)) {
         case MsgType::Insert:
@@ -61,15 +73,15 @@ void Shard::handle(std::uint64_t msg, FreeChain& freed) {
             break;
         case MsgType::Refile:
             // Only earlier deadlines are posted; later ones are re-filed
-            // lazily when the old slot comes due (see expire()).
-            if (r->linked() && s != State::Cancelled && s != State::RunningStopped &&
+            // lazily when the old slot comes due (see TimerState::expire).
+            if (r->linked() && (s == State::Pending || s == State::Dispatched || s == State::Running) &&
                 Ctl::deadline(c) < r->deadline())
                 wheel_.rearm(r, Ctl::deadline(c));
             break;
         case MsgType::Cancel:
             if (s == State::Cancelled) {
                 wheel_.remove(r);
-                recycle(*r, freed);
+                table_.recycle(*r, freed);
             }
             break;
     }
@@ -79,8 +91,8 @@ bool Shard::drain_inbox() {
     std::uint64_t msgs[kDrainBatch];
     bool any = false;
     for (;;) {
-        const std::size_t n = inbox_.try_dequeue_bulk(msgs, kDrainBatch);
-        FreeChain freed(table_, core_.ctl_waiters);  // the bulk's cancelled slots, freed with one CAS
+        const std::size_t n = inbox_.drain(msgs, kDrainBatch);
+        FreeChain freed(table_);  // the bulk's cancelled slots, freed with one CAS
         for (std::size_t i = 0; i < n; ++i) handle(msgs[i], freed);
         freed.flush();
         any |= n != 0;
@@ -88,55 +100,35 @@ bool Shard::drain_inbox() {
     }
 }
 
-void Shard::flush(FireItem* items, std::size_t& n) {
-    if (n == 0) return;
-    core_.dispatcher->submit(items, n);
-    n = 0;
+bool Shard::flush_fired() {
+    if (fired_n_ == 0) return true;
+    if (!dispatcher_.submit(fired_, fired_n_)) return false;  // no memory: keep them, retry soon
+    fired_n_ = 0;
+    return true;
 }
 
-// Pops every expired node and decides, with one CAS on its ctl word, whether
-// it fires, moves (lazy re-arm), skips a period, or was cancelled.
-void Shard::expire(tick_t now) {
-    FireItem items[kFireBatch];
-    std::size_t n = 0;
+// Pops every expired node and lets TimerState decide, with one CAS on its
+// word, whether it fires, moves (lazy re-arm), skips a period, or was
+// stopped. False if due timers could not be handed over (no memory): the
+// rest stay on the wheel's expired list for the next pass.
+bool Shard::expire(tick_t now) {
+    if (!flush_fired()) return false;
     while (WheelNode* node = wheel_.pop_expired()) {
         Record& r = static_cast<Record&>(*node);
-        std::uint64_t c = r.ctl.load(std::memory_order_acquire);
-        for (;;) {
-            const State s = Ctl::state(c);
-            const tick_t d = Ctl::deadline(c);
-            if (s == State::Pending) {
-                if (d > now) {  // re-armed later since it was filed: re-file lazily
-                    wheel_.insert(&r, d);
-                    break;
-                }
-                const tick_t next = r.period_ticks() != 0 ? RuntimeCore::next_period(d, r.period_ticks(), now) : d;
-                if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Dispatched, next),
-                                                 std::memory_order_acq_rel, std::memory_order_acquire))
-                    continue;
-                if (r.period_ticks() != 0) wheel_.insert(&r, next);  // the wheel keeps the rhythm
-                items[n++] = FireItem{&r, Ctl::gen(c), index_, d};
-                if (n == kFireBatch) flush(items, n);
+        const std::uint32_t gen = r.gen();
+        const ExpireStep s = TimerState::expire(r, now);
+        switch (s.out) {
+            case ExpireOutcome::Fire:
+                if (r.periodic()) wheel_.insert(&r, s.file_at);  // the wheel keeps the rhythm
+                fired_[fired_n_++] = FireItem{&r, gen, index_, s.due};
                 break;
-            }
-            if (s == State::Dispatched || s == State::Running) {
-                // A periodic timer whose previous run has not finished (or
-                // not started): skip this period, never run two at once.
-                if (d > now) {
-                    wheel_.insert(&r, d);
-                    break;
-                }
-                const tick_t next = RuntimeCore::next_period(d, r.period_ticks(), now);
-                if (!r.ctl.compare_exchange_weak(c, Ctl::with(c, s, next), std::memory_order_acq_rel,
-                                                 std::memory_order_acquire))
-                    continue;
-                wheel_.insert(&r, next);
-                break;
-            }
-            break;  // stopped or cancelled: stays out of the wheel; Cancel recycles it
+            case ExpireOutcome::Skip:
+            case ExpireOutcome::Later: wheel_.insert(&r, s.file_at); break;
+            case ExpireOutcome::Drop: break;  // stopped: out of the wheel; its Cancel recycles it
         }
+        if (fired_n_ == kFireBatch && !flush_fired()) return false;
     }
-    flush(items, n);
+    return flush_fired();
 }
 
 void Shard::run(int cpu) {
@@ -150,12 +142,15 @@ void Shard::run(int cpu) {
         const std::uint32_t seen = parker_.prepare();
         drain_inbox();
         if (stopping_.load(std::memory_order_acquire)) break;
-        const tick_t now = core_.clock.now_tick();
+        const std::int64_t now_ns = monotonic_ns();
+        const tick_t now = clock_.now_tick(now_ns);
         wheel_.advance(now);
-        expire(now);
+        const bool handed_over = expire(now);
         pending_.store(wheel_.size(), std::memory_order_relaxed);
+        if (table_.quarantine_due(now_ns)) table_.reclaim_quarantine();
 
-        const tick_t next = wheel_.next_expiry();
+        tick_t next = wheel_.next_expiry();
+        if (!handed_over) next = now + 1;  // out of memory: try again next tick
         if (next <= now) continue;
         sleep_until_.store(next, std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -165,9 +160,9 @@ void Shard::run(int cpu) {
         }
         // Sleep until the tick boundary of `next`, but at most kHousekeepingNs
         // (also keeps tick arithmetic far from overflow for kNever).
-        const std::uint64_t cap_ticks = kHousekeepingNs / core_.clock.resolution_ns() + 1;
+        const std::uint64_t cap_ticks = kHousekeepingNs / clock_.resolution_ns() + 1;
         const std::int64_t wake_ns = next - now > cap_ticks ? monotonic_ns() + kHousekeepingNs
-                                                            : core_.clock.tick_start_ns(next);
+                                                            : clock_.tick_start_ns(next);
         parker_.park_until(seen, wake_ns);
         sleep_until_.store(0, std::memory_order_relaxed);
     }

@@ -2,54 +2,31 @@
 // thread that owns them.
 //
 // Only the driver thread touches the wheel and the records' wheel links.
-// Other threads reach it through the inbox, a moodycamel ConcurrentQueue of
-// 64-bit messages (insert / refile earlier / cancel), drained in bulk. The
-// driver sleeps on a futex until the wheel's next expiry, or until a request
-// that needs an earlier wake-up arrives, or at most kHousekeepingNs. Cancels
-// need no early wake-up, but every kCancelWakeEvery-th cancel a thread posts
-// wakes a sleeping driver, so stopped timers are reclaimed promptly (memory
-// stays flat) without a system call per stop.
+// Other threads reach it through the inbox (inbox.hpp: insert / refile
+// earlier / cancel messages), drained in bulk. The driver sleeps on a futex
+// until the wheel's next expiry, or until a request that needs an earlier
+// wake-up arrives, or at most kHousekeepingNs. Cancels need no early
+// wake-up, but every kCancelWakeEvery-th cancel a thread posts wakes a
+// sleeping driver, so stopped timers are reclaimed promptly (memory stays
+// flat) without a system call per stop. The driver's decisions about a
+// timer are TimerState's (timer_state.hpp); it hands due timers to the
+// Dispatcher and never runs user code.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 
-#include "concurrentqueue.h"
+#include "runtime/clock.hpp"
+#include "runtime/dispatcher.hpp"
 #include "runtime/handle_table.hpp"
+#include "runtime/inbox.hpp"
+#include "runtime/messages.hpp"
 #include "runtime/parker.hpp"
 #include "tickwheel/wheel.hpp"
 
 namespace tickwheel::rt {
-
-struct RuntimeCore;
-
-// ---- inbox messages ----------------------------------------------------------
-//   63 62 | 61..56 unused | 55..32 generation | 31..0 index
-enum class MsgType : std::uint64_t {
-    Insert = 0,  // file a PENDING record that is not in the wheel
-    Refile = 1,  // a PENDING/RUNNING record's deadline moved earlier
-    Cancel = 2,  // a CANCELLED record: unlink it and recycle the slot
-};
-struct Msg {
-    static constexpr std::uint64_t make(MsgType t, std::uint32_t gen, std::uint32_t index) noexcept {
-        return (static_cast<std::uint64_t>(t) << 62) | (std::uint64_t{gen} << 32) | index;
-    }
-    static constexpr MsgType type(std::uint64_t m) noexcept { return static_cast<MsgType>(m >> 62); }
-    static constexpr std::uint32_t gen(std::uint64_t m) noexcept {
-        return static_cast<std::uint32_t>(m >> 32) & 0xFFFFFF;
-    }
-    static constexpr std::uint32_t index(std::uint64_t m) noexcept { return static_cast<std::uint32_t>(m); }
-};
-
-/// One item the shard hands to the dispatcher: the record, the generation
-/// (low 10 bits) it was dispatched under, and the deadline that came due.
-struct FireItem {
-    Record* rec;
-    std::uint32_t gen10;
-    std::uint32_t shard;
-    tick_t due;
-};
 
 class Shard {
 public:
@@ -58,9 +35,10 @@ public:
     static constexpr std::int64_t kHousekeepingNs = 100'000'000;
     static constexpr unsigned kCancelWakeEvery = 4096;
     static constexpr std::size_t kDrainBatch = 512;
-    static constexpr std::size_t kFireBatch = 256;
+    static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
 
-    Shard(RuntimeCore& core, unsigned index);
+    /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`.
+    Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher);
     ~Shard();
     Shard(const Shard&) = delete;
     Shard& operator=(const Shard&) = delete;
@@ -70,39 +48,44 @@ public:
     /// Stops the driver thread and joins it. Messages still queued stay
     /// queued (shutdown's sweep takes care of their records).
     void stop_and_join();
+    /// In a fork() child: forgets the driver thread (which does not exist
+    /// there) and every timer's callable without running it or its release
+    /// hook, so that destroying the shard frees only memory.
+    void abandon() noexcept;
 
     HandleTable& table() noexcept { return table_; }
+    const HandleTable& table() const noexcept { return table_; }
     unsigned index() const noexcept { return index_; }
 
-    /// Queues a cancel: no early wake-up, except every kCancelWakeEvery-th
-    /// cancel from this thread wakes a sleeping driver. Any thread.
-    void post_cancel(std::uint64_t msg);
-    /// Queues a message about a deadline `due`, waking the driver if it
-    /// sleeps past `due`. Any thread.
-    void post_and_wake(std::uint64_t msg, tick_t due);
+    /// Queues start()'s Insert of a record nobody else knows yet, waking the
+    /// driver if it sleeps past `due`. False: no memory to queue it (nothing
+    /// queued). Any thread.
+    bool try_post_insert(std::uint64_t msg, tick_t due) noexcept;
+    /// Queues a message about a deadline `due` (never lost: see inbox.hpp),
+    /// waking the driver if it sleeps past `due`. Any thread.
+    void post_and_wake(std::uint64_t msg, tick_t due) noexcept;
+    /// Queues a cancel (never lost): no early wake-up, except every
+    /// kCancelWakeEvery-th cancel from this thread wakes a sleeping driver.
+    /// Any thread.
+    void post_cancel(std::uint64_t msg) noexcept;
 
     std::size_t pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
     std::size_t inbox_size() const noexcept { return inbox_.size_approx(); }
-
-    /// Recycles a record this thread owns in a terminal state (CANCELLED or
-    /// DONE), not linked in any wheel, callable already destroyed: bumps the
-    /// generation, marks it FREE, and frees the index through `chain` (a
-    /// FreeChain on this shard's table; its flush, by the caller at the end
-    /// of its burst, wakes stop_sync waiters). Any thread.
-    void recycle(Record& r, FreeChain& chain) noexcept;
 
 private:
     void run(int cpu);
     bool drain_inbox();
     void handle(std::uint64_t msg, FreeChain& freed);
-    void expire(tick_t now);
-    void flush(FireItem* items, std::size_t& n);
+    bool expire(tick_t now);
+    bool flush_fired();
+    void wake_if_sleeping_past(tick_t due) noexcept;
 
-    RuntimeCore& core_;
     const unsigned index_;
+    const TickClock& clock_;
+    Dispatcher& dispatcher_;
     HandleTable table_;
     Wheel wheel_;
-    moodycamel::ConcurrentQueue<std::uint64_t> inbox_;
+    Inbox inbox_;
     Parker parker_;
     // The tick the driver sleeps until, 0 while it is awake (it re-checks the
     // inbox before sleeping). A poster whose deadline is earlier claims the
@@ -110,7 +93,11 @@ private:
     alignas(64) std::atomic<tick_t> sleep_until_{0};
     std::atomic<bool> stopping_{false};
     std::atomic<std::size_t> pending_{0};
-    std::thread thread_;
+    // Due timers popped from the wheel, not yet handed to the dispatcher
+    // (kept here if the dispatcher had no memory for them).
+    FireItem fired_[kFireBatch];
+    std::size_t fired_n_ = 0;
+    std::unique_ptr<std::thread> thread_;
 };
 
 }  // namespace tickwheel::rt

@@ -54,7 +54,7 @@ class TestBasics(unittest.TestCase):
         self.rt.close()
 
     def test_version_and_clock(self):
-        self.assertEqual(tickwheel.version(), (0, 1, 0))
+        self.assertEqual(tickwheel.version(), (0, 2, 0))
         a = time.monotonic()
         n = tickwheel.now()
         b = time.monotonic()

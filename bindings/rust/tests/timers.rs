@@ -29,7 +29,7 @@ fn wait_until(mut pred: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn version_matches() {
-    assert_eq!(tickwheel::version(), (0, 1, 0));
+    assert_eq!(tickwheel::version(), (0, 2, 0));
 }
 
 #[test]

@@ -66,6 +66,11 @@ public:
         }
     }
 
+    /// Leaves *this empty WITHOUT destroying the callable (no release hook;
+    /// a heap-boxed callable leaks). Only for a fork() child discarding its
+    /// parent's timers, whose hooks must not run there.
+    void forget() noexcept { ops_ = nullptr; }
+
 private:
     struct Ops {
         void (*invoke)(void* buf, Timer t);

@@ -1,0 +1,84 @@
+#include "runtime/hazard.hpp"
+
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <new>
+
+namespace tickwheel::rt {
+
+namespace hazard_detail {
+
+std::atomic<std::int64_t> g_unguarded{0};
+
+namespace {
+bool register_membarrier() noexcept {
+    // Only where the private expedited command is offered: it interrupts
+    // just this process's running threads (no global RCU grace period).
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+}
+}  // namespace
+
+// Decided once, before any HazardScope can run (static initialisation of
+// the library): both sides must agree on which barrier pairs with which.
+std::atomic<bool> g_asymmetric{register_membarrier()};
+
+namespace {
+std::atomic<HazardSlot*> g_slots{nullptr};
+
+HazardSlot* take_slot() noexcept {
+    for (HazardSlot* s = g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+        bool expected = false;
+        if (!s->taken.load(std::memory_order_relaxed) &&
+            s->taken.compare_exchange_strong(expected, true, std::memory_order_acq_rel))
+            return s;
+    }
+    auto* s = new (std::nothrow) HazardSlot;
+    if (s == nullptr) return nullptr;
+    s->taken.store(true, std::memory_order_relaxed);
+    HazardSlot* head = g_slots.load(std::memory_order_relaxed);
+    do {
+        s->next = head;
+    } while (!g_slots.compare_exchange_weak(head, s, std::memory_order_release, std::memory_order_relaxed));
+    return s;
+}
+
+struct ThreadSlot {
+    HazardSlot* slot = take_slot();
+    ~ThreadSlot() {
+        if (slot != nullptr) {
+            slot->rec.store(nullptr, std::memory_order_relaxed);
+            slot->taken.store(false, std::memory_order_release);
+        }
+    }
+};
+}  // namespace
+
+HazardSlot* this_thread_slot() noexcept {
+    thread_local ThreadSlot t;
+    return t.slot;
+}
+
+}  // namespace hazard_detail
+
+void hazard_barrier() noexcept {
+    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
+        return;
+    // Without membarrier the scopes use a seq_cst fence; so does this side.
+    // (If membarrier failed after registration, which the kernel does not
+    // do, the seq_cst fence alone would not pair with a signal fence.)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool hazard_held(const void* rec) noexcept {
+    if (hazard_detail::g_unguarded.load(std::memory_order_acquire) != 0) return true;
+    for (HazardSlot* s = hazard_detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next)
+        if (s->rec.load(std::memory_order_acquire) == rec) return true;
+    return false;
+}
+
+}  // namespace tickwheel::rt

@@ -1,0 +1,86 @@
+// Hazard slots: which record each thread is acting on through an id.
+//
+// A thread that does not own a record (a caller with an id, a worker with a
+// FireItem) loads the record's word, checks the generation, and CASes the
+// word. If, between that load and that CAS, the record were recycled 1024
+// times, its 10-bit generation would be back and the CAS could hit the new
+// occupant (ABA). To rule that out in every interleaving, such a thread
+// publishes the record in its hazard slot for the length of the operation
+// (HazardScope), and the handle table never lets a record's 10-bit
+// generation wrap (every 1024th recycling) while any slot holds it
+// (HandleTable's quarantine, which asks hazard_held()).
+//
+// Cost on the operation's side: one store to a thread-private line and a
+// compiler barrier on entry, one store on exit. The matching full barrier is
+// paid by the reclaimer instead (an asymmetric fence: membarrier(2)
+// MEMBARRIER_CMD_PRIVATE_EXPEDITED makes every running thread of the process
+// execute a full barrier), once per quarantine pass, i.e. at most once per
+// 1024 recyclings of a record and in practice once per many records. Where
+// the kernel refuses membarrier (old kernels, seccomp), both sides use a
+// seq_cst fence instead.
+//
+// Slots are per thread, process-wide (a record's address names it across
+// runtimes), taken from a lock-free list on a thread's first operation and
+// given back when it exits; the list only grows (one slot per thread alive
+// at once).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace tickwheel::rt {
+
+struct HazardSlot {
+    std::atomic<const void*> rec{nullptr};
+    std::atomic<bool> taken{false};
+    HazardSlot* next = nullptr;  // immutable once the slot is on the list
+};
+
+namespace hazard_detail {
+/// This thread's slot (taken on first use; nullptr if no memory for one,
+/// then the thread counts itself in `unguarded` instead).
+HazardSlot* this_thread_slot() noexcept;
+extern std::atomic<bool> g_asymmetric;       // membarrier is available and registered
+extern std::atomic<std::int64_t> g_unguarded;  // threads acting without a slot
+}  // namespace hazard_detail
+
+/// Publishes `rec` as being acted on by this thread, for the scope's life.
+/// Scopes do not nest (rule 4 of timer_state.hpp: no user code inside one).
+class HazardScope {
+public:
+    explicit HazardScope(const void* rec) noexcept : slot_(hazard_detail::this_thread_slot()) {
+        if (slot_ != nullptr) {
+            slot_->rec.store(rec, std::memory_order_relaxed);
+        } else {
+            hazard_detail::g_unguarded.fetch_add(1, std::memory_order_relaxed);
+        }
+        // Orders the store before the operation's loads of the record
+        // (pairs with the reclaimer's heavy fence in hazard_held_any()).
+        if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed))
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+        else
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+    ~HazardScope() {
+        if (slot_ != nullptr)
+            slot_->rec.store(nullptr, std::memory_order_release);
+        else
+            hazard_detail::g_unguarded.fetch_sub(1, std::memory_order_release);
+    }
+    HazardScope(const HazardScope&) = delete;
+    HazardScope& operator=(const HazardScope&) = delete;
+
+private:
+    HazardSlot* slot_;
+};
+
+/// The reclaimer's side: a full barrier on every thread of the process
+/// (membarrier), so that every HazardScope entered before it is visible to
+/// the scans that follow and every one entered after it sees what was
+/// written before it. Then hazard_held() may be asked, for many records.
+void hazard_barrier() noexcept;
+/// Whether some thread is inside a HazardScope on `rec` (or some thread acts
+/// without a slot: then every record counts as held). After hazard_barrier().
+bool hazard_held(const void* rec) noexcept;
+
+}  // namespace tickwheel::rt

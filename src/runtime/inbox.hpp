@@ -1,0 +1,94 @@
+// Inbox: a shard's MPSC queue of 64-bit messages (messages.hpp), with a
+// reserve so that no message a caller cannot take back is ever lost.
+//
+// The queue is a moodycamel::ConcurrentQueue (lock-free, bulk dequeue). Its
+// enqueue allocates (a block per 32 messages per producer thread, and a
+// producer record on a thread's first post) and fails if allocation fails.
+// What happens then depends on the message:
+//   * start()'s Insert: try_post() reports the failure; start() takes the
+//     timer back and fails with no_memory (nobody else knows its id yet).
+//   * everything else (Cancel after a stop, Refile after an earlier reset,
+//     Insert after a reset of a due one-shot or a re-arm from its own
+//     callback): post() never fails: the message goes to a fixed reserve of
+//     kReserve slots allocated with the shard; if even that is full, the
+//     caller wakes the shard and yields until the shard has drained it.
+//     That wait happens only while the process is out of memory.
+// The shard drains the reserve before the queue (one relaxed load when it
+// is empty). Message order does not matter: each handler acts on the
+// record's current word, not on the message's history.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "concurrentqueue.h"
+#include "runtime/test_hooks.hpp"
+
+namespace tickwheel::rt {
+
+class Inbox {
+public:
+    static constexpr std::size_t kReserve = 1024;
+
+    /// Queues `m`; false if the queue could not allocate (nothing queued).
+    /// Any thread.
+    bool try_post(std::uint64_t m) noexcept {
+        if (test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) > 0 &&
+            test_hooks::fail_inbox_posts.fetch_sub(1, std::memory_order_relaxed) > 0)
+            return false;
+        return queue_.enqueue(m);
+    }
+
+    /// Queues `m`, never losing it (see above); `wake()` wakes the drainer.
+    /// Any thread.
+    template <class Wake>
+    void post(std::uint64_t m, Wake&& wake) noexcept {
+        if (try_post(m)) return;
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> lock(reserve_mutex_);
+                const std::uint32_t n = reserve_n_.load(std::memory_order_relaxed);
+                if (n < kReserve) {
+                    reserve_[n] = m;
+                    reserve_n_.store(n + 1, std::memory_order_release);
+                    reserve_used_.fetch_add(1, std::memory_order_relaxed);
+                    return;
+                }
+            }
+            wake();
+            std::this_thread::yield();
+        }
+    }
+
+    /// Takes up to `max` messages (the reserve's first). The shard only.
+    std::size_t drain(std::uint64_t* out, std::size_t max) noexcept {
+        std::size_t n = 0;
+        if (reserve_n_.load(std::memory_order_acquire) != 0) {
+            std::lock_guard<std::mutex> lock(reserve_mutex_);
+            const std::uint32_t have = reserve_n_.load(std::memory_order_relaxed);
+            n = have < max ? have : max;
+            for (std::size_t i = 0; i < n; ++i) out[i] = reserve_[have - n + i];
+            reserve_n_.store(static_cast<std::uint32_t>(have - n), std::memory_order_relaxed);
+            if (n == max) return n;
+        }
+        return n + queue_.try_dequeue_bulk(out + n, max - n);
+    }
+
+    std::size_t size_approx() const noexcept {
+        return queue_.size_approx() + reserve_n_.load(std::memory_order_relaxed);
+    }
+    /// Messages that went through the reserve since creation.
+    std::uint64_t reserve_used() const noexcept { return reserve_used_.load(std::memory_order_relaxed); }
+
+private:
+    moodycamel::ConcurrentQueue<std::uint64_t> queue_;
+    std::atomic<std::uint32_t> reserve_n_{0};
+    std::atomic<std::uint64_t> reserve_used_{0};
+    std::mutex reserve_mutex_;  // taken only when the queue failed to allocate, and by the drainer then
+    std::uint64_t reserve_[kReserve];
+};
+
+}  // namespace tickwheel::rt

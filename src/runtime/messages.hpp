@@ -1,0 +1,40 @@
+// What travels between threads about a timer, besides its word: the 64-bit
+// inbox messages callers (and workers) send to a shard, and the FireItem a
+// shard hands to the dispatcher.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/timer_record.hpp"
+#include "tickwheel/wheel.hpp"
+
+namespace tickwheel::rt {
+
+//   63 62 | 61..56 unused | 55..32 generation | 31..0 index
+enum class MsgType : std::uint64_t {
+    Insert = 0,  // file a PENDING record that is not in the wheel
+    Refile = 1,  // a PENDING/RUNNING record's deadline moved earlier
+    Cancel = 2,  // a CANCELLED record: unlink it and recycle the slot
+};
+struct Msg {
+    static constexpr std::uint64_t make(MsgType t, std::uint32_t gen, std::uint32_t index) noexcept {
+        return (static_cast<std::uint64_t>(t) << 62) | (std::uint64_t{gen & Id::kGenMask} << 32) | index;
+    }
+    static constexpr MsgType type(std::uint64_t m) noexcept { return static_cast<MsgType>(m >> 62); }
+    static constexpr std::uint32_t gen(std::uint64_t m) noexcept {
+        return static_cast<std::uint32_t>(m >> 32) & Id::kGenMask;
+    }
+    static constexpr std::uint32_t index(std::uint64_t m) noexcept { return static_cast<std::uint32_t>(m); }
+};
+
+/// One due timer a shard hands to the dispatcher: the record, the full
+/// generation it was dispatched under, its shard, and the deadline that
+/// came due.
+struct FireItem {
+    Record* rec;
+    std::uint32_t gen;
+    std::uint32_t shard;
+    tick_t due;
+};
+
+}  // namespace tickwheel::rt

@@ -1,0 +1,30 @@
+// Test-only hooks: places where a test parks a thread at an exact step, or
+// makes a rare failure happen on demand. Each is one relaxed load of a
+// null pointer (or flag) on its path when no test sets it. Never set by the
+// library itself; tests/ set them (tests link the static library).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace tickwheel::rt::test_hooks {
+
+/// Called by a thread acting on a record through an id or a FireItem (stop,
+/// stop_sync, reset, a worker's begin_run), after it loaded the record's
+/// word and validated the generation, before its CAS: the lookup-to-CAS
+/// window. `what`: 'c' cancel, 'r' reset, 'b' begin_run.
+extern std::atomic<void (*)(const void* record, char what)> in_window;
+
+/// The generation a never-used slot starts at (default 1). Lets a test
+/// bring a slot near a generation wrap without recycling it millions of times.
+extern std::atomic<std::uint32_t> first_generation;
+
+/// While > 0, each inbox post that may fail fails (and decrements it): the
+/// moodycamel queue's allocation failure, on demand.
+extern std::atomic<std::int64_t> fail_inbox_posts;
+
+inline void window(const void* rec, char what) noexcept {
+    if (auto* f = in_window.load(std::memory_order_relaxed)) f(rec, what);
+}
+
+}  // namespace tickwheel::rt::test_hooks

@@ -1,0 +1,118 @@
+// The load/CAS loops around the decisions of timer_state.hpp. Each validates
+// the full generation after every load of the word (a stale id or FireItem
+// is never acted on) and offers the test hook of the lookup-to-CAS window.
+#include "runtime/timer_state.hpp"
+
+#include "runtime/test_hooks.hpp"
+
+namespace tickwheel::rt {
+
+namespace {
+/// stop_sync() callers currently waiting on some record's word (process-wide).
+std::atomic<std::uint32_t> g_waiters{0};
+
+constexpr auto kAcq = std::memory_order_acquire;
+constexpr auto kAcqRel = std::memory_order_acq_rel;
+}  // namespace
+
+CancelOutcome TimerState::try_cancel(Record& r, std::uint32_t gen) noexcept {
+    Word c = r.ctl.load(kAcq);
+    bool hooked = false;
+    for (;;) {
+        if (r.gen() != gen) return CancelOutcome::NotPending;
+        const CancelStep s = decide_cancel(c, gen, r.periodic());
+        if (s.next == c) return s.out;  // nothing to write
+        if (!hooked) {
+            hooked = true;
+            test_hooks::window(&r, 'c');
+        }
+        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s.out;
+    }
+}
+
+void TimerState::finish_cancel(Record& r) noexcept {
+    r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Cancelled), std::memory_order_release);
+    wake(r);
+}
+
+ResetStep TimerState::reset(Record& r, std::uint32_t gen, tick_t tick, bool own_run) noexcept {
+    Word c = r.ctl.load(kAcq);
+    bool hooked = false;
+    for (;;) {
+        if (r.gen() != gen) return {false, c, Post::None};
+        const ResetStep s = decide_reset(c, gen, tick, r.periodic(), own_run);
+        if (!s.rearmed) return s;
+        if (!hooked) {
+            hooked = true;
+            test_hooks::window(&r, 'r');
+        }
+        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s;
+    }
+}
+
+ExpireStep TimerState::expire(Record& r, tick_t now) noexcept {
+    Word c = r.ctl.load(kAcq);
+    for (;;) {
+        const ExpireStep s = decide_expire(c, now, r.period_ticks());
+        if (s.next == c || r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s;
+    }
+}
+
+bool TimerState::begin_run(Record& r, std::uint32_t gen) noexcept {
+    Word c = r.ctl.load(kAcq);
+    bool hooked = false;
+    for (;;) {
+        if (r.gen() != gen || !decide_begin_run(c, gen)) return false;
+        if (!hooked) {
+            hooked = true;
+            test_hooks::window(&r, 'b');
+        }
+        if (r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Running), kAcqRel, kAcq)) return true;
+    }
+}
+
+FinishStep TimerState::finish_run(Record& r) noexcept {
+    Word c = r.ctl.load(kAcq);
+    for (;;) {
+        const FinishStep s = decide_finish_run(c, r.periodic());
+        if (s.out == FinishOutcome::Stopped) return s;  // RUNNING_STOPPED: the worker's, moved after the release
+        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) {
+            if (s.out != FinishOutcome::Last) wake(r);  // Last: woken when retired
+            return s;
+        }
+    }
+}
+
+void TimerState::finish_stopped(Record& r) noexcept {
+    r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Cancelled), std::memory_order_release);
+    wake(r);
+}
+
+void TimerState::mark_free(Record& r, std::uint32_t gen, std::uint32_t link) noexcept {
+    const State was = Ctl::state(r.ctl.load(std::memory_order_relaxed));
+    r.ctl.store(Ctl::make(gen, State::Free, link), std::memory_order_release);
+    if (was == State::Releasing) wake(r);  // a worker retiring after a last run; CANCELLED has no waiters
+}
+
+Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
+    Word c = r.ctl.load(kAcq);
+    if (r.gen() != gen || !must_wait(c, gen)) return c;
+    // Announce the wait, then look again (pairs with the fence in wake()):
+    // either the waker sees the waiter, or the waiter sees the new word.
+    g_waiters.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    c = r.ctl.load(kAcq);
+    while (r.gen() == gen && must_wait(c, gen)) {
+        r.ctl.wait(c, kAcq);
+        c = r.ctl.load(kAcq);
+    }
+    g_waiters.fetch_sub(1, std::memory_order_relaxed);
+    return c;
+}
+
+void TimerState::wake(Record& r) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (g_waiters.load(std::memory_order_relaxed) != 0) r.ctl.notify_all();
+}
+
+}  // namespace tickwheel::rt
