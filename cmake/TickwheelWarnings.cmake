@@ -1,5 +1,5 @@
 # Warning and sanitizer flags, applied to every target of this project.
-add_compile_options(-Wall -Wextra -Wshadow -Wnon-virtual-dtor)
+add_compile_options(-Wall -Wextra -Wshadow $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>)
 if(TICKWHEEL_WERROR)
   add_compile_options(-Werror)
 endif()

@@ -51,6 +51,7 @@ void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::ui
         TimerState::mark_free(last, bottom_gen, static_cast<std::uint32_t>(head));
         next = ((head >> 32) + 1) << 32 | (std::uint64_t{top} + 1);
     } while (!free_head_.compare_exchange_weak(head, next, std::memory_order_release, std::memory_order_relaxed));
+    if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top);
 }
 
 Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept {

@@ -12,7 +12,9 @@ namespace tickwheel::rt::test_hooks {
 /// Called by a thread acting on a record through an id or a FireItem (stop,
 /// stop_sync, reset, a worker's begin_run), after it loaded the record's
 /// word and validated the generation, before its CAS: the lookup-to-CAS
-/// window. `what`: 'c' cancel, 'r' reset, 'b' begin_run.
+/// window. `what`: 'c' cancel, 'r' reset, 'b' begin_run; and 'W' when
+/// stop_sync() is about to wait for a run, 'w' when it has waited and is
+/// about to look at the timer again.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
@@ -22,6 +24,11 @@ extern std::atomic<std::uint32_t> first_generation;
 /// While > 0, each inbox post that may fail fails (and decrements it): the
 /// moodycamel queue's allocation failure, on demand.
 extern std::atomic<std::int64_t> fail_inbox_posts;
+
+/// Called after a chain of records was pushed onto a handle table's free
+/// stack (a flush), with the chain's top index: lets a test wait until a
+/// given record can be taken again.
+extern std::atomic<void (*)(std::uint32_t top_index)> freed;
 
 inline void window(const void* rec, char what) noexcept {
     if (auto* f = in_window.load(std::memory_order_relaxed)) f(rec, what);

@@ -99,6 +99,7 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
     if (r.gen() != gen || !must_wait(c, gen)) return c;
     // Announce the wait, then look again (pairs with the fence in wake()):
     // either the waker sees the waiter, or the waiter sees the new word.
+    test_hooks::window(&r, 'W');  // about to wait
     g_waiters.fetch_add(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     c = r.ctl.load(kAcq);
@@ -107,6 +108,7 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
         c = r.ctl.load(kAcq);
     }
     g_waiters.fetch_sub(1, std::memory_order_relaxed);
+    test_hooks::window(&r, 'w');  // after a wait, before the caller looks again
     return c;
 }
 

@@ -1,0 +1,599 @@
+// Regression tests for the correctness holes of issue 9, each forced at the
+// exact step with the library's test hooks (src/runtime/test_hooks.hpp):
+//   1. a stale id acting on an unrelated timer (the lookup-to-CAS window,
+//      stop_sync's retry after a wait, the 24-bit generation wrap);
+//   2. stop_sync returning while a concurrent stop's (or shutdown's)
+//      release hook still runs;
+//   3. shutdown deadlocking against a failing start's release hook;
+//   5. a failed inbox enqueue losing a start, a cancel or a refile;
+//   8. the C start's release-hook rule, for the hook-running failures.
+// (4 is runtime_tbb_test.cpp, 6 fork_test.cpp, 7 capi_inline_init.c.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/test_hooks.hpp"
+#include "runtime/timer_record.hpp"
+#include "test_support.hpp"
+#include "tickwheel/runtime.hpp"
+#include "tickwheel/tickwheel.h"
+
+using namespace std::chrono_literals;
+using tickwheel::Runtime;
+using tickwheel::Timer;
+using tw_test::wait_until;
+namespace hooks = tickwheel::rt::test_hooks;
+using Id = tickwheel::rt::Id;
+
+namespace {
+
+/// A one-shot gate: wait() blocks until open().
+class Gate {
+public:
+    void open() {
+        {
+            std::lock_guard<std::mutex> l(m_);
+            open_ = true;
+        }
+        cv_.notify_all();
+    }
+    bool wait(std::chrono::milliseconds limit = 30s) {
+        std::unique_lock<std::mutex> l(m_);
+        return cv_.wait_for(l, limit, [&] { return open_; });
+    }
+    bool is_open() {
+        std::lock_guard<std::mutex> l(m_);
+        return open_;
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool open_ = false;
+};
+
+/// Parks the thread that asked for it at the hook point `what`, once; opens
+/// `waiting` when that thread is about to wait in stop_sync ('W').
+struct Parking {
+    char what = 0;
+    Gate parked, go, waiting;
+};
+Parking* g_parking = nullptr;
+thread_local bool t_park_me = false;
+
+void park_hook(const void*, char what) {
+    if (!t_park_me || g_parking == nullptr) return;
+    if (what == 'W') g_parking->waiting.open();
+    if (what != g_parking->what) return;
+    t_park_me = false;
+    g_parking->parked.open();
+    g_parking->go.wait(120s);
+}
+
+// Pushes of records onto a free stack (test_hooks::freed).
+std::atomic<std::uint64_t> g_pushes{0};
+std::atomic<std::uint32_t> g_last_top{~0u};
+std::atomic<std::uint64_t> g_pushes_of[4096];  // per chain-top index (small tests only)
+void push_hook(std::uint32_t top) {
+    g_last_top.store(top);
+    if (top < 4096) g_pushes_of[top].fetch_add(1);
+    g_pushes.fetch_add(1);
+}
+
+struct HookGuard {
+    explicit HookGuard(Parking& p) {
+        g_parking = &p;
+        hooks::in_window.store(&park_hook);
+    }
+    ~HookGuard() {
+        hooks::in_window.store(nullptr);
+        g_parking = nullptr;
+    }
+};
+
+/// Joins a parked thread when the test ends, also on a failed ASSERT.
+struct Unpark {
+    Parking& p;
+    std::thread& t;
+    ~Unpark() {
+        p.go.open();
+        if (t.joinable()) t.join();
+    }
+};
+
+struct PushHook {
+    PushHook() {
+        g_last_top.store(~0u);
+        hooks::freed.store(&push_hook);
+    }
+    ~PushHook() { hooks::freed.store(nullptr); }
+};
+
+tickwheel::Config one_shard() {
+    tickwheel::Config c;
+    c.shards = 1;
+    c.workers = 2;
+    return c;
+}
+
+/// Starts a 0-delay one-shot on a one-shard runtime, waits until it ran and
+/// until its record was pushed back on the free stack (so that the next
+/// start takes it: the stack is LIFO). `freed` says whether that happened
+/// within `limit` (it does not while the record is quarantined or retired).
+/// Needs a PushHook.
+std::uint64_t fire_once(Runtime& rt, std::atomic<int>& runs, bool* freed = nullptr,
+                        tickwheel::Duration limit = 3s) {
+    const int before = runs.load();
+    const std::uint64_t pushes = g_pushes.load();
+    const Timer t = rt.start(0ns, [&runs] { runs.fetch_add(1); });
+    EXPECT_TRUE(wait_until([&] { return runs.load() > before; }));
+    const bool ok = wait_until(
+        [&] { return g_pushes.load() > pushes && g_last_top.load() == Id::index(t.id()); }, limit);
+    if (freed != nullptr) *freed = ok;
+    return t.id();
+}
+
+/// Fires one-shots until `done(id)` says stop (returns that id) or `limit`
+/// starts (returns 0).
+template <class Done>
+std::uint64_t churn(Runtime& rt, std::atomic<int>& runs, int limit, Done done) {
+    for (int i = 0; i < limit; ++i) {
+        const std::uint64_t id = fire_once(rt, runs);
+        if (done(id)) return id;
+    }
+    return 0;
+}
+
+}  // namespace
+
+// ---- 1. stale ids ----------------------------------------------------------------
+
+// A reset (or stop) with a current id is parked between its load of the word
+// and its CAS, while the timer is stopped and its slot goes through 1024
+// more timers (the word's 10-bit generation comes back) and the 1024th is
+// pending at the very same deadline: the word is bit for bit what the parked
+// thread loaded. Before the fix its CAS succeeded on that unrelated timer.
+// Now the parked thread's hazard keeps the slot quarantined at the wrap, so
+// the slot cannot come back while it is parked, and it acts on nothing.
+class StaleWindow : public ::testing::TestWithParam<char> {};
+
+TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
+    const char op = GetParam();  // 'r' reset, 'c' stop
+    PushHook pushes;
+    Runtime rt(one_shard());
+    std::atomic<int> runs{0};
+    const auto deadline = Runtime::now() + 1h;
+    std::atomic<int> a_runs{0};
+    const Timer a = rt.start_at(deadline, [&a_runs] { a_runs.fetch_add(1); });
+
+    Parking parking;
+    parking.what = op;
+    HookGuard hook(parking);
+    std::atomic<int> result{-1};
+    std::thread t([&] {
+        t_park_me = true;
+        const bool acted = op == 'r' ? rt.reset(a.id(), 2h) : rt.stop(a.id());
+        result.store(acted ? 1 : 0);
+    });
+    Unpark unpark{parking, t};
+    ASSERT_TRUE(parking.parked.wait());
+
+    // Take A away from under the parked thread; the shard recycles its
+    // slot at its next pass (a stop does not wake it: up to 100 ms).
+    const std::uint32_t slot = Id::index(a.id());
+    const std::uint32_t g0 = Id::gen(a.id());
+    ASSERT_TRUE(rt.stop_sync(a.id()));
+    ASSERT_TRUE(wait_until([&] { return g_last_top.load() == slot; }));
+    // Churn the slot until the next occupant would carry A's 10-bit
+    // generation again, or until the slot stops coming back.
+    std::uint64_t last = 0;
+    int on_slot = 0;
+    for (;;) {
+        bool freed = false;
+        const std::uint64_t id = fire_once(rt, runs, &freed);
+        ASSERT_EQ(Id::index(id), slot) << "the churn lost the slot";
+        ++on_slot;
+        last = id;
+        if (!freed || Id::gen(id) + 1 == g0 + 1024) break;
+    }
+    // Try to put a timer at A's deadline on the slot with A's 10-bit generation.
+    std::atomic<int> b_runs{0};
+    const Timer b = rt.start_at(deadline, [&b_runs] { b_runs.fetch_add(1); });
+    const bool b_on_slot_with_as_word =
+        Id::index(b.id()) == slot && (Id::gen(b.id()) & 0x3FF) == (g0 & 0x3FF);
+    EXPECT_FALSE(b_on_slot_with_as_word)
+        << "the slot came back to A's word while a thread was between its load and its CAS (last gen on slot "
+        << Id::gen(last) << ", A's " << g0 << ", " << on_slot << " reuses)";
+
+    const std::uint64_t slot_pushes = g_pushes_of[slot].load();
+    parking.go.open();
+    t.join();
+    EXPECT_EQ(result.load(), 0) << "a call with A's id acted on another timer";
+    // B is untouched: still pending at A's old deadline (neither stopped nor moved).
+    EXPECT_TRUE(rt.reset(b.id(), 1h)) << "B must still be pending";
+    EXPECT_TRUE(rt.stop(b.id()));
+    EXPECT_EQ(a_runs.load(), 0);
+    EXPECT_EQ(b_runs.load(), 0);
+    // And the quarantined slot is not lost: once nobody is parked on it, it
+    // is reused again (the shard's next quarantine pass frees it).
+    EXPECT_TRUE(wait_until([&] { return g_pushes_of[slot].load() > slot_pushes; })) << "the slot stayed quarantined";
+    // The free stack holds the slot near its top (under at most B's): a few
+    // starts at once take it.
+    std::vector<Timer> some;
+    std::uint64_t again = 0;
+    for (int i = 0; i < 4; ++i) {
+        some.push_back(rt.start(1h, [] {}));
+        if (Id::index(some.back().id()) == slot) again = some.back().id();
+    }
+    EXPECT_NE(again, 0u) << "the slot was not reused after the quarantine";
+    EXPECT_EQ(Id::gen(again), Id::gen(last) + 1);
+    for (const Timer& x : some) EXPECT_TRUE(rt.stop(x));
+}
+
+INSTANTIATE_TEST_SUITE_P(ResetAndStop, StaleWindow, ::testing::Values('r', 'c'),
+                         [](const ::testing::TestParamInfo<char>& p) { return std::string(p.param == 'r' ? "Reset" : "Stop"); });
+
+// stop_sync waits for A's last run, is parked after its wait (before it looks
+// again), and meanwhile A's slot gets 1024 more timers and the last one is
+// pending. Before the fix, stop_sync retried its CAS with the 10-bit
+// generation only: it cancelled that unrelated timer (returning true for a
+// timer that had run) and the new timer's slot leaked.
+TEST(StaleId, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant) {
+    PushHook pushes;
+    Runtime rt(one_shard());
+    std::atomic<int> runs{0};
+    Gate in_a, release_a;
+    const Timer a = rt.start(0ns, [&] {
+        in_a.open();
+        release_a.wait();
+    });
+    ASSERT_TRUE(in_a.wait());
+
+    Parking parking;
+    parking.what = 'w';
+    HookGuard hook(parking);
+    std::atomic<int> result{-1};
+    std::thread t([&] {
+        t_park_me = true;
+        result.store(rt.stop_sync(a.id()) ? 1 : 0);
+    });
+    Unpark unpark{parking, t};
+    ASSERT_TRUE(parking.waiting.wait());  // stop_sync waits for A's run; let the run end
+    release_a.open();
+    ASSERT_TRUE(parking.parked.wait());
+
+    const std::uint32_t slot = Id::index(a.id());
+    const std::uint32_t g0 = Id::gen(a.id());
+    ASSERT_TRUE(wait_until([&] { return g_last_top.load() == slot; }));  // A's slot is free again
+    // Nobody holds a hazard on the slot now (stop_sync holds none while it
+    // waits), so it may wrap: bring it to A's 10-bit generation again.
+    const std::uint64_t last = churn(rt, runs, 5000, [&](std::uint64_t id) {
+        return Id::index(id) != slot || Id::gen(id) + 1 == g0 + 1024;
+    });
+    ASSERT_EQ(Id::index(last), slot) << "the churn lost the slot";
+    std::atomic<int> b_runs{0};
+    ASSERT_TRUE(wait_until([&] { return g_last_top.load() == slot; }));  // through the quarantine at the wrap
+    const Timer b = rt.start(1h, [&b_runs] { b_runs.fetch_add(1); });
+    ASSERT_EQ(Id::index(b.id()), slot);
+    ASSERT_EQ(Id::gen(b.id()) & 0x3FF, g0 & 0x3FF) << "B carries A's 10-bit generation";
+
+    parking.go.open();
+    t.join();
+    EXPECT_EQ(result.load(), 0) << "stop_sync(A) returned true after A's last run: it cancelled B";
+    EXPECT_TRUE(rt.stop(b.id())) << "B must still be pending";
+}
+
+// A slot at the last 24-bit generation is retired: the next start takes
+// another slot, so an id never names two timers (before the fix the
+// generation wrapped to 1 and old ids became valid again).
+TEST(StaleId, SlotAtTheLastGenerationIsRetiredNotReused) {
+    hooks::first_generation.store(Id::kMaxGen - 1);
+    struct Reset {
+        ~Reset() { hooks::first_generation.store(1); }
+    } reset_hook;
+    PushHook pushes;
+    Runtime rt(one_shard());
+    std::atomic<int> runs{0};
+    const std::uint64_t x = fire_once(rt, runs);
+    ASSERT_EQ(Id::gen(x), Id::kMaxGen - 1);
+    hooks::first_generation.store(1);  // only x's slot starts near the end
+    bool freed = false;
+    const std::uint64_t y = fire_once(rt, runs, &freed, 1s);
+    ASSERT_EQ(Id::index(y), Id::index(x));
+    ASSERT_EQ(Id::gen(y), Id::kMaxGen);
+    EXPECT_FALSE(freed) << "a record at the last generation went back on the free stack";
+    // From now on the slot is never handed out again.
+    for (int i = 0; i < 100; ++i) {
+        const std::uint64_t z = fire_once(rt, runs);
+        ASSERT_NE(Id::index(z), Id::index(x)) << "a retired slot was reused, generation " << Id::gen(z);
+    }
+    EXPECT_FALSE(rt.stop(x));
+    EXPECT_FALSE(rt.stop(y));
+    EXPECT_FALSE(rt.reset(y, 1ms));
+}
+
+// ---- 2. stop_sync and release hooks ---------------------------------------------------
+
+namespace {
+/// A callable whose destructor (the release hook) blocks until `go` opens.
+struct BlockingHook {
+    Gate* entered;
+    Gate* go;
+    std::atomic<bool>* returned;
+    BlockingHook(Gate* e, Gate* g, std::atomic<bool>* r) : entered(e), go(g), returned(r) {}
+    BlockingHook(BlockingHook&& o) noexcept : entered(o.entered), go(o.go), returned(std::exchange(o.returned, nullptr)) {}
+    ~BlockingHook() {
+        if (returned == nullptr) return;
+        entered->open();
+        go->wait();
+        returned->store(true);
+    }
+    void operator()() const {}
+};
+}  // namespace
+
+TEST(StopSyncWaitsForTheReleaseHook, OfAConcurrentStop) {
+    Runtime rt(one_shard());
+    Gate entered, go;
+    std::atomic<bool> returned{false};
+    const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
+    std::thread stopper([&] { EXPECT_TRUE(rt.stop(t.id())); });
+    ASSERT_TRUE(entered.wait());  // the stop's release hook is running
+    std::atomic<bool> sync_returned{false};
+    bool saw_hook_returned = false;
+    std::thread syncer([&] {
+        rt.stop_sync(t.id());
+        saw_hook_returned = returned.load();
+        sync_returned.store(true);
+    });
+    // stop_sync must not return while the hook runs. (If it wrongly returns,
+    // it does so at once; this bound only delays the check.)
+    std::this_thread::sleep_for(100ms);
+    EXPECT_FALSE(sync_returned.load()) << "stop_sync returned while the release hook was still running";
+    go.open();
+    stopper.join();
+    syncer.join();
+    EXPECT_TRUE(saw_hook_returned) << "stop_sync returned before the release hook returned";
+}
+
+TEST(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
+    Runtime rt(one_shard());
+    Gate entered, go;
+    std::atomic<bool> returned{false};
+    const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
+    std::thread shutter([&] { rt.shutdown(); });
+    ASSERT_TRUE(entered.wait());  // the sweep's release hook is running
+    bool saw_hook_returned = false;
+    std::atomic<bool> sync_returned{false};
+    std::thread syncer([&] {
+        EXPECT_FALSE(rt.stop_sync(t.id()));  // shutdown cancelled it, not this call
+        saw_hook_returned = returned.load();
+        sync_returned.store(true);
+    });
+    std::this_thread::sleep_for(100ms);
+    EXPECT_FALSE(sync_returned.load()) << "stop_sync returned while shutdown's release hook was still running";
+    go.open();
+    shutter.join();
+    syncer.join();
+    EXPECT_TRUE(saw_hook_returned);
+}
+
+// ---- 3. shutdown and failing starts ------------------------------------------------------
+
+namespace {
+/// Runs `f` on a thread; fails the test and ends the process if it does not
+/// finish within `limit` (a deadlock must not hang the suite).
+template <class F>
+void must_finish(F f, std::chrono::seconds limit, const char* what) {
+    auto done = std::make_shared<std::promise<void>>();
+    auto fut = done->get_future();
+    std::thread([f = std::move(f), done]() mutable {
+        f();
+        done->set_value();
+    }).detach();
+    if (fut.wait_for(limit) != std::future_status::ready) {
+        ADD_FAILURE() << what << ": deadlocked (no progress in " << limit.count() << " s)";
+        std::fflush(nullptr);
+        std::_Exit(1);
+    }
+}
+}  // namespace
+
+// A start that fails (limit reached) destroys its callable; that destructor
+// calls shutdown(). Before the fix it ran inside the start's in-flight
+// guard and shutdown waited for that very start forever. Now the callable is
+// destroyed after the guard, and shutdown from a release hook reports
+// would_deadlock, as the C API does.
+TEST(ShutdownAndFailedStart, ShutdownFromAFailedStartsReleaseHookReportsWouldDeadlock) {
+    tickwheel::Config c = one_shard();
+    c.max_timers = 1;
+    Runtime rt(c);
+    const Timer keep = rt.start(1h, [] {});
+    std::error_code from_hook;
+    struct CallsShutdown {
+        Runtime* rt;
+        std::error_code* ec;
+        CallsShutdown(Runtime* r, std::error_code* e) : rt(r), ec(e) {}
+        CallsShutdown(CallsShutdown&& o) noexcept : rt(std::exchange(o.rt, nullptr)), ec(o.ec) {}
+        ~CallsShutdown() {
+            if (rt != nullptr) rt->shutdown(*ec);
+        }
+        void operator()() const {}
+    };
+    must_finish(
+        [&] {
+            std::error_code ec;
+            tickwheel::StartOptions o;
+            o.delay = 1h;
+            const Timer t = rt.start(o, tickwheel::detail::Callback(CallsShutdown(&rt, &from_hook)), ec);
+            EXPECT_EQ(ec, tickwheel::errc::limit_reached);
+            EXPECT_FALSE(t);
+        },
+        10s, "start whose failing release hook calls shutdown");
+    EXPECT_EQ(from_hook, tickwheel::errc::would_deadlock);
+    EXPECT_FALSE(rt.is_shut_down());
+    EXPECT_TRUE(rt.stop(keep));
+}
+
+// The C shape of the same bug: the release hook of a failing start takes a
+// lock that the thread calling shutdown holds. Before the fix: the hook ran
+// inside the start's guard, shutdown waited for the guard, the hook for the
+// lock -- both threads stuck.
+namespace {
+std::mutex g_app_lock;
+Gate* g_hook_entered = nullptr;
+void locking_release(void*) {
+    g_hook_entered->open();
+    std::lock_guard<std::mutex> l(g_app_lock);
+}
+void noop_cb(void*, tw_timer) {}
+}  // namespace
+
+TEST(ShutdownAndFailedStart, ReleaseHookTakingTheShutdownCallersLockDoesNotDeadlock) {
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.shards = 1;
+    cfg.max_timers = 1;
+    tw_runtime* rt = nullptr;
+    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_timer keep = 0;
+    ASSERT_EQ(tw_timer_start(rt, 3600'000'000'000ull, 0, noop_cb, nullptr, &keep), TW_OK);
+    Gate entered;
+    g_hook_entered = &entered;
+    must_finish(
+        [&] {
+            std::unique_lock<std::mutex> app(g_app_lock);  // the application's lock, held around shutdown
+            std::thread starter([&] {
+                tw_timer_spec s;
+                tw_timer_spec_init(&s);
+                s.delay_ns = 1'000'000;
+                s.callback = noop_cb;
+                s.release = locking_release;
+                tw_timer id = 0;
+                EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_EAGAIN);  // limit: fails, calls the hook
+            });
+            ASSERT_TRUE(entered.wait());  // the hook runs and waits for the lock we hold
+            EXPECT_EQ(tw_runtime_shutdown(rt), TW_OK);
+            app.unlock();
+            starter.join();
+        },
+        10s, "shutdown while a failing start's release hook waits for the caller's lock");
+    EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
+    g_hook_entered = nullptr;
+}
+
+// ---- 5. inbox allocation failures -----------------------------------------------------------
+
+namespace {
+struct FailPosts {
+    explicit FailPosts(std::int64_t n) { hooks::fail_inbox_posts.store(n); }
+    ~FailPosts() { hooks::fail_inbox_posts.store(0); }
+};
+}  // namespace
+
+// Before the fix start() ignored a failed enqueue: it reported success and
+// the timer never fired. Now it fails with no_memory, releases the callable
+// exactly once, and frees the slot.
+TEST(InboxFailure, StartFailsWithNoMemoryAndReleasesOnce) {
+    PushHook pushes;
+    Runtime rt(one_shard());
+    std::atomic<int> runs{0};
+    const std::uint64_t warm = fire_once(rt, runs);  // the slot the next start takes
+    std::atomic<int> released{0}, ran{0};
+    struct Counted {
+        std::atomic<int>* released;
+        std::atomic<int>* ran;
+        Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
+        Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
+        ~Counted() {
+            if (released != nullptr) released->fetch_add(1);
+        }
+        void operator()() const { ran->fetch_add(1); }
+    };
+    std::error_code ec;
+    {
+        FailPosts fail(1);
+        tickwheel::StartOptions o;
+        const Timer t = rt.start(o, tickwheel::detail::Callback(Counted(&released, &ran)), ec);
+        EXPECT_FALSE(t);
+    }
+    EXPECT_EQ(ec, tickwheel::errc::no_memory);
+    EXPECT_EQ(released.load(), 1);
+    EXPECT_EQ(rt.stats().started, 1u);  // only `warm`
+    EXPECT_EQ(rt.stats().live, 0u);
+    // The slot is not lost: the next start reuses it.
+    const Timer next = rt.start(1h, [] {});
+    EXPECT_EQ(Id::index(next.id()), Id::index(warm));
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(ran.load(), 0);
+}
+
+// Stops whose Cancel cannot be queued still free their slots (the reserve),
+// also more of them than the reserve holds at once.
+TEST(InboxFailure, CancelsAreNeverLost) {
+    Runtime rt(one_shard());
+    constexpr int kTimers = 3000;  // > Inbox::kReserve
+    std::vector<Timer> timers;
+    timers.reserve(kTimers);
+    for (int i = 0; i < kTimers; ++i) timers.push_back(rt.start(1h, [] {}));
+    ASSERT_TRUE(wait_until([&] { return rt.stats().pending_per_shard[0] == kTimers; }));
+    const std::size_t slots = rt.stats().slots;
+    {
+        FailPosts fail(1'000'000);
+        for (const Timer& t : timers) ASSERT_TRUE(rt.stop(t));
+    }
+    // Every record comes back: the wheel is empty and new starts reuse slots.
+    ASSERT_TRUE(wait_until([&] { return rt.stats().pending_per_shard[0] == 0; }));
+    ASSERT_TRUE(wait_until([&] {
+        std::vector<Timer> again;
+        for (int i = 0; i < kTimers; ++i) again.push_back(rt.start(1h, [] {}));
+        const bool reused = rt.stats().slots == slots;
+        for (const Timer& t : again) rt.stop(t);
+        return reused;
+    })) << "slots grew from " << slots << " to " << rt.stats().slots << ": stopped timers were leaked";
+}
+
+// A reset to an earlier deadline whose Refile cannot be queued still moves
+// the timer: it fires at the new deadline, not at the old one.
+TEST(InboxFailure, EarlierResetIsNeverLost) {
+    Runtime rt(one_shard());
+    std::atomic<int> ran{0};
+    const Timer t = rt.start(1h, [&ran] { ran.fetch_add(1); });
+    ASSERT_TRUE(wait_until([&] { return rt.stats().pending_per_shard[0] == 1; }));
+    {
+        FailPosts fail(1'000'000);
+        ASSERT_TRUE(rt.reset(t, 10ms));
+    }
+    EXPECT_TRUE(wait_until([&] { return ran.load() == 1; })) << "the earlier deadline was lost";
+}
+
+// The C API's side of 5 and 8: TW_ENOMEM from a start calls the hook once.
+TEST(InboxFailure, CStartEnomemCallsTheReleaseHookOnce) {
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.shards = 1;
+    tw_runtime* rt = nullptr;
+    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    static std::atomic<int> released{0};
+    released = 0;
+    tw_timer_spec s;
+    tw_timer_spec_init(&s);
+    s.callback = noop_cb;
+    s.release = [](void*) { released.fetch_add(1); };
+    tw_timer id = 5;
+    {
+        FailPosts fail(1);
+        EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_ENOMEM);
+    }
+    EXPECT_EQ(id, 0u);
+    EXPECT_EQ(released.load(), 1);
+    EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
+    EXPECT_EQ(released.load(), 1);
+}
