@@ -7,6 +7,10 @@
 // that expire must be EXACTLY the reference timers with deadline <= t (none
 // early, none late, none twice), and size(), now(), has_expired(),
 // earliest_deadline() and next_expiry() must agree with the reference.
+// After every operation Wheel::check() must also pass: the wheel's internal
+// invariants (bitmaps, slot placement, list links, overflow hint, size),
+// verified by its own slow scan, so a broken invariant is reported at the
+// operation that broke it, not when a later expiry goes wrong.
 //
 // Seeds: four fixed ones, plus TICKWHEEL_SEED (decimal or 0x-hex) if set.
 // TICKWHEEL_MODEL_OPS multiplies the per-seed operation count (default 1.0,
@@ -66,12 +70,14 @@ public:
         for (op_ = 0; op_ < ops_; ++op_) {
             step();
             if (::testing::Test::HasFatalFailure()) return;
+            check_invariants();
+            if (::testing::Test::HasFatalFailure()) return;
         }
         teardown();
         std::cout << "[ model ] seed " << hex(seed_) << ": " << ops_ << " ops, " << advances_ << " advances, " << expirations_
                   << " expirations (" << far_expirations_ << " of timers filed beyond the level range; "
                   << overflow_inserts_ << " such inserts), " << epoch_crossings_ << " advances across a 2^48 boundary, "
-                  << resets_ << " wheels\n";
+                  << resets_ << " wheels, " << checks_ << " check() passes\n";
     }
 
 private:
@@ -299,6 +305,13 @@ private:
         }
     }
 
+    // The wheel's own slow-scan invariant check (Wheel::check()).
+    void check_invariants() {
+        const Wheel::CheckResult r = w_->check();
+        ASSERT_TRUE(r.ok()) << r << history();
+        ++checks_;
+    }
+
     // Pops up to `limit` nodes, each of which must be expired in the model.
     void pop(std::size_t limit) {
         for (std::size_t i = 0; i < limit; ++i) {
@@ -427,7 +440,7 @@ private:
     std::size_t hist_pos_ = 0;
 
     std::uint64_t advances_ = 0, expirations_ = 0, overflow_inserts_ = 0, resets_ = 0;
-    std::uint64_t far_expirations_ = 0, epoch_crossings_ = 0;
+    std::uint64_t far_expirations_ = 0, epoch_crossings_ = 0, checks_ = 0;
 };
 
 void run_seed(std::uint64_t seed) {

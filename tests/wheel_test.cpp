@@ -953,16 +953,17 @@ TEST(WheelTest, TicklessDriverWithOverflowAndRemovals) {
 }
 
 // ---------------------------------------------------------------------------
-// Known defects (see the report): these tests fail against the current
-// wheel.cpp and document what the header promises.
+// Regression tests for two defects of the overflow list, fixed in wheel.cpp
+// (commit 0c314c0); they failed before the fix and pass now.
 // ---------------------------------------------------------------------------
 
 // next_expiry() falls back to overflow_epoch_hint_ when only the overflow
-// list holds timers. remove() never raises that hint, and an advance() that
-// crosses the hinted epoch while the overflow list is empty never refreshes
-// it, so a later overflow insert leaves next_expiry() far *behind* now().
-// A driver computing `sleep = next_expiry() - now()` then underflows to a
-// ~2^64-tick sleep and misses the timer.
+// list holds timers. The defect: remove() never raised that hint, and an
+// advance() that crossed the hinted epoch while the overflow list was empty
+// never refreshed it, so a later overflow insert left next_expiry() far
+// *behind* now(), and a driver computing `sleep = next_expiry() - now()`
+// underflowed to a ~2^64-tick sleep and missed the timer. (Now the hint is
+// kNever whenever the list is empty; Wheel::check() verifies it.)
 TEST(WheelTest, NextExpiryIsNeverBeforeNow) {
     Wheel w;
     WheelNode a, b;
@@ -977,10 +978,11 @@ TEST(WheelTest, NextExpiryIsNeverBeforeNow) {
 }
 
 // wheel.hpp: advance() costs "O(non-empty slots whose start is <= t, plus
-// nodes re-filed)" and the overflow list is scanned "once per epoch that
-// holds a deadline". But whenever the levels are empty, every advance()
-// rescans the whole overflow list (overflow_min_epoch() before comparing
-// with t), so a loop of small advances costs O(calls x overflow size).
+// nodes re-filed)" and the overflow list is scanned only when an epoch that
+// may hold a deadline begins. The defect: whenever the levels were empty,
+// every advance() rescanned the whole overflow list (overflow_min_epoch()
+// before comparing with t), so a loop of small advances cost O(calls x
+// overflow size). Now the hint is compared with t first.
 TEST(WheelTest, SmallAdvancesDoNotRescanTheOverflowList) {
     constexpr std::size_t kTimers = 20000, kCalls = 20000;
     Wheel w;

@@ -59,6 +59,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 
 namespace tickwheel {
 
@@ -66,6 +67,7 @@ namespace tickwheel {
 using tick_t = std::uint64_t;
 
 class Wheel;
+struct WheelTestAccess;  // tests only: corrupts internals to test Wheel::check()
 
 /// The doubly linked list link shared by nodes and the wheel's list heads
 /// (circular lists with a sentinel head, as in Linux's list_head).
@@ -92,6 +94,7 @@ public:
 
 private:
     friend class Wheel;
+    friend struct WheelTestAccess;
     static constexpr std::uint16_t kUnlinked = 0xFFFF;
 
     tick_t deadline_ = 0;
@@ -175,7 +178,75 @@ public:
     /// tests and diagnostics.
     tick_t earliest_deadline() const noexcept;
 
+    /// What check() found: every invariant holds (`ok()`, and the result
+    /// converts to true), or the first violation in check()'s scan order.
+    struct CheckResult {
+        enum class Fault : std::uint8_t {
+            kNone = 0,
+            kList,             // a list link: next is null or another list's head, or next->prev != self
+            kLocation,         // a node's location field does not name the list it is on
+            kBitmap,           // an occupancy bit disagrees with its slot's emptiness
+            kSlotDue,          // a node on a level has a deadline <= now()
+            kSlotLevel,        // a node's level is not the XOR rule's (top differing digit of deadline ^ now)
+            kSlotDigit,        // a node's deadline digit at its level is not its slot
+            kExpiredNotDue,    // a node on the expired list has a deadline > now()
+            kOverflowNotFar,   // an overflow node's deadline is <= now() or in now()'s 2^48-epoch
+            kOverflowHint,     // the overflow epoch hint is not a lower bound in (now(), earliest epoch]
+            kSize,             // size() != the number of nodes found
+            kNextExpiry,       // next_expiry() disagrees with the scan
+            kEarliestDeadline  // earliest_deadline() disagrees with the scan
+        };
+        /// Where a fault was found.
+        enum class List : std::uint8_t { kNone = 0, kSlot, kExpired, kOverflow };
+
+        Fault fault = Fault::kNone;
+        List list = List::kNone;
+        unsigned level = 0, slot = 0;     // the slot, when list == kSlot
+        const WheelNode* node = nullptr;  // the offending node (kList: the last good one; null: the head)
+        // The wheel's value (a location, bit, level, slot, deadline, count,
+        // tick or, for kList, the address the bad link leads to) and what the
+        // scan computed for it, or the bound it violates (now() for kSlotDue,
+        // kExpiredNotDue and kOverflowNotFar).
+        tick_t found = 0;
+        tick_t expected = 0;
+        tick_t now = 0;  // the wheel's now() at the check
+
+        bool ok() const noexcept { return fault == Fault::kNone; }
+        explicit operator bool() const noexcept { return ok(); }
+        /// One sentence naming the violated invariant ("ok" if none); static.
+        const char* what() const noexcept;
+    };
+
+    /// Verifies, by a slow scan of every slot and list, every invariant the
+    /// design notes above state, and returns the first violation found:
+    ///  - every list (the 512 slots, the expired and the overflow list) is
+    ///    circular with consistent links (next->prev == self, no null link,
+    ///    no link into another of the wheel's lists);
+    ///  - every node's location field names the list it is on;
+    ///  - bit s of level L's occupancy word is set iff slot (L, s) is non-empty;
+    ///  - a node in slot (L, s) has deadline > now(), L is the level of the
+    ///    highest bit of deadline ^ now() (so it shares every digit above L
+    ///    with now() and its digit at L is greater than now()'s), and its
+    ///    digit at L is s;
+    ///  - an expired node has deadline <= now(); an overflow node has
+    ///    deadline > now() in a later 2^48-epoch than now();
+    ///  - the overflow epoch hint is kNever when the overflow list is empty,
+    ///    else a multiple of 2^48 in (now(), earliest overflow epoch];
+    ///  - size() equals the number of nodes found;
+    ///  - next_expiry() is now() if a node is expired, else the start of the
+    ///    slot of the earliest deadline on the levels, else (overflow only) a
+    ///    tick in (now(), earliest overflow epoch], else kNever; and
+    ///    earliest_deadline() is the earliest pending deadline.
+    /// For tests, fuzzers and debugging: the same one-thread-at-a-time rule
+    /// as every other member; O(nodes + kLevels * kSlots); touches no state
+    /// and allocates nothing. Nodes are assumed to be readable memory: a
+    /// corrupt link is reported if it is null or points into the wheel, or
+    /// if the node it reaches does not point back.
+    CheckResult check() const noexcept;
+
 private:
+    friend struct WheelTestAccess;
+
     // The special values of WheelNode::loc_ besides level*64+slot.
     static constexpr std::uint16_t kExpiredList = 0xFFFE;
     static constexpr std::uint16_t kOverflowList = 0xFFFD;
@@ -197,12 +268,16 @@ private:
     std::size_t size_ = 0;
     std::uint64_t occupied_[kLevels] = {};
     // Lower bound of the earliest epoch (deadline >> 48 << 48) on the
-    // overflow list; refreshed exactly when the overflow list is processed.
+    // overflow list, kNever while the list is empty; refreshed exactly when
+    // the overflow list is processed.
     tick_t overflow_epoch_hint_ = kNever;
     ListHead slots_[kLevels][kSlots];
     ListHead expired_;
     ListHead overflow_;
 };
+
+/// Prints a check() result: "ok", or the violated invariant and where.
+std::ostream& operator<<(std::ostream& os, const Wheel::CheckResult& r);
 
 // ---------------------------------------------------------------------------
 // Inline hot paths.

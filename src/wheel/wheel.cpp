@@ -3,6 +3,9 @@
 // the design and its invariants are explained at the top of wheel.hpp.
 #include "tickwheel/wheel.hpp"
 
+#include <cstdint>
+#include <ostream>
+
 namespace tickwheel {
 
 namespace {
@@ -15,6 +18,14 @@ constexpr tick_t slot_start(tick_t now, unsigned level, unsigned slot) noexcept 
     const unsigned shift = level * kBits;
     const tick_t block_mask = ~((tick_t{1} << (shift + kBits)) - 1);  // digits above `level`
     return (now & block_mask) | (tick_t{slot} << shift);
+}
+
+// The level the XOR rule files a pending deadline on: the digit of the
+// highest bit in which it differs from now (diff = deadline ^ now != 0);
+// kLevels if that bit is beyond the levels (the overflow list).
+constexpr unsigned xor_level(tick_t diff) noexcept {
+    if (diff >= Wheel::kLevelRange) return Wheel::kLevels;
+    return (63u - static_cast<unsigned>(__builtin_clzll(diff))) / kBits;
 }
 
 }  // namespace
@@ -113,6 +124,175 @@ tick_t Wheel::earliest_deadline() const noexcept {
         if (d < best) best = d;
     }
     return best;
+}
+
+// ---------------------------------------------------------------------------
+// check(): the invariants of wheel.hpp, verified by a slow scan.
+// ---------------------------------------------------------------------------
+
+Wheel::CheckResult Wheel::check() const noexcept {
+    using Fault = CheckResult::Fault;
+    CheckResult r;
+    r.now = now_;
+    const auto fail = [&](Fault f, const WheelNode* n, tick_t found, tick_t expected) {
+        r.fault = f;
+        r.node = n;
+        r.found = found;
+        r.expected = expected;
+        return false;
+    };
+    // The wheel's own list heads live inside *this; a node never does.
+    const auto lo = reinterpret_cast<std::uintptr_t>(this);
+    const auto inside_wheel = [lo](const WheelLink* l) {
+        const auto a = reinterpret_cast<std::uintptr_t>(l);
+        return a >= lo && a - lo < sizeof(Wheel);
+    };
+
+    std::size_t count = 0;
+    bool any_level = false, any_overflow = false;
+    tick_t earliest_level = kNever, earliest_overflow = kNever;
+
+    // Walks one circular list: every link is checked before it is followed
+    // (not null, not into another of the wheel's lists, and the node reached
+    // points back), so a corrupt list ends the walk instead of looping: the
+    // first node met twice would have to point back to two predecessors.
+    // Every node's location must be `loc`; then `per_node` checks placement.
+    const auto walk = [&](const ListHead* head, std::uint16_t loc, auto&& per_node) -> bool {
+        const WheelLink* prev = head;
+        const auto prev_node = [&] { return prev == head ? nullptr : static_cast<const WheelNode*>(prev); };
+        for (const WheelLink* l = prev->next;; l = l->next) {
+            if (l == nullptr || (l != head && inside_wheel(l)) || l->prev != prev)
+                return fail(Fault::kList, prev_node(), reinterpret_cast<std::uintptr_t>(l), 0);
+            if (l == head) return true;
+            const WheelNode* n = static_cast<const WheelNode*>(l);
+            if (n->loc_ != loc) return fail(Fault::kLocation, n, n->loc_, loc);
+            ++count;
+            if (!per_node(n)) return false;
+            prev = l;
+        }
+    };
+
+    // The levels: every slot, empty or not.
+    r.list = CheckResult::List::kSlot;
+    for (unsigned level = 0; level < kLevels; ++level) {
+        for (unsigned slot = 0; slot < kSlots; ++slot) {
+            r.level = level;
+            r.slot = slot;
+            const ListHead* head = &slots_[level][slot];
+            const bool ok = walk(head, static_cast<std::uint16_t>(level * kSlots + slot), [&](const WheelNode* n) {
+                const tick_t d = n->deadline_;
+                if (d <= now_) return fail(Fault::kSlotDue, n, d, now_);
+                const unsigned want_level = xor_level(d ^ now_);
+                if (want_level != level) return fail(Fault::kSlotLevel, n, level, want_level);
+                const unsigned digit = static_cast<unsigned>(d >> (level * kBits)) & (kSlots - 1);
+                if (digit != slot) return fail(Fault::kSlotDigit, n, slot, digit);
+                if (!any_level || d < earliest_level) earliest_level = d;
+                any_level = true;
+                return true;
+            });
+            if (!ok) return r;
+            const bool bit = (occupied_[level] >> slot) & 1;
+            const bool non_empty = head->next != head;
+            if (bit != non_empty) {
+                fail(Fault::kBitmap, nullptr, bit, non_empty);
+                return r;
+            }
+        }
+    }
+    r.level = r.slot = 0;
+
+    r.list = CheckResult::List::kExpired;
+    const std::size_t before_expired = count;
+    if (!walk(&expired_, kExpiredList, [&](const WheelNode* n) {
+            return n->deadline_ <= now_ || fail(Fault::kExpiredNotDue, n, n->deadline_, now_);
+        }))
+        return r;
+    const bool any_expired = count != before_expired;
+
+    r.list = CheckResult::List::kOverflow;
+    if (!walk(&overflow_, kOverflowList, [&](const WheelNode* n) {
+            const tick_t d = n->deadline_;
+            if (d <= now_ || xor_level(d ^ now_) != kLevels) return fail(Fault::kOverflowNotFar, n, d, now_);
+            if (!any_overflow || d < earliest_overflow) earliest_overflow = d;
+            any_overflow = true;
+            return true;
+        }))
+        return r;
+    const tick_t overflow_epoch = any_overflow ? earliest_overflow & ~(kLevelRange - 1) : kNever;
+    const tick_t hint = overflow_epoch_hint_;
+    if (any_overflow ? (hint % kLevelRange != 0 || hint <= now_ || hint > overflow_epoch) : hint != kNever) {
+        fail(Fault::kOverflowHint, nullptr, hint, overflow_epoch);
+        return r;
+    }
+
+    // Whole-wheel answers against the scan.
+    r.list = CheckResult::List::kNone;
+    if (size_ != count) {
+        fail(Fault::kSize, nullptr, size_, count);
+        return r;
+    }
+    const tick_t ne = next_expiry();
+    if (any_expired || any_level || !any_overflow) {
+        tick_t want = kNever;
+        if (any_expired)
+            want = now_;
+        else if (any_level)  // the start of the earliest deadline's slot
+            want = earliest_level & ~((tick_t{1} << (xor_level(earliest_level ^ now_) * kBits)) - 1);
+        if (ne != want) {
+            fail(Fault::kNextExpiry, nullptr, ne, want);
+            return r;
+        }
+    } else if (ne <= now_ || ne > overflow_epoch) {  // overflow only: a lower bound after now
+        fail(Fault::kNextExpiry, nullptr, ne, overflow_epoch);
+        return r;
+    }
+    const tick_t earliest = any_level ? earliest_level : any_overflow ? earliest_overflow : kNever;
+    if (earliest_deadline() != earliest) fail(Fault::kEarliestDeadline, nullptr, earliest_deadline(), earliest);
+    return r;
+}
+
+const char* Wheel::CheckResult::what() const noexcept {
+    switch (fault) {
+        case Fault::kNone: return "ok";
+        case Fault::kList:
+            return "broken list link: after `node` (null: the list head) next is null, points into another of the "
+                   "wheel's lists, or reaches a node whose prev does not point back";
+        case Fault::kLocation: return "a node's location field does not name the list it is on";
+        case Fault::kBitmap: return "an occupancy bit disagrees with its slot (set iff the slot is non-empty)";
+        case Fault::kSlotDue: return "a node on a level is due (deadline <= now) but not on the expired list";
+        case Fault::kSlotLevel:
+            return "a node is not on the level of the highest bit of deadline ^ now (it must share every digit "
+                   "above its level with now, and differ at its level)";
+        case Fault::kSlotDigit: return "a node's deadline digit at its level is not its slot";
+        case Fault::kExpiredNotDue: return "a node on the expired list has a deadline > now";
+        case Fault::kOverflowNotFar:
+            return "a node on the overflow list has a deadline <= now or in now's 2^48-epoch (it belongs on a level)";
+        case Fault::kOverflowHint:
+            return "the overflow epoch hint is not kNever for an empty overflow list, or not a multiple of 2^48 in "
+                   "(now, earliest overflow epoch]";
+        case Fault::kSize: return "size() differs from the number of nodes on the wheel's lists";
+        case Fault::kNextExpiry:
+            return "next_expiry() is not now (expired nodes), the start of the earliest deadline's slot, a tick in "
+                   "(now, earliest overflow epoch] (overflow only) or kNever (empty)";
+        case Fault::kEarliestDeadline: return "earliest_deadline() is not the earliest pending deadline";
+    }
+    return "unknown fault";
+}
+
+std::ostream& operator<<(std::ostream& os, const Wheel::CheckResult& r) {
+    if (r.ok()) return os << "ok";
+    const auto flags = os.flags();
+    os << "wheel invariant violated: " << r.what() << " [";
+    switch (r.list) {
+        case Wheel::CheckResult::List::kSlot: os << "slot " << r.slot << " of level " << r.level << ", "; break;
+        case Wheel::CheckResult::List::kExpired: os << "expired list, "; break;
+        case Wheel::CheckResult::List::kOverflow: os << "overflow list, "; break;
+        case Wheel::CheckResult::List::kNone: break;
+    }
+    if (r.node != nullptr) os << "node " << static_cast<const void*>(r.node) << ", ";
+    os << std::hex << std::showbase << "found " << r.found << ", expected " << r.expected << ", now " << r.now << ']';
+    os.flags(flags);
+    return os;
 }
 
 }  // namespace tickwheel
