@@ -35,8 +35,6 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/timer_record.hpp"  // rt::Id: the id layout (shard, index, generation)
-
 namespace {
 
 using namespace std::chrono_literals;
@@ -45,8 +43,12 @@ using tw::Clock;
 using tw::Duration;
 using tw::TimePoint;
 
+using tw_test::id_gen;
+using tw_test::id_index;
+using tw_test::id_shard;
 using tw_test::kSanitized;
 using tw_test::kWait;
+using tw_test::make_id;
 using tw_test::small_config;
 using tw_test::wait_until;
 
@@ -253,7 +255,7 @@ TEST(RuntimeStart, StartOptionsShardHintIsTakenModuloShardCount) {
         o.delay = 30s;
         o.shard = hint;
         timers.push_back(rt.start(o, [p = Probe(&released)](tw::Timer) {}));
-        EXPECT_EQ(tw::rt::Id::shard(timers.back().id()), static_cast<unsigned>(hint) % 3u) << "hint " << hint;
+        EXPECT_EQ(id_shard(timers.back().id()), static_cast<unsigned>(hint) % 3u) << "hint " << hint;
     }
     // The wheels see them where the ids say.
     ASSERT_TRUE(wait_until([&] { return rt.stats().pending_per_shard == std::vector<std::size_t>{2, 2, 2}; }))
@@ -262,7 +264,7 @@ TEST(RuntimeStart, StartOptionsShardHintIsTakenModuloShardCount) {
     tw::StartOptions any;
     any.delay = 30s;
     const tw::Timer t = rt.start(any, [p = Probe(&released)] {});
-    EXPECT_LT(tw::rt::Id::shard(t.id()), 3u);
+    EXPECT_LT(id_shard(t.id()), 3u);
     timers.push_back(t);
     for (auto& x : timers) EXPECT_TRUE(rt.stop(x));
     EXPECT_EQ(released.load(), 7);
@@ -285,7 +287,7 @@ TEST(RuntimeStart, StartOptionsDelayPeriodAndDeadline) {
     ASSERT_GE(times.size(), 3u);
     for (std::size_t k = 0; k < times.size(); ++k)
         EXPECT_GE(times[k], t0 + 10ms + 40ms * static_cast<long>(k)) << "run " << k;
-    EXPECT_EQ(tw::rt::Id::shard(pt.id()), 1u);
+    EXPECT_EQ(id_shard(pt.id()), 1u);
 
     // An explicit deadline overrides the delay.
     t0 = Clock::now();
@@ -645,7 +647,7 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     ASSERT_EQ(rt.shard_count(), 2u);
     const tw::Timer live = rt.start(30s, recorder(live_tr, Clock::now() + 30s));
     const std::uint64_t id = live.id();
-    const std::uint32_t gen = tw::rt::Id::gen(id), sh = tw::rt::Id::shard(id), idx = tw::rt::Id::index(id);
+    const std::uint32_t gen = id_gen(id), sh = id_shard(id), idx = id_index(id);
 
     EXPECT_FALSE(rt.stop(0));
     EXPECT_FALSE(rt.stop_sync(0));
@@ -653,7 +655,7 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     // Same slot, other generations: including one that agrees in the low 10
     // bits (the ctl word's copy) but not in the full 24-bit generation.
     for (std::uint32_t g : {gen + 1, gen - 1 == 0 ? 2u : gen - 1, gen ^ (1u << 10), gen ^ (1u << 23), 0u}) {
-        const std::uint64_t other = tw::rt::Id::make(g, sh, idx);
+        const std::uint64_t other = make_id(g, sh, idx);
         if (other == id) continue;
         EXPECT_FALSE(rt.stop(other)) << "gen " << g;
         EXPECT_FALSE(rt.reset(other, 1ms)) << "gen " << g;
@@ -661,16 +663,16 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     }
     // Shard indices >= shard_count.
     for (std::uint32_t s : {2u, 3u, 17u, 255u}) {
-        const std::uint64_t other = tw::rt::Id::make(gen, s, idx);
+        const std::uint64_t other = make_id(gen, s, idx);
         EXPECT_FALSE(rt.stop(other)) << "shard " << s;
         EXPECT_FALSE(rt.reset(other, 1ms)) << "shard " << s;
         EXPECT_FALSE(rt.stop_sync(other)) << "shard " << s;
     }
     // The other (valid) shard, and indices far beyond anything allocated.
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, 1 - sh, idx)));
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, sh, idx + 1)));
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, sh, 0xFFFFFFFFu)));
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, sh, 1u << 20)));
+    EXPECT_FALSE(rt.stop(make_id(gen, 1 - sh, idx)));
+    EXPECT_FALSE(rt.stop(make_id(gen, sh, idx + 1)));
+    EXPECT_FALSE(rt.stop(make_id(gen, sh, 0xFFFFFFFFu)));
+    EXPECT_FALSE(rt.stop(make_id(gen, sh, 1u << 20)));
     // Random garbage.
     std::mt19937_64 rng(777);
     for (int i = 0; i < 20000; ++i) {
@@ -1810,7 +1812,7 @@ TEST(RuntimeConfig, BoundaryConfigsWork) {
     o.shard = 255;
     o.delay = 2ms;
     const tw::Timer t = rt.start(o, recorder(tr, Clock::now() + 2ms));
-    EXPECT_EQ(tw::rt::Id::shard(t.id()), 255u);
+    EXPECT_EQ(id_shard(t.id()), 255u);
     ASSERT_TRUE(wait_released(tr));
     EXPECT_EQ(tr.early.load(), 0);
     EXPECT_EQ(tr.seen_id.load(), t.id());

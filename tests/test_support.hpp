@@ -1,9 +1,11 @@
 // Helpers shared by the runtime test programs: sanitizer detection (bounds
-// are looser under sanitizers), bounded waiting for a condition, and a small
-// runtime configuration.
+// are looser under sanitizers), bounded waiting for a condition, a small
+// runtime configuration, and the documented id layout. Public API only
+// (tickwheel/runtime.hpp): nothing from src/.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "tickwheel/runtime.hpp"
@@ -44,6 +46,18 @@ inline tickwheel::Config small_config(unsigned shards = 2, unsigned workers = 2)
     c.shards = shards;
     c.workers = workers;
     return c;
+}
+
+// ---- ids ---------------------------------------------------------------------
+// The id layout is documented (README, "Handles"): [generation:24 | shard:8 |
+// index:32] -- the low 32 bits are the slot index within its shard, bits
+// 32..39 the shard, bits 40..63 the generation. Tests rely on the layout
+// only through these helpers.
+inline std::uint32_t id_index(std::uint64_t id) noexcept { return static_cast<std::uint32_t>(id); }
+inline std::uint32_t id_shard(std::uint64_t id) noexcept { return static_cast<std::uint32_t>(id >> 32) & 0xFFu; }
+inline std::uint32_t id_gen(std::uint64_t id) noexcept { return static_cast<std::uint32_t>(id >> 40); }
+inline std::uint64_t make_id(std::uint32_t gen, std::uint32_t shard, std::uint32_t index) noexcept {
+    return (std::uint64_t{gen & 0xFFFFFFu} << 40) | (std::uint64_t{shard & 0xFFu} << 32) | index;
 }
 
 }  // namespace tw_test
