@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,7 @@ using tw_test::kSanitized;
 using tw_test::kWait;
 using tw_test::make_id;
 using tw_test::small_config;
+using tw_test::start_on_the_slot_of;
 using tw_test::wait_until;
 
 // Loose lateness bound: a timer must have started within this after its deadline.
@@ -691,25 +693,53 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     EXPECT_EQ(live_tr.runs.load(), 0);
 }
 
+// The stale id of a slot that now holds a newer timer. The reuse is forced
+// and asserted, not hoped for: one shard, so every start competes for the
+// recycled slot, and start_on_the_slot_of() keeps starting timers until one
+// lands on it (see test_support.hpp). Then stop, stop_sync and reset with the
+// stale id must do nothing to the slot's new timer: it is not released, and
+// it fires exactly once, at the deadline its own id set.
 TEST(RuntimeStop, StaleIdOfARecycledSlotIsNotActedOn) {
     Track first;
-    Track second;
+    std::deque<Track> newer;  // one per timer started on the way; the last one got the slot
     tw::Runtime rt(small_config(1, 2));
     const tw::Timer t1 = rt.start(0ns, recorder(first, Clock::now()));
     ASSERT_TRUE(wait_released(first));
-    ASSERT_TRUE(wait_until([&] { return rt.stats().live == 0; }));
-    const tw::Timer t2 = rt.start(30s, recorder(second, Clock::now() + 30s));
-    EXPECT_NE(t1.id(), t2.id());
-    if (tw::rt::Id::index(t1.id()) == tw::rt::Id::index(t2.id())) {
-        EXPECT_NE(tw::rt::Id::gen(t1.id()), tw::rt::Id::gen(t2.id()));
-    }
+    std::vector<std::uint64_t> held;
+    // (No early check in the recorder: the deadline is moved below; checked by hand.)
+    const std::uint64_t id2 = start_on_the_slot_of(
+        t1.id(), [&] { return rt.start(30s, recorder(newer.emplace_back(), TimePoint{})).id(); }, held);
+    ASSERT_NE(id2, 0u) << "no new timer got the slot of the stale id within " << ms_of(kWait) << " ms ("
+                       << held.size() << " tried): the slot was never reused";
+    const tw::Timer t2(&rt, id2);
+    Track& second = newer.back();
+    ASSERT_EQ(id_index(t2.id()), id_index(t1.id()));
+    ASSERT_EQ(id_shard(t2.id()), id_shard(t1.id()));
+    EXPECT_NE(id_gen(t2.id()), id_gen(t1.id())) << "same slot, same generation: the stale id names the new timer";
+
     EXPECT_FALSE(rt.stop(t1));
-    EXPECT_FALSE(rt.reset(t1, 0ns));
     EXPECT_FALSE(rt.stop_sync(t1));
-    EXPECT_EQ(second.released.load(), 0);
-    EXPECT_TRUE(rt.stop(t2)) << "the slot's new timer must be untouched by the stale id";
-    EXPECT_EQ(second.runs.load(), 0);
+    EXPECT_EQ(second.released.load(), 0) << "a stale stop cancelled the slot's new timer";
+    // Move the new timer's deadline near with its own id, then try to fire it
+    // at once and to push it hours away with the stale one: it must fire
+    // once, at its own deadline (not before: a stale reset(0) acted on; not
+    // never: a stale reset(1h) acted on).
+    const TimePoint own_deadline = Clock::now() + 20ms;
+    EXPECT_TRUE(rt.reset(t2, 20ms));
+    EXPECT_FALSE(rt.reset(t1, 0ns));
+    EXPECT_FALSE(rt.reset(t1, 1h));
+    ASSERT_TRUE(wait_released(second)) << "the slot's new timer never fired: a stale reset moved it";
+    EXPECT_EQ(second.runs.load(), 1);
+    EXPECT_GE(second.run_time(0), own_deadline) << "the slot's new timer fired early: a stale reset moved it";
+    EXPECT_EQ(second.seen_id.load(), t2.id());
+    EXPECT_FALSE(rt.stop(t1));
     EXPECT_EQ(first.runs.load(), 1);
+    // The timers started on the way were untouched too.
+    for (std::uint64_t id : held) EXPECT_TRUE(rt.stop(id)) << std::hex << id;
+    for (std::size_t i = 0; i + 1 < newer.size(); ++i) {
+        EXPECT_EQ(newer[i].runs.load(), 0) << i;
+        EXPECT_EQ(newer[i].released.load(), 1) << i;
+    }
 }
 
 // =============================================================================

@@ -1,12 +1,14 @@
 // Helpers shared by the runtime test programs: sanitizer detection (bounds
 // are looser under sanitizers), bounded waiting for a condition, a small
-// runtime configuration, and the documented id layout. Public API only
+// runtime configuration, and the documented id layout (with a helper that
+// forces a stale id's slot to be reused). Public API only
 // (tickwheel/runtime.hpp): nothing from src/.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "tickwheel/runtime.hpp"
 
@@ -58,6 +60,42 @@ inline std::uint32_t id_shard(std::uint64_t id) noexcept { return static_cast<st
 inline std::uint32_t id_gen(std::uint64_t id) noexcept { return static_cast<std::uint32_t>(id >> 40); }
 inline std::uint64_t make_id(std::uint32_t gen, std::uint32_t shard, std::uint32_t index) noexcept {
     return (std::uint64_t{gen & 0xFFFFFFu} << 40) | (std::uint64_t{shard & 0xFFu} << 32) | index;
+}
+
+/// Forces the reuse of a stale id's slot. Calls `start()` -- which starts a
+/// pending timer on the stale id's shard and returns its id (0 if the start
+/// failed) -- until a new timer lands on the stale id's slot (same shard and
+/// index), and returns that timer's id: it is always the one the LAST call
+/// to start() made. Every other timer started on the way stays pending and
+/// its id is appended to `held` (the caller stops them at the end). Returns
+/// 0 if no new timer got the slot within `timeout` (one attempt per 100 us):
+/// the caller must fail the test then.
+///
+/// Why the misses are held rather than stopped: a stopped timer's slot goes
+/// back to the shard's free slots, and a start takes the most recently freed
+/// one first (a LIFO free list); stopping each miss would hand its slot
+/// straight back to the next attempt, forever, with the stale slot under it.
+/// Held, each miss takes one free slot (or a fresh one) out of the way for
+/// good, so once the shard has recycled the stale slot, a start reaches it
+/// whatever order the free slots are handed out in.
+template <class Start>
+[[nodiscard]] std::uint64_t start_on_the_slot_of(std::uint64_t stale, Start&& start, std::vector<std::uint64_t>& held,
+                                                 tickwheel::Duration timeout = kWait) {
+    std::uint64_t got = 0;
+    const bool reused = wait_until(
+        [&] {
+            if (got != 0) return true;
+            const std::uint64_t id = start();
+            if (id == 0) return false;
+            if (id_shard(id) == id_shard(stale) && id_index(id) == id_index(stale)) {
+                got = id;
+                return true;
+            }
+            held.push_back(id);
+            return false;
+        },
+        timeout);
+    return reused ? got : 0;
 }
 
 }  // namespace tw_test
