@@ -3,6 +3,8 @@
 // stats. Suites are named CApi* (ctest -R CApi).
 #include "tickwheel/tickwheel.h"
 
+#include "test_support.hpp"  // the documented id layout; forcing a slot's reuse
+
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -13,6 +15,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -503,18 +506,99 @@ TEST(CApiStop, ZeroRandomAndStaleIdsAreEnoent) {
     EXPECT_EQ(tw_timer_stop(rt.get(), stopped), TW_OK);
     EXPECT_EQ(tw_timer_stop(rt.get(), stopped), TW_ENOENT);
     EXPECT_EQ(tw_timer_stop_sync(rt.get(), stopped), TW_ENOENT);
-    // Stale: its slot has been reused by a newer timer (the newer one is untouched).
-    std::vector<tw_timer> newer;
-    for (int i = 0; i < 64; ++i) {
-        tw_timer id = 0;
-        ASSERT_EQ(tw_timer_start(rt.get(), 10000 * kMs, 0, probe_cb, &p, &id), TW_OK);
-        newer.push_back(id);
-    }
-    EXPECT_EQ(tw_timer_stop(rt.get(), stopped), TW_ENOENT);
-    EXPECT_EQ(tw_timer_stop(rt.get(), fired), TW_ENOENT);
-    for (tw_timer id : newer) EXPECT_EQ(tw_timer_stop(rt.get(), id), TW_OK);
+    // Stale because its slot was reused: CApiStop.StaleIdsOfAReusedSlot* below.
     EXPECT_EQ(tw_timer_stop(rt.get(), keep), TW_OK);
     EXPECT_EQ(live.runs.load(), 0);
+}
+
+namespace {
+// `stale` names a timer that is done (fired or stopped) on the 1-shard
+// runtime `rt`. Forces a new timer onto its slot (tw_test::
+// start_on_the_slot_of: starts pending timers until one gets the slot) and
+// FAILS if none does; then stop, stop_sync and reset with the stale id must
+// be TW_ENOENT and leave the new timer alone: not released by them, and
+// firing exactly once at the deadline its own id set.
+void stale_id_of_a_reused_slot(tw_runtime* rt, tw_timer stale) {
+    std::deque<Probe> probes;  // one per timer started; the last one got the slot
+    std::vector<std::uint64_t> held;
+    tw_timer newer = 0;
+    // On every path out (an ASSERT too), nothing may still use `probes`.
+    struct StopAllOnExit {
+        tw_runtime* rt;
+        const std::vector<std::uint64_t>& held;
+        const tw_timer& newer;
+        ~StopAllOnExit() {
+            for (std::uint64_t id : held) tw_timer_stop_sync(rt, id);
+            tw_timer_stop_sync(rt, newer);
+        }
+    } stop_all_on_exit{rt, held, newer};
+    newer = tw_test::start_on_the_slot_of(
+        stale,
+        [&]() -> std::uint64_t {
+            tw_timer_spec s = probe_spec(probes.emplace_back(), 10000 * kMs);
+            tw_timer id = 0;
+            EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
+            return id;
+        },
+        held);
+    ASSERT_NE(newer, 0u) << "no new timer got the slot of the stale id " << std::hex << stale << std::dec << " ("
+                         << held.size() << " tried): the slot was never reused";
+    Probe& np = probes.back();
+    // Documented id layout (tickwheel.h "Ids", README "Handles"): low 32
+    // bits the slot index, bits 32..39 the shard, bits 40..63 the generation.
+    ASSERT_EQ(tw_test::id_index(newer), tw_test::id_index(stale));
+    EXPECT_NE(tw_test::id_gen(newer), tw_test::id_gen(stale)) << "same slot, same generation";
+
+    EXPECT_EQ(tw_timer_stop(rt, stale), TW_ENOENT);
+    EXPECT_EQ(tw_timer_stop_sync(rt, stale), TW_ENOENT);
+    EXPECT_EQ(np.released.load(), 0) << "a stale stop cancelled the slot's new timer";
+    // Bring the new timer's deadline near with its own id; a stale reset(0)
+    // acted on would fire it early, a stale reset(10000 s) never.
+    const std::uint64_t own_deadline = tw_now_ns() + 20 * kMs;
+    ASSERT_EQ(tw_timer_reset(rt, newer, 20 * kMs), TW_OK);
+    EXPECT_EQ(tw_timer_reset(rt, stale, 0), TW_ENOENT);
+    EXPECT_EQ(tw_timer_reset(rt, stale, 10000 * kMs), TW_ENOENT);
+    ASSERT_TRUE(wait_until([&] { return np.released.load() == 1; }))
+        << "the slot's new timer never fired: a stale reset moved it";
+    EXPECT_EQ(np.runs.load(), 1);
+    EXPECT_EQ(np.runs_at_release.load(), 1);
+    EXPECT_EQ(np.id_seen.load(), newer);
+    EXPECT_GE(np.last_run_ns.load(), own_deadline) << "the slot's new timer fired early: a stale reset moved it";
+    EXPECT_EQ(tw_timer_stop(rt, stale), TW_ENOENT);
+    // The timers started on the way were untouched too: all still pending.
+    for (std::uint64_t id : held) EXPECT_EQ(tw_timer_stop(rt, id), TW_OK) << std::hex << id;
+    for (std::size_t i = 0; i + 1 < probes.size(); ++i) {
+        EXPECT_EQ(probes[i].runs.load(), 0) << i;
+        EXPECT_EQ(probes[i].released.load(), 1) << i;
+    }
+}
+}  // namespace
+
+TEST(CApiStop, StaleIdsOfAReusedSlotAreEnoentAndLeaveItsNewTimerAlone) {
+    RtPtr rt = make_runtime(/*shards=*/1);  // one shard: every start competes for the recycled slot
+    // Stale because it fired.
+    Probe f;
+    tw_timer_spec s = probe_spec(f, 0);
+    tw_timer fired = 0;
+    ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &fired), TW_OK);
+    ASSERT_TRUE(wait_until([&] { return f.released.load() == 1; }));
+    {
+        SCOPED_TRACE("stale because it fired");
+        stale_id_of_a_reused_slot(rt.get(), fired);
+    }
+    // Stale because it was stopped.
+    Probe p;
+    s = probe_spec(p, 10000 * kMs);
+    tw_timer stopped = 0;
+    ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &stopped), TW_OK);
+    ASSERT_EQ(tw_timer_stop(rt.get(), stopped), TW_OK);
+    {
+        SCOPED_TRACE("stale because it was stopped");
+        stale_id_of_a_reused_slot(rt.get(), stopped);
+    }
+    EXPECT_EQ(f.runs.load(), 1);
+    EXPECT_EQ(p.runs.load(), 0);
+    EXPECT_EQ(p.released.load(), 1);
 }
 
 TEST(CApiStop, StopPendingReleasesInsideTheCall) {
