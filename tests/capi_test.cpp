@@ -879,15 +879,30 @@ TEST(CApiRelease, NullReleaseIsFine) {
 }
 
 namespace {
-std::atomic<int> g_released{0};
-std::atomic<int> g_started{0};
-void count_release(void*) { g_released.fetch_add(1); }
 void nop_cb(void*, tw_timer) {}
+
+// One timer's own counters (CApiRelease.ExactlyOnceUnderConcurrentStartStopAndShutdown).
+struct Life {
+    std::atomic<int> released{0};
+    std::atomic<int> runs{0};
+    std::atomic<int> stop_ok{0};  // stop/stop_sync calls that returned TW_OK
+    bool periodic = false;
+    bool started = false;  // tw_timer_start_ex returned TW_OK
+};
+void life_cb(void* arg, tw_timer) { static_cast<Life*>(arg)->runs.fetch_add(1); }
+void life_release(void* arg) { static_cast<Life*>(arg)->released.fetch_add(1); }
 }  // namespace
 
+// Every start -- successful or refused by the shutdown -- is released exactly
+// once, checked per timer (each has its own counter: a total would let a
+// double release of one timer hide a missing release of another). Also per
+// timer, the "Stop" contract: exactly one of {its last run (one-shot), a stop
+// returned TW_OK, cancelled by the shutdown}, the last counted by the
+// runtime as cancelled_at_shutdown.
 TEST(CApiRelease, ExactlyOnceUnderConcurrentStartStopAndShutdown) {
-    g_released = 0;
-    g_started = 0;
+    constexpr int kThreads = 4;
+    constexpr int kPerThread = 2000;
+    std::vector<std::deque<Life>> lives(kThreads);  // stable addresses, one deque per thread
     tw_runtime* rt = nullptr;
     tw_config cfg;
     tw_config_init(&cfg);
@@ -895,47 +910,74 @@ TEST(CApiRelease, ExactlyOnceUnderConcurrentStartStopAndShutdown) {
     cfg.workers = 2;
     cfg.resolution_ns = 100000;  // 100 us
     ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
-    std::atomic<int> attempts{0};
     std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) {
-        threads.emplace_back([rt, t, &attempts] {
-            std::vector<tw_timer> mine;
-            for (int i = 0; i < 2000; ++i) {
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([rt, t, &lives] {
+            std::deque<Life>& my_lives = lives[static_cast<std::size_t>(t)];
+            std::vector<std::pair<tw_timer, Life*>> mine;
+            for (int i = 0; i < kPerThread; ++i) {
+                Life& life = my_lives.emplace_back();
+                life.periodic = i % 3 == 0;
                 tw_timer_spec s;
                 tw_timer_spec_init(&s);
                 s.delay_ns = static_cast<std::uint64_t>((i * 7 + t) % 5) * 100000;
-                s.period_ns = i % 3 == 0 ? 200000 : 0;
-                s.callback = nop_cb;
-                s.release = count_release;
+                s.period_ns = life.periodic ? 200000 : 0;
+                s.callback = life_cb;
+                s.arg = &life;
+                s.release = life_release;
                 tw_timer id = 0;
-                attempts.fetch_add(1);
                 const int rc = tw_timer_start_ex(rt, &s, &id);
                 if (rc == TW_OK) {
-                    g_started.fetch_add(1);
-                    mine.push_back(id);
+                    life.started = true;
+                    mine.emplace_back(id, &life);
                 } else {
                     EXPECT_EQ(rc, TW_ESHUTDOWN);
                 }
                 if (i % 2 == 0 && !mine.empty()) {
-                    const int s_rc = (i % 4 == 0) ? tw_timer_stop_sync(rt, mine.back()) : tw_timer_stop(rt, mine.back());
+                    const auto [victim, vlife] = mine.back();
+                    const int s_rc = (i % 4 == 0) ? tw_timer_stop_sync(rt, victim) : tw_timer_stop(rt, victim);
                     EXPECT_TRUE(s_rc == TW_OK || s_rc == TW_ENOENT || s_rc == TW_ESHUTDOWN) << s_rc;
+                    if (s_rc == TW_OK) vlife->stop_ok.fetch_add(1);
                     mine.pop_back();
                 }
                 if (i % 5 == 0 && !mine.empty()) {
-                    const int r_rc = tw_timer_reset(rt, mine.front(), 100000);
+                    const int r_rc = tw_timer_reset(rt, mine.front().first, 100000);
                     EXPECT_TRUE(r_rc == TW_OK || r_rc == TW_ENOENT || r_rc == TW_ESHUTDOWN) << r_rc;
                 }
             }
         });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let the threads get going (no race hidden)
     EXPECT_EQ(tw_runtime_shutdown(rt), TW_OK);  // while the threads are still going
     for (auto& th : threads) th.join();
-    // Every start released exactly once: successful ones by fire/stop/shutdown,
-    // failed ones (TW_ESHUTDOWN) inside start.
-    EXPECT_EQ(g_released.load(), attempts.load());
+    tw_stats st;
+    st.size = sizeof st;
+    ASSERT_EQ(tw_runtime_stats(rt, &st), TW_OK);
     EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
-    EXPECT_EQ(g_released.load(), attempts.load());
+    std::uint64_t started = 0, cancelled = 0;
+    int bad = 0;
+    for (int t = 0; t < kThreads; ++t) {
+        const std::deque<Life>& my_lives = lives[static_cast<std::size_t>(t)];
+        ASSERT_EQ(my_lives.size(), static_cast<std::size_t>(kPerThread));
+        for (std::size_t i = 0; i < my_lives.size(); ++i) {
+            const Life& l = my_lives[i];
+            const int released = l.released.load(), runs = l.runs.load(), stops = l.stop_ok.load();
+            const int last_run = !l.periodic && runs > 0 ? 1 : 0;
+            const bool ok = l.started ? released == 1 && (l.periodic || runs <= 1) && last_run + stops <= 1
+                                      : released == 1 && runs == 0 && stops == 0;
+            if (!ok && ++bad <= 10)
+                ADD_FAILURE() << "thread " << t << " timer " << i << (l.started ? " started" : " refused")
+                              << (l.periodic ? " periodic" : " one-shot") << ": released " << released
+                              << " times, ran " << runs << " times, stopped (TW_OK) " << stops << " times";
+            if (l.started) {
+                ++started;
+                if (last_run + stops == 0) ++cancelled;
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0) << "timers not released exactly once, or ended twice";
+    EXPECT_EQ(started, st.started);
+    EXPECT_EQ(cancelled, st.cancelled_at_shutdown) << "timers that neither ran their last run nor were stopped";
 }
 
 // =============================================================================
