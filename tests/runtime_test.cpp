@@ -1198,21 +1198,53 @@ TEST(RuntimePeriodic, FixedRateRunsNeverStartBeforeStartPlusKPeriods) {
     EXPECT_EQ(tr.max_in_cb.load(), 1);
 }
 
+// What the contract promises about rounding (runtime.hpp: deadlines and the
+// period are rounded UP to the resolution; fixed rate: runs at first +
+// k*period), worked out exactly. The ticks are counted from the runtime's
+// creation (its epoch), which the API does not
+// expose, so the tick boundaries are NOT aligned with t0 (Clock::now() read
+// just before start_periodic(P)):
+//  * the first deadline is start()'s own reading (>= t0) plus P, rounded up
+//    to the next tick boundary: rounding adds anything from 0 to just under
+//    one tick. So the first run is bounded by t0 + P, not by t0 + R (R = P
+//    rounded up to the tick): that would take the rounding for granted.
+//  * every later deadline is the first plus a whole number of periods of R
+//    (= ceil(P / res) ticks, at least one), at least one more per run
+//    (skipped periods only push later runs later).
+// Hence, exactly: run k (0-based) starts at or after t0 + P + k*R.
+// The test runs two timers at a 2 ms resolution: P = 1 ns (R = 2 ms: at
+// least one tick) and P = 3 ms (R = 4 ms: rounded UP). Were 3 ms rounded
+// down (2 ms) or kept (3 ms), run k would be due before t0' + 5 ms + 3k ms
+// (t0' read just after start()), below the bound t0 + 3 ms + 4k ms: caught
+// by every run that starts less than (k - 2) ms late.
 TEST(RuntimePeriodic, PeriodIsRoundedUpToTheResolution) {
+    constexpr Duration kRes = 2ms;
     tw::Config c = small_config();
-    c.resolution = 2ms;
-    Track tr;
+    c.resolution = kRes;
     tw::Runtime rt(c);
-    const TimePoint t0 = Clock::now();
-    const tw::Timer t = rt.start_periodic(1ns, recorder(tr, t0 + 1ns));
-    ASSERT_TRUE(wait_until([&] { return tr.runs.load() >= 10; }));
-    EXPECT_TRUE(rt.stop_sync(t));
-    const TimePoint t1 = Clock::now();
-    const auto times = tr.run_times();
-    // 1 ns rounds up to one 2 ms tick: run k starts >= t0 + k * 2 ms.
-    for (std::size_t k = 0; k < times.size(); ++k)
-        EXPECT_GE(times[k], t0 + 2ms * static_cast<long>(k)) << "run " << k;
-    EXPECT_LE(static_cast<long>(times.size()), (t1 - t0) / 2ms + 1);
+    ASSERT_EQ(rt.resolution(), kRes);
+    struct Case {
+        Duration period;
+        Duration rounded;
+    };
+    for (const Case cs : {Case{1ns, 2ms}, Case{3ms, 4ms}}) {
+        SCOPED_TRACE("period " + std::to_string(cs.period.count()) + " ns");
+        Track tr;
+        const TimePoint t0 = Clock::now();
+        const tw::Timer t = rt.start_periodic(cs.period, recorder(tr, t0 + cs.period));
+        ASSERT_TRUE(wait_until([&] { return tr.runs.load() >= 10; }));
+        EXPECT_TRUE(rt.stop_sync(t));
+        const TimePoint t1 = Clock::now();
+        const auto times = tr.run_times();
+        for (std::size_t k = 0; k < times.size(); ++k) {
+            const TimePoint bound = t0 + cs.period + cs.rounded * static_cast<long>(k);
+            EXPECT_GE(times[k], bound) << "run " << k << " started " << (bound - times[k]).count()
+                                       << " ns before t0 + P + k * rounded period";
+        }
+        // The same bound as a count: no more runs than deadlines up to t1.
+        EXPECT_LE(static_cast<long>(times.size()), (t1 - t0 - cs.period) / cs.rounded + 1);
+        EXPECT_EQ(tr.early.load(), 0);
+    }
 }
 
 TEST(RuntimePeriodic, RunsNeverOverlap) {
