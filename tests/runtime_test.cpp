@@ -44,12 +44,14 @@ using tw::Clock;
 using tw::Duration;
 using tw::TimePoint;
 
+using tw_test::Gate;
 using tw_test::id_gen;
 using tw_test::id_index;
 using tw_test::id_shard;
 using tw_test::kSanitized;
 using tw_test::kWait;
 using tw_test::make_id;
+using tw_test::OpenOnExit;
 using tw_test::small_config;
 using tw_test::start_on_the_slot_of;
 using tw_test::wait_until;
@@ -2024,24 +2026,33 @@ TEST(RuntimeStats, CountersMatchWhatTheTestDid) {
 // blocking callbacks
 // =============================================================================
 
+// A callback blocked on one worker must not hold back timers that come due
+// meanwhile: they run on the other worker WHILE it is blocked. Proved by
+// construction, not by timing: the blocker stays blocked on a gate that the
+// test opens only after all kN timers have run. Had they waited for it, they
+// could not run at all, and the bounded wait for them fails (the blocker
+// gives up on its own only after 3 x kWait, so a failing test still ends).
+// However slow the machine, a correct runtime passes.
 TEST(RuntimeBlocking, BlockingCallbackDoesNotDelayOtherDueTimers) {
-    std::atomic<bool> blocker_started{false}, blocker_done{false};
-    std::atomic<int> runs{0}, after_blocker{0}, early{0};
+    constexpr int kN = 50;
+    Gate unblock;
+    std::atomic<bool> blocker_started{false}, blocker_done{false}, blocker_gave_up{false};
+    std::atomic<int> runs{0}, while_blocked{0}, early{0};
     std::atomic<std::int64_t> worst_ns{0};
     tw::Runtime rt(small_config(2, 2));
+    const OpenOnExit unblock_on_exit{unblock};
     rt.start(1ms, [&] {
         blocker_started.store(true);
-        std::this_thread::sleep_for(500ms);
+        if (!unblock.wait(3 * kWait)) blocker_gave_up.store(true);
         blocker_done.store(true);
     });
     ASSERT_TRUE(wait_until([&] { return blocker_started.load(); }));
-    constexpr int kN = 50;
     const TimePoint base = Clock::now();
     for (int i = 0; i < kN; ++i) {
         const TimePoint deadline = base + 10ms + std::chrono::microseconds(200 * i);
         rt.start_at(deadline, [&, deadline] {
             const TimePoint now = Clock::now();
-            if (blocker_done.load()) after_blocker.fetch_add(1);
+            if (!blocker_done.load()) while_blocked.fetch_add(1);
             if (now < deadline) early.fetch_add(1);
             const std::int64_t late = (now - deadline).count();
             std::int64_t w = worst_ns.load();
@@ -2050,49 +2061,75 @@ TEST(RuntimeBlocking, BlockingCallbackDoesNotDelayOtherDueTimers) {
             runs.fetch_add(1);
         });
     }
-    ASSERT_TRUE(wait_until([&] { return runs.load() == kN; }));
-    EXPECT_EQ(after_blocker.load(), 0) << "short timers waited for the blocking callback";
-    EXPECT_LT(Duration(worst_ns.load()), 300ms) << "worst lateness " << worst_ns.load() / 1000000 << " ms";
+    const bool all_ran = wait_until([&] { return runs.load() == kN; });
+    unblock.open();  // only now
+    ASSERT_TRUE(all_ran) << "only " << runs.load() << " of " << kN << " due timers ran in " << ms_of(kWait)
+                         << " ms while a callback was blocked on the other worker";
+    ASSERT_TRUE(wait_until([&] { return blocker_done.load(); }));
+    EXPECT_FALSE(blocker_gave_up.load());
+    EXPECT_EQ(while_blocked.load(), kN) << "short timers waited for the blocking callback";
     EXPECT_EQ(early.load(), 0);
+    EXPECT_LE(Duration(worst_ns.load()), kLate) << "worst lateness " << worst_ns.load() / 1000000 << " ms";
 }
 
 // The blocking callback is one of a batch of timers due at the same tick: the
 // rest of its batch, and timers due later, must not wait for it while the
-// other worker is free.
+// other worker is free. By construction again, whatever the machine's speed:
+//  * the batch's first callback (on worker A) holds A until another worker
+//    (B) has taken a callback of the same batch: a free worker must pick up
+//    the rest of a batch whose callback blocks. That callback, the first on
+//    B, is the blocker: it blocks on a gate the test holds;
+//  * the test then starts kLater timers, and opens the gate only after they
+//    and the rest of the batch have all run -- on A, while B was blocked;
+//  * any stall (the batch never spread over two workers, or the rest of it
+//    or the later timers queued behind the blocker) makes a bounded wait
+//    fail; nothing depends on how fast the second worker wakes up.
 TEST(RuntimeBlocking, BlockingCallbackInsideABatchDoesNotStallLaterTimers) {
     constexpr int kBatch = 40;
-    std::atomic<int> batch_runs{0};
+    constexpr int kLater = 20;
+    Gate blocker_in, unblock;
+    std::atomic<int> batch_runs{0}, later_runs{0}, later_while_blocked{0};
     std::atomic<std::thread::id> first_thread{};
-    std::atomic<bool> blocker_claimed{false}, blocker_started{false}, blocker_done{false};
-    std::atomic<int> later_runs{0}, after_blocker{0};
+    std::atomic<bool> blocker_claimed{false}, blocker_done{false}, first_gave_up{false}, blocker_gave_up{false};
     tw::Runtime rt(small_config(1, 2));
+    const OpenOnExit unblock_on_exit{unblock};
+    const OpenOnExit blocker_in_on_exit{blocker_in};
     const TimePoint due = Clock::now() + 5ms;
     for (int i = 0; i < kBatch; ++i) {
         rt.start_at(due, [&] {
+            const std::thread::id me = std::this_thread::get_id();
             std::thread::id none{};
-            first_thread.compare_exchange_strong(none, std::this_thread::get_id());
-            // The first callback to run on a second worker thread blocks.
-            if (first_thread.load() != std::this_thread::get_id() && !blocker_claimed.exchange(true)) {
-                blocker_started.store(true);
-                std::this_thread::sleep_for(500ms);
+            if (first_thread.compare_exchange_strong(none, me)) {
+                // The batch's first callback: hold worker A until worker B
+                // has taken a callback of this batch.
+                if (!blocker_in.wait(kWait)) first_gave_up.store(true);
+            } else if (first_thread.load() != me && !blocker_claimed.exchange(true)) {
+                blocker_in.open();
+                if (!unblock.wait(3 * kWait)) blocker_gave_up.store(true);
                 blocker_done.store(true);
-            } else {
-                std::this_thread::sleep_for(1ms);
             }
             batch_runs.fetch_add(1);
         });
     }
-    ASSERT_TRUE(wait_until([&] { return blocker_started.load(); }, 3s))
-        << "the batch never ran on two workers";
+    ASSERT_TRUE(wait_until([&] { return blocker_in.is_open(); }, kWait + kWait))
+        << "no second worker took a callback of the batch while its first callback blocked";
+    EXPECT_FALSE(first_gave_up.load());
     const TimePoint base = Clock::now();
-    for (int i = 0; i < 20; ++i)
+    for (int i = 0; i < kLater; ++i)
         rt.start_at(base + 10ms + std::chrono::milliseconds(i), [&] {
-            if (blocker_done.load()) after_blocker.fetch_add(1);
+            if (!blocker_done.load()) later_while_blocked.fetch_add(1);
             later_runs.fetch_add(1);
         });
-    ASSERT_TRUE(wait_until([&] { return later_runs.load() == 20 && batch_runs.load() == kBatch; }));
-    EXPECT_EQ(after_blocker.load(), 0) << after_blocker.load()
-                                       << " of 20 later timers only ran after the blocking callback returned";
+    const bool all_ran = wait_until([&] { return later_runs.load() == kLater && batch_runs.load() == kBatch - 1; });
+    unblock.open();  // only now
+    ASSERT_TRUE(all_ran) << "while one callback of the batch was blocked on worker B, only " << batch_runs.load()
+                         << " of the other " << kBatch - 1 << " callbacks of the batch and " << later_runs.load()
+                         << " of " << kLater << " later timers ran in " << ms_of(kWait) << " ms";
+    ASSERT_TRUE(wait_until([&] { return batch_runs.load() == kBatch; }));
+    EXPECT_FALSE(blocker_gave_up.load());
+    EXPECT_EQ(later_while_blocked.load(), kLater)
+        << kLater - later_while_blocked.load() << " of " << kLater
+        << " later timers only ran after the blocking callback returned";
 }
 
 }  // namespace

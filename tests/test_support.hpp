@@ -1,12 +1,14 @@
 // Helpers shared by the runtime test programs: sanitizer detection (bounds
 // are looser under sanitizers), bounded waiting for a condition, a small
-// runtime configuration, and the documented id layout (with a helper that
-// forces a stale id's slot to be reused). Public API only
-// (tickwheel/runtime.hpp): nothing from src/.
+// runtime configuration, a gate a callback can be held on, and the
+// documented id layout (with a helper that forces a stale id's slot to be
+// reused). Public API only (tickwheel/runtime.hpp): nothing from src/.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -49,6 +51,43 @@ inline tickwheel::Config small_config(unsigned shards = 2, unsigned workers = 2)
     c.workers = workers;
     return c;
 }
+
+/// A gate, shut until open()ed: a callback blocks in wait() until the test,
+/// having observed what it wanted to observe WHILE the callback was blocked,
+/// opens it. wait() gives up after `timeout` (returns false), only so that a
+/// failing test still ends: a test asserts that it did not give up. Sleeps
+/// (no spinning), so a blocked callback takes no CPU from the rest.
+class Gate {
+public:
+    void open() {
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            open_ = true;
+        }
+        cv_.notify_all();
+    }
+    bool is_open() {
+        std::lock_guard<std::mutex> lk(m_);
+        return open_;
+    }
+    [[nodiscard]] bool wait(tickwheel::Duration timeout) {
+        std::unique_lock<std::mutex> lk(m_);
+        return cv_.wait_for(lk, timeout, [this] { return open_; });
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool open_ = false;
+};
+
+/// Opens a gate when it goes out of scope: declared after the Runtime, it
+/// runs before the Runtime's destructor (which waits for running callbacks),
+/// also when an ASSERT returns early.
+struct OpenOnExit {
+    Gate& gate;
+    ~OpenOnExit() { gate.open(); }
+};
 
 // ---- ids ---------------------------------------------------------------------
 // The id layout is documented (README, "Handles"): [generation:24 | shard:8 |
