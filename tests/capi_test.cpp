@@ -544,8 +544,8 @@ void stale_id_of_a_reused_slot(tw_runtime* rt, tw_timer stale) {
     ASSERT_NE(newer, 0u) << "no new timer got the slot of the stale id " << std::hex << stale << std::dec << " ("
                          << held.size() << " tried): the slot was never reused";
     Probe& np = probes.back();
-    // Documented id layout (tickwheel.h "Ids", README "Handles"): low 32
-    // bits the slot index, bits 32..39 the shard, bits 40..63 the generation.
+    // The documented id layout (README, "Handles"): low 32 bits the slot
+    // index, bits 32..39 the shard, bits 40..63 the generation.
     ASSERT_EQ(tw_test::id_index(newer), tw_test::id_index(stale));
     EXPECT_NE(tw_test::id_gen(newer), tw_test::id_gen(stale)) << "same slot, same generation";
 
