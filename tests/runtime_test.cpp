@@ -1339,6 +1339,10 @@ TEST(RuntimeCallbacks, StartNewTimersFromACallback) {
         child_id.store(self.runtime()->start(5ms, recorder(child, deadline)).id());
     });
     ASSERT_TRUE(wait_released(child));
+    // The child may fire, and be released, before its parent's callback has
+    // stored child_id (the parent's worker can be preempted for longer than
+    // 5 ms): the parent's release hook runs after its callback returned.
+    ASSERT_TRUE(wait_until([&] { return parent_released.load() == 1; }));
     EXPECT_EQ(child.runs.load(), 1);
     EXPECT_EQ(child.early.load(), 0);
     EXPECT_EQ(child.seen_id.load(), child_id.load());
