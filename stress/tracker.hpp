@@ -14,11 +14,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tickwheel/runtime.hpp"
@@ -29,6 +31,41 @@ using Clock = tickwheel::Clock;
 using namespace std::chrono;
 
 inline std::int64_t now_ns() { return duration_cast<nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+/// Polls `pred` every 100 us until it holds or `timeout` passes; returns
+/// whether it held. The timeout is reached only when a check fails.
+template <class Pred>
+bool wait_for(Pred pred, nanoseconds timeout) {
+    const auto end = Clock::now() + timeout;
+    while (!pred()) {
+        if (Clock::now() >= end) return pred();
+        std::this_thread::sleep_for(microseconds(100));
+    }
+    return true;
+}
+
+/// Shut until open()ed: a callback blocks in wait() until the harness has
+/// seen what it wanted to see while the callback was blocked. wait() gives up
+/// after `timeout` (returns false) so that a failure still ends.
+class Gate {
+public:
+    void open() {
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            open_ = true;
+        }
+        cv_.notify_all();
+    }
+    bool wait(nanoseconds timeout) {
+        std::unique_lock<std::mutex> lk(m_);
+        return cv_.wait_for(lk, timeout, [this] { return open_; });
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool open_ = false;
+};
 
 struct Track {
     bool periodic = false;

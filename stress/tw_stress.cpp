@@ -15,8 +15,8 @@
 //   shutdown    create a runtime, load it from several threads, shut it down
 //               while producers and callbacks are active; repeat. Each cycle
 //               must finish within a bound; every release hook runs once.
-//   slow        some callbacks block or throw; other due timers still fire on
-//               time and the runtime keeps working.
+//   slow        some callbacks block or throw; other due timers still fire
+//               while a worker is blocked, and the runtime keeps working.
 //   limit       with max_timers set, producers hit limit_reached and the
 //               runtime recovers as timers drain.
 //   soak        a steady rate of starts and stops for --seconds; RSS and the
@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -348,6 +349,13 @@ bool run_shutdown(const Options& opt) {
 }
 
 // ---- slow and throwing callbacks ---------------------------------------------------------
+// A callback blocked on one worker must not hold back the other due timers:
+// they run on the other worker WHILE it is blocked. Asserted by construction,
+// not by lateness (a p99 bound holds only if the machine is not too busy):
+// each blocker blocks on a gate that the harness opens only after kBeside
+// normal timers, due after the blocker blocked, have run beside it. If they
+// queued behind the blocker, they never run and the round fails after kStall
+// (reached only on failure). Lateness is printed, not asserted.
 bool run_slow(const Options& opt) {
     tickwheel::Config cfg;
     cfg.workers = 2;
@@ -355,26 +363,49 @@ bool run_slow(const Options& opt) {
     cfg.on_callback_error = [&](std::exception_ptr, std::uint64_t) { errors++; };
     tickwheel::Runtime rt(cfg);
     Tracker tr;
-    const long n = std::max(100L, opt.ops / 100);
+    Tracker normal;
+    const long n = std::max(100L, opt.ops / 100);  // normal (and throwing) timers, at least
+    const long rounds = std::max(4L, n / 20);      // blockers, one at a time
+    constexpr long kBeside = 50;
+    const auto kStall = seconds(30);
+    std::atomic<std::int64_t> blocked_since{0};  // when the current blocker blocked; 0 = none blocked
+    std::atomic<long> beside{0};  // normal runs due after the current blocker blocked, run while it was
+    std::atomic<long> stalled{0}, gave_up{0};
+    std::atomic<bool> blockers_done{false};
+    std::atomic<long> rounds_done{0};
     std::atomic<long> throws{0};
     const auto t0 = steady_clock::now();
-    // One blocker at a time (200 ms), many throwers, and normal timers whose
-    // lateness must stay small because the other worker is free.
     std::vector<std::thread> threads;
     threads.reserve(2);  // (also avoids g++ 12's -Warray-bounds false positive on vector growth)
     threads.emplace_back([&] {
-        for (long i = 0; i < n / 50; ++i) {
+        for (long r = 0; r < rounds; ++r) {
+            auto gate = std::make_shared<stress::Gate>();
+            const long before = beside.load();
             Track& t = tr.make(false, now_ns(), 0);
-            t.id = rt.start(microseconds(0), tr.callback(t, [](tickwheel::Timer, Track&) {
-                               std::this_thread::sleep_for(milliseconds(200));
+            t.id = rt.start(microseconds(0), tr.callback(t, [&, gate](tickwheel::Timer, Track&) {
+                               blocked_since.store(now_ns());
+                               if (!gate->wait(2 * kStall)) gave_up++;
+                               blocked_since.store(0);
                            })).id();
-            std::this_thread::sleep_for(milliseconds(210));
+            const bool blocked = stress::wait_for([&] { return blocked_since.load() != 0; }, kStall);
+            const bool progressed = blocked && stress::wait_for([&] { return beside.load() - before >= kBeside; }, kStall);
+            gate->open();  // only now
+            if (!blocked || !progressed) {
+                std::printf("slow: round %ld: %s\n", r,
+                            !blocked ? "the blocker never started"
+                                     : "normal timers queued behind the blocked worker (fewer than kBeside ran beside it)");
+                stalled++;
+            }
+            if (!stress::wait_for([&] { return t.released.load() == 1; }, kStall)) stalled++;
+            rounds_done++;
+            if (stalled.load() != 0) break;  // one stalled round is the verdict; don't wait out the others
         }
+        blockers_done = true;
     });
-    Tracker normal;
     threads.emplace_back([&] {
         std::mt19937_64 rng(opt.seed);
-        for (long i = 0; i < n; ++i) {
+        // At least n timers, and on until the last blocker is done (each waits for normal timers).
+        for (long i = 0; i < n || !blockers_done.load(); ++i) {
             if (i % 10 == 0) {
                 Track& t = tr.make(false, now_ns() + 1'000'000, 0);
                 t.id = rt.start(milliseconds(1), tr.callback(t, [&](tickwheel::Timer, Track&) {
@@ -382,7 +413,12 @@ bool run_slow(const Options& opt) {
                                    throw std::runtime_error("callback failure");
                                })).id();
             } else {
-                start_tracked(rt, normal, static_cast<std::int64_t>(rng() % 20'000'000), 0);
+                const std::int64_t delay = static_cast<std::int64_t>(rng() % 20'000'000);
+                Track& t = normal.make(false, now_ns() + delay, 0);
+                t.id = rt.start(nanoseconds(delay), normal.callback(t, [&](tickwheel::Timer, Track& me) {
+                                   const std::int64_t since = blocked_since.load();
+                                   if (since != 0 && me.deadline_ns.load() >= since) beside++;
+                               })).id();
             }
             std::this_thread::sleep_for(microseconds(200));
         }
@@ -395,17 +431,16 @@ bool run_slow(const Options& opt) {
     const auto rep_normal = normal.verify(st.cancelled_at_shutdown);
     Tracker::print("slow(blockers+throwers)", rep, 0);
     Tracker::print("slow(normal)", rep_normal, st.cancelled_at_shutdown);
-    const std::string lat = normal.lateness.summary();
-    std::printf("slow: normal timers' lateness while a worker is blocked: %s\n", lat.c_str());
+    std::printf("slow: normal timers' lateness (not asserted): %s\n", normal.lateness.summary().c_str());
     std::printf("slow: exceptions thrown %ld, counted %llu, error hook %ld, %.1f s\n", throws.load(),
                 static_cast<unsigned long long>(st.callback_exceptions), errors.load(),
                 duration<double>(steady_clock::now() - t0).count());
-    // Normal timers must not queue behind a blocked worker: had they waited
-    // for a 200 ms blocker, their p99 would approach 200 ms.
-    const bool on_time = normal.lateness.quantile(0.99) < 100'000'000;
-    std::printf("slow: normal timers' p99 below 100 ms while a worker is blocked: %s\n", on_time ? "yes" : "NO");
-    return rep.ok && rep_normal.ok && on_time && throws.load() == static_cast<long>(st.callback_exceptions) &&
-           errors.load() == throws.load();
+    std::printf("slow: %ld of %ld blockers; each stayed blocked until %ld normal timers due after it blocked had "
+                "run beside it: %s (stalled rounds %ld, blockers that gave up %ld)\n",
+                rounds_done.load(), rounds, kBeside, stalled.load() == 0 && gave_up.load() == 0 ? "yes" : "NO", stalled.load(),
+                gave_up.load());
+    return rep.ok && rep_normal.ok && stalled.load() == 0 && gave_up.load() == 0 && rounds_done.load() == rounds &&
+           throws.load() == static_cast<long>(st.callback_exceptions) && errors.load() == throws.load();
 }
 
 // ---- pending limit -------------------------------------------------------------------------

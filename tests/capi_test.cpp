@@ -3,6 +3,8 @@
 // stats. Suites are named CApi* (ctest -R CApi).
 #include "tickwheel/tickwheel.h"
 
+#include "test_support.hpp"  // the documented id layout; forcing a slot's reuse
+
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -13,6 +15,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -506,18 +509,99 @@ TEST(CApiStop, ZeroRandomAndStaleIdsAreEnoent) {
     EXPECT_EQ(tw_timer_stop(rt.get(), stopped), TW_OK);
     EXPECT_EQ(tw_timer_stop(rt.get(), stopped), TW_ENOENT);
     EXPECT_EQ(tw_timer_stop_sync(rt.get(), stopped), TW_ENOENT);
-    // Stale: its slot has been reused by a newer timer (the newer one is untouched).
-    std::vector<tw_timer> newer;
-    for (int i = 0; i < 64; ++i) {
-        tw_timer id = 0;
-        ASSERT_EQ(tw_timer_start(rt.get(), 10000 * kMs, 0, probe_cb, &p, &id), TW_OK);
-        newer.push_back(id);
-    }
-    EXPECT_EQ(tw_timer_stop(rt.get(), stopped), TW_ENOENT);
-    EXPECT_EQ(tw_timer_stop(rt.get(), fired), TW_ENOENT);
-    for (tw_timer id : newer) EXPECT_EQ(tw_timer_stop(rt.get(), id), TW_OK);
+    // Stale because its slot was reused: CApiStop.StaleIdsOfAReusedSlot* below.
     EXPECT_EQ(tw_timer_stop(rt.get(), keep), TW_OK);
     EXPECT_EQ(live.runs.load(), 0);
+}
+
+namespace {
+// `stale` names a timer that is done (fired or stopped) on the 1-shard
+// runtime `rt`. Forces a new timer onto its slot (tw_test::
+// start_on_the_slot_of: starts pending timers until one gets the slot) and
+// FAILS if none does; then stop, stop_sync and reset with the stale id must
+// be TW_ENOENT and leave the new timer alone: not released by them, and
+// firing exactly once at the deadline its own id set.
+void stale_id_of_a_reused_slot(tw_runtime* rt, tw_timer stale) {
+    std::deque<Probe> probes;  // one per timer started; the last one got the slot
+    std::vector<std::uint64_t> held;
+    tw_timer newer = 0;
+    // On every path out (an ASSERT too), nothing may still use `probes`.
+    struct StopAllOnExit {
+        tw_runtime* rt;
+        const std::vector<std::uint64_t>& held;
+        const tw_timer& newer;
+        ~StopAllOnExit() {
+            for (std::uint64_t id : held) tw_timer_stop_sync(rt, id);
+            tw_timer_stop_sync(rt, newer);
+        }
+    } stop_all_on_exit{rt, held, newer};
+    newer = tw_test::start_on_the_slot_of(
+        stale,
+        [&]() -> std::uint64_t {
+            tw_timer_spec s = probe_spec(probes.emplace_back(), 10000 * kMs);
+            tw_timer id = 0;
+            EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
+            return id;
+        },
+        held);
+    ASSERT_NE(newer, 0u) << "no new timer got the slot of the stale id " << std::hex << stale << std::dec << " ("
+                         << held.size() << " tried): the slot was never reused";
+    Probe& np = probes.back();
+    // The documented id layout (README, "Handles"): low 32 bits the slot
+    // index, bits 32..39 the shard, bits 40..63 the generation.
+    ASSERT_EQ(tw_test::id_index(newer), tw_test::id_index(stale));
+    EXPECT_NE(tw_test::id_gen(newer), tw_test::id_gen(stale)) << "same slot, same generation";
+
+    EXPECT_EQ(tw_timer_stop(rt, stale), TW_ENOENT);
+    EXPECT_EQ(tw_timer_stop_sync(rt, stale), TW_ENOENT);
+    EXPECT_EQ(np.released.load(), 0) << "a stale stop cancelled the slot's new timer";
+    // Bring the new timer's deadline near with its own id; a stale reset(0)
+    // acted on would fire it early, a stale reset(10000 s) never.
+    const std::uint64_t own_deadline = tw_now_ns() + 20 * kMs;
+    ASSERT_EQ(tw_timer_reset(rt, newer, 20 * kMs), TW_OK);
+    EXPECT_EQ(tw_timer_reset(rt, stale, 0), TW_ENOENT);
+    EXPECT_EQ(tw_timer_reset(rt, stale, 10000 * kMs), TW_ENOENT);
+    ASSERT_TRUE(wait_until([&] { return np.released.load() == 1; }))
+        << "the slot's new timer never fired: a stale reset moved it";
+    EXPECT_EQ(np.runs.load(), 1);
+    EXPECT_EQ(np.runs_at_release.load(), 1);
+    EXPECT_EQ(np.id_seen.load(), newer);
+    EXPECT_GE(np.last_run_ns.load(), own_deadline) << "the slot's new timer fired early: a stale reset moved it";
+    EXPECT_EQ(tw_timer_stop(rt, stale), TW_ENOENT);
+    // The timers started on the way were untouched too: all still pending.
+    for (std::uint64_t id : held) EXPECT_EQ(tw_timer_stop(rt, id), TW_OK) << std::hex << id;
+    for (std::size_t i = 0; i + 1 < probes.size(); ++i) {
+        EXPECT_EQ(probes[i].runs.load(), 0) << i;
+        EXPECT_EQ(probes[i].released.load(), 1) << i;
+    }
+}
+}  // namespace
+
+TEST(CApiStop, StaleIdsOfAReusedSlotAreEnoentAndLeaveItsNewTimerAlone) {
+    RtPtr rt = make_runtime(/*shards=*/1);  // one shard: every start competes for the recycled slot
+    // Stale because it fired.
+    Probe f;
+    tw_timer_spec s = probe_spec(f, 0);
+    tw_timer fired = 0;
+    ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &fired), TW_OK);
+    ASSERT_TRUE(wait_until([&] { return f.released.load() == 1; }));
+    {
+        SCOPED_TRACE("stale because it fired");
+        stale_id_of_a_reused_slot(rt.get(), fired);
+    }
+    // Stale because it was stopped.
+    Probe p;
+    s = probe_spec(p, 10000 * kMs);
+    tw_timer stopped = 0;
+    ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &stopped), TW_OK);
+    ASSERT_EQ(tw_timer_stop(rt.get(), stopped), TW_OK);
+    {
+        SCOPED_TRACE("stale because it was stopped");
+        stale_id_of_a_reused_slot(rt.get(), stopped);
+    }
+    EXPECT_EQ(f.runs.load(), 1);
+    EXPECT_EQ(p.runs.load(), 0);
+    EXPECT_EQ(p.released.load(), 1);
 }
 
 TEST(CApiStop, StopPendingReleasesInsideTheCall) {
@@ -798,15 +882,30 @@ TEST(CApiRelease, NullReleaseIsFine) {
 }
 
 namespace {
-std::atomic<int> g_released{0};
-std::atomic<int> g_started{0};
-void count_release(void*) { g_released.fetch_add(1); }
 void nop_cb(void*, tw_timer) {}
+
+// One timer's own counters (CApiRelease.ExactlyOnceUnderConcurrentStartStopAndShutdown).
+struct Life {
+    std::atomic<int> released{0};
+    std::atomic<int> runs{0};
+    std::atomic<int> stop_ok{0};  // stop/stop_sync calls that returned TW_OK
+    bool periodic = false;
+    bool started = false;  // tw_timer_start_ex returned TW_OK
+};
+void life_cb(void* arg, tw_timer) { static_cast<Life*>(arg)->runs.fetch_add(1); }
+void life_release(void* arg) { static_cast<Life*>(arg)->released.fetch_add(1); }
 }  // namespace
 
+// Every start -- successful or refused by the shutdown -- is released exactly
+// once, checked per timer (each has its own counter: a total would let a
+// double release of one timer hide a missing release of another). Also per
+// timer, the "Stop" contract: exactly one of {its last run (one-shot), a stop
+// returned TW_OK, cancelled by the shutdown}, the last counted by the
+// runtime as cancelled_at_shutdown.
 TEST(CApiRelease, ExactlyOnceUnderConcurrentStartStopAndShutdown) {
-    g_released = 0;
-    g_started = 0;
+    constexpr int kThreads = 4;
+    constexpr int kPerThread = 2000;
+    std::vector<std::deque<Life>> lives(kThreads);  // stable addresses, one deque per thread
     tw_runtime* rt = nullptr;
     tw_config cfg;
     tw_config_init(&cfg);
@@ -814,47 +913,74 @@ TEST(CApiRelease, ExactlyOnceUnderConcurrentStartStopAndShutdown) {
     cfg.workers = 2;
     cfg.resolution_ns = 100000;  // 100 us
     ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
-    std::atomic<int> attempts{0};
     std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) {
-        threads.emplace_back([rt, t, &attempts] {
-            std::vector<tw_timer> mine;
-            for (int i = 0; i < 2000; ++i) {
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([rt, t, &lives] {
+            std::deque<Life>& my_lives = lives[static_cast<std::size_t>(t)];
+            std::vector<std::pair<tw_timer, Life*>> mine;
+            for (int i = 0; i < kPerThread; ++i) {
+                Life& life = my_lives.emplace_back();
+                life.periodic = i % 3 == 0;
                 tw_timer_spec s;
                 tw_timer_spec_init(&s);
                 s.delay_ns = static_cast<std::uint64_t>((i * 7 + t) % 5) * 100000;
-                s.period_ns = i % 3 == 0 ? 200000 : 0;
-                s.callback = nop_cb;
-                s.release = count_release;
+                s.period_ns = life.periodic ? 200000 : 0;
+                s.callback = life_cb;
+                s.arg = &life;
+                s.release = life_release;
                 tw_timer id = 0;
-                attempts.fetch_add(1);
                 const int rc = tw_timer_start_ex(rt, &s, &id);
                 if (rc == TW_OK) {
-                    g_started.fetch_add(1);
-                    mine.push_back(id);
+                    life.started = true;
+                    mine.emplace_back(id, &life);
                 } else {
                     EXPECT_EQ(rc, TW_ESHUTDOWN);
                 }
                 if (i % 2 == 0 && !mine.empty()) {
-                    const int s_rc = (i % 4 == 0) ? tw_timer_stop_sync(rt, mine.back()) : tw_timer_stop(rt, mine.back());
+                    const auto [victim, vlife] = mine.back();
+                    const int s_rc = (i % 4 == 0) ? tw_timer_stop_sync(rt, victim) : tw_timer_stop(rt, victim);
                     EXPECT_TRUE(s_rc == TW_OK || s_rc == TW_ENOENT || s_rc == TW_ESHUTDOWN) << s_rc;
+                    if (s_rc == TW_OK) vlife->stop_ok.fetch_add(1);
                     mine.pop_back();
                 }
                 if (i % 5 == 0 && !mine.empty()) {
-                    const int r_rc = tw_timer_reset(rt, mine.front(), 100000);
+                    const int r_rc = tw_timer_reset(rt, mine.front().first, 100000);
                     EXPECT_TRUE(r_rc == TW_OK || r_rc == TW_ENOENT || r_rc == TW_ESHUTDOWN) << r_rc;
                 }
             }
         });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let the threads get going (no race hidden)
     EXPECT_EQ(tw_runtime_shutdown(rt), TW_OK);  // while the threads are still going
     for (auto& th : threads) th.join();
-    // Every start released exactly once: successful ones by fire/stop/shutdown,
-    // failed ones (TW_ESHUTDOWN) inside start.
-    EXPECT_EQ(g_released.load(), attempts.load());
+    tw_stats st;
+    st.size = sizeof st;
+    ASSERT_EQ(tw_runtime_stats(rt, &st), TW_OK);
     EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
-    EXPECT_EQ(g_released.load(), attempts.load());
+    std::uint64_t started = 0, cancelled = 0;
+    int bad = 0;
+    for (int t = 0; t < kThreads; ++t) {
+        const std::deque<Life>& my_lives = lives[static_cast<std::size_t>(t)];
+        ASSERT_EQ(my_lives.size(), static_cast<std::size_t>(kPerThread));
+        for (std::size_t i = 0; i < my_lives.size(); ++i) {
+            const Life& l = my_lives[i];
+            const int released = l.released.load(), runs = l.runs.load(), stops = l.stop_ok.load();
+            const int last_run = !l.periodic && runs > 0 ? 1 : 0;
+            const bool ok = l.started ? released == 1 && (l.periodic || runs <= 1) && last_run + stops <= 1
+                                      : released == 1 && runs == 0 && stops == 0;
+            if (!ok && ++bad <= 10)
+                ADD_FAILURE() << "thread " << t << " timer " << i << (l.started ? " started" : " refused")
+                              << (l.periodic ? " periodic" : " one-shot") << ": released " << released
+                              << " times, ran " << runs << " times, stopped (TW_OK) " << stops << " times";
+            if (l.started) {
+                ++started;
+                if (last_run + stops == 0) ++cancelled;
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0) << "timers not released exactly once, or ended twice";
+    EXPECT_EQ(started, st.started);
+    EXPECT_EQ(cancelled, st.cancelled_at_shutdown) << "timers that neither ran their last run nor were stopped";
 }
 
 // =============================================================================

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -35,8 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/timer_record.hpp"  // rt::Id: the id layout (shard, index, generation)
-
 namespace {
 
 using namespace std::chrono_literals;
@@ -45,9 +44,16 @@ using tw::Clock;
 using tw::Duration;
 using tw::TimePoint;
 
+using tw_test::Gate;
+using tw_test::id_gen;
+using tw_test::id_index;
+using tw_test::id_shard;
 using tw_test::kSanitized;
 using tw_test::kWait;
+using tw_test::make_id;
+using tw_test::OpenOnExit;
 using tw_test::small_config;
+using tw_test::start_on_the_slot_of;
 using tw_test::wait_until;
 
 // Loose lateness bound: a timer must have started within this after its deadline.
@@ -253,7 +259,7 @@ TEST(RuntimeStart, StartOptionsShardHintIsTakenModuloShardCount) {
         o.delay = 30s;
         o.shard = hint;
         timers.push_back(rt.start(o, [p = Probe(&released)](tw::Timer) {}));
-        EXPECT_EQ(tw::rt::Id::shard(timers.back().id()), static_cast<unsigned>(hint) % 3u) << "hint " << hint;
+        EXPECT_EQ(id_shard(timers.back().id()), static_cast<unsigned>(hint) % 3u) << "hint " << hint;
     }
     // The wheels see them where the ids say.
     ASSERT_TRUE(wait_until([&] { return rt.stats().pending_per_shard == std::vector<std::size_t>{2, 2, 2}; }))
@@ -262,7 +268,7 @@ TEST(RuntimeStart, StartOptionsShardHintIsTakenModuloShardCount) {
     tw::StartOptions any;
     any.delay = 30s;
     const tw::Timer t = rt.start(any, [p = Probe(&released)] {});
-    EXPECT_LT(tw::rt::Id::shard(t.id()), 3u);
+    EXPECT_LT(id_shard(t.id()), 3u);
     timers.push_back(t);
     for (auto& x : timers) EXPECT_TRUE(rt.stop(x));
     EXPECT_EQ(released.load(), 7);
@@ -285,7 +291,7 @@ TEST(RuntimeStart, StartOptionsDelayPeriodAndDeadline) {
     ASSERT_GE(times.size(), 3u);
     for (std::size_t k = 0; k < times.size(); ++k)
         EXPECT_GE(times[k], t0 + 10ms + 40ms * static_cast<long>(k)) << "run " << k;
-    EXPECT_EQ(tw::rt::Id::shard(pt.id()), 1u);
+    EXPECT_EQ(id_shard(pt.id()), 1u);
 
     // An explicit deadline overrides the delay.
     t0 = Clock::now();
@@ -645,7 +651,7 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     ASSERT_EQ(rt.shard_count(), 2u);
     const tw::Timer live = rt.start(30s, recorder(live_tr, Clock::now() + 30s));
     const std::uint64_t id = live.id();
-    const std::uint32_t gen = tw::rt::Id::gen(id), sh = tw::rt::Id::shard(id), idx = tw::rt::Id::index(id);
+    const std::uint32_t gen = id_gen(id), sh = id_shard(id), idx = id_index(id);
 
     EXPECT_FALSE(rt.stop(0));
     EXPECT_FALSE(rt.stop_sync(0));
@@ -653,7 +659,7 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     // Same slot, other generations: including one that agrees in the low 10
     // bits (the ctl word's copy) but not in the full 24-bit generation.
     for (std::uint32_t g : {gen + 1, gen - 1 == 0 ? 2u : gen - 1, gen ^ (1u << 10), gen ^ (1u << 23), 0u}) {
-        const std::uint64_t other = tw::rt::Id::make(g, sh, idx);
+        const std::uint64_t other = make_id(g, sh, idx);
         if (other == id) continue;
         EXPECT_FALSE(rt.stop(other)) << "gen " << g;
         EXPECT_FALSE(rt.reset(other, 1ms)) << "gen " << g;
@@ -661,16 +667,16 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     }
     // Shard indices >= shard_count.
     for (std::uint32_t s : {2u, 3u, 17u, 255u}) {
-        const std::uint64_t other = tw::rt::Id::make(gen, s, idx);
+        const std::uint64_t other = make_id(gen, s, idx);
         EXPECT_FALSE(rt.stop(other)) << "shard " << s;
         EXPECT_FALSE(rt.reset(other, 1ms)) << "shard " << s;
         EXPECT_FALSE(rt.stop_sync(other)) << "shard " << s;
     }
     // The other (valid) shard, and indices far beyond anything allocated.
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, 1 - sh, idx)));
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, sh, idx + 1)));
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, sh, 0xFFFFFFFFu)));
-    EXPECT_FALSE(rt.stop(tw::rt::Id::make(gen, sh, 1u << 20)));
+    EXPECT_FALSE(rt.stop(make_id(gen, 1 - sh, idx)));
+    EXPECT_FALSE(rt.stop(make_id(gen, sh, idx + 1)));
+    EXPECT_FALSE(rt.stop(make_id(gen, sh, 0xFFFFFFFFu)));
+    EXPECT_FALSE(rt.stop(make_id(gen, sh, 1u << 20)));
     // Random garbage.
     std::mt19937_64 rng(777);
     for (int i = 0; i < 20000; ++i) {
@@ -689,25 +695,53 @@ TEST(RuntimeStop, InvalidStaleAndForeignIdsAreNeverActedOn) {
     EXPECT_EQ(live_tr.runs.load(), 0);
 }
 
+// The stale id of a slot that now holds a newer timer. The reuse is forced
+// and asserted, not hoped for: one shard, so every start competes for the
+// recycled slot, and start_on_the_slot_of() keeps starting timers until one
+// lands on it (see test_support.hpp). Then stop, stop_sync and reset with the
+// stale id must do nothing to the slot's new timer: it is not released, and
+// it fires exactly once, at the deadline its own id set.
 TEST(RuntimeStop, StaleIdOfARecycledSlotIsNotActedOn) {
     Track first;
-    Track second;
+    std::deque<Track> newer;  // one per timer started on the way; the last one got the slot
     tw::Runtime rt(small_config(1, 2));
     const tw::Timer t1 = rt.start(0ns, recorder(first, Clock::now()));
     ASSERT_TRUE(wait_released(first));
-    ASSERT_TRUE(wait_until([&] { return rt.stats().live == 0; }));
-    const tw::Timer t2 = rt.start(30s, recorder(second, Clock::now() + 30s));
-    EXPECT_NE(t1.id(), t2.id());
-    if (tw::rt::Id::index(t1.id()) == tw::rt::Id::index(t2.id())) {
-        EXPECT_NE(tw::rt::Id::gen(t1.id()), tw::rt::Id::gen(t2.id()));
-    }
+    std::vector<std::uint64_t> held;
+    // (No early check in the recorder: the deadline is moved below; checked by hand.)
+    const std::uint64_t id2 = start_on_the_slot_of(
+        t1.id(), [&] { return rt.start(30s, recorder(newer.emplace_back(), TimePoint{})).id(); }, held);
+    ASSERT_NE(id2, 0u) << "no new timer got the slot of the stale id within " << ms_of(kWait) << " ms ("
+                       << held.size() << " tried): the slot was never reused";
+    const tw::Timer t2(&rt, id2);
+    Track& second = newer.back();
+    ASSERT_EQ(id_index(t2.id()), id_index(t1.id()));
+    ASSERT_EQ(id_shard(t2.id()), id_shard(t1.id()));
+    EXPECT_NE(id_gen(t2.id()), id_gen(t1.id())) << "same slot, same generation: the stale id names the new timer";
+
     EXPECT_FALSE(rt.stop(t1));
-    EXPECT_FALSE(rt.reset(t1, 0ns));
     EXPECT_FALSE(rt.stop_sync(t1));
-    EXPECT_EQ(second.released.load(), 0);
-    EXPECT_TRUE(rt.stop(t2)) << "the slot's new timer must be untouched by the stale id";
-    EXPECT_EQ(second.runs.load(), 0);
+    EXPECT_EQ(second.released.load(), 0) << "a stale stop cancelled the slot's new timer";
+    // Move the new timer's deadline near with its own id, then try to fire it
+    // at once and to push it hours away with the stale one: it must fire
+    // once, at its own deadline (not before: a stale reset(0) acted on; not
+    // never: a stale reset(1h) acted on).
+    const TimePoint own_deadline = Clock::now() + 20ms;
+    EXPECT_TRUE(rt.reset(t2, 20ms));
+    EXPECT_FALSE(rt.reset(t1, 0ns));
+    EXPECT_FALSE(rt.reset(t1, 1h));
+    ASSERT_TRUE(wait_released(second)) << "the slot's new timer never fired: a stale reset moved it";
+    EXPECT_EQ(second.runs.load(), 1);
+    EXPECT_GE(second.run_time(0), own_deadline) << "the slot's new timer fired early: a stale reset moved it";
+    EXPECT_EQ(second.seen_id.load(), t2.id());
+    EXPECT_FALSE(rt.stop(t1));
     EXPECT_EQ(first.runs.load(), 1);
+    // The timers started on the way were untouched too.
+    for (std::uint64_t id : held) EXPECT_TRUE(rt.stop(id)) << std::hex << id;
+    for (std::size_t i = 0; i + 1 < newer.size(); ++i) {
+        EXPECT_EQ(newer[i].runs.load(), 0) << i;
+        EXPECT_EQ(newer[i].released.load(), 1) << i;
+    }
 }
 
 // =============================================================================
@@ -1136,20 +1170,38 @@ TEST(RuntimeReset, InvalidDelayThrowsAndLeavesTheTimerPending) {
 // periodic
 // =============================================================================
 
+// The run count of a fixed-rate timer, against the number of periods
+// elapsed as read from the runtime's own clock (Clock::now()) at each run --
+// not against a wall-clock window, whose run count depends on how busy the
+// machine is. Run k (0-based) is the run of some period j >= k (one run per
+// period at most: skipped periods are skipped, never run twice or in a
+// burst), due at first + j*P >= t0 + (k+1)*P (the first deadline is t0 + P
+// or later; P = 10 ms is a whole number of 1 ms ticks), and never starts
+// early. So when run k starts, at least k+1 periods have elapsed since t0:
+// the runs so far never outnumber the periods elapsed. Exact, at any load.
+// That the timer keeps running is the bounded wait for kRuns runs (reached
+// only on failure).
 TEST(RuntimePeriodic, RunCountOverAWindowIsPlausible) {
+    constexpr Duration kP = 10ms;
+    constexpr int kRuns = 20;
     Track tr;
     tw::Runtime rt(small_config());
     const TimePoint t0 = Clock::now();
-    const tw::Timer t = rt.start_periodic(10ms, recorder(tr, t0 + 10ms));
-    std::this_thread::sleep_for(300ms);  // the measurement window
+    const tw::Timer t = rt.start_periodic(kP, recorder(tr, t0 + kP));
+    ASSERT_TRUE(wait_until([&] { return tr.runs.load() >= kRuns; }))
+        << "only " << tr.runs.load() << " runs in " << ms_of(kWait) << " ms";
     EXPECT_TRUE(rt.stop_sync(t));
     const TimePoint t1 = Clock::now();
-    const int runs = tr.runs.load();
-    // Exact upper bound from "never early": run k starts >= t0 + (k+1)*period.
-    const auto max_runs = static_cast<int>((t1 - t0) / 10ms);
-    EXPECT_LE(runs, max_runs);
-    EXPECT_LE(runs, 31);
-    EXPECT_GE(runs, 5);
+    const auto times = tr.run_times();
+    ASSERT_EQ(static_cast<int>(times.size()), tr.runs.load());
+    for (std::size_t k = 0; k < times.size(); ++k) {
+        const auto elapsed = (times[k] - t0) / kP;  // whole periods elapsed when run k started
+        EXPECT_GE(elapsed, static_cast<long>(k + 1))
+            << "run " << k << " started when " << elapsed << " periods had elapsed: early, or two runs for one period";
+    }
+    EXPECT_LE(static_cast<long>(times.size()), (t1 - t0) / kP) << "more runs than periods elapsed";
+    EXPECT_EQ(tr.early.load(), 0);
+    EXPECT_EQ(tr.max_in_cb.load(), 1);
 }
 
 TEST(RuntimePeriodic, FixedRateRunsNeverStartBeforeStartPlusKPeriods) {
@@ -1166,21 +1218,53 @@ TEST(RuntimePeriodic, FixedRateRunsNeverStartBeforeStartPlusKPeriods) {
     EXPECT_EQ(tr.max_in_cb.load(), 1);
 }
 
+// What the contract promises about rounding (runtime.hpp: deadlines and the
+// period are rounded UP to the resolution; fixed rate: runs at first +
+// k*period), worked out exactly. The ticks are counted from the runtime's
+// creation (its epoch), which the API does not
+// expose, so the tick boundaries are NOT aligned with t0 (Clock::now() read
+// just before start_periodic(P)):
+//  * the first deadline is start()'s own reading (>= t0) plus P, rounded up
+//    to the next tick boundary: rounding adds anything from 0 to just under
+//    one tick. So the first run is bounded by t0 + P, not by t0 + R (R = P
+//    rounded up to the tick): that would take the rounding for granted.
+//  * every later deadline is the first plus a whole number of periods of R
+//    (= ceil(P / res) ticks, at least one), at least one more per run
+//    (skipped periods only push later runs later).
+// Hence, exactly: run k (0-based) starts at or after t0 + P + k*R.
+// The test runs two timers at a 2 ms resolution: P = 1 ns (R = 2 ms: at
+// least one tick) and P = 3 ms (R = 4 ms: rounded UP). Were 3 ms rounded
+// down (2 ms) or kept (3 ms), run k would be due before t0' + 5 ms + 3k ms
+// (t0' read just after start()), below the bound t0 + 3 ms + 4k ms: caught
+// by every run that starts less than (k - 2) ms late.
 TEST(RuntimePeriodic, PeriodIsRoundedUpToTheResolution) {
+    constexpr Duration kRes = 2ms;
     tw::Config c = small_config();
-    c.resolution = 2ms;
-    Track tr;
+    c.resolution = kRes;
     tw::Runtime rt(c);
-    const TimePoint t0 = Clock::now();
-    const tw::Timer t = rt.start_periodic(1ns, recorder(tr, t0 + 1ns));
-    ASSERT_TRUE(wait_until([&] { return tr.runs.load() >= 10; }));
-    EXPECT_TRUE(rt.stop_sync(t));
-    const TimePoint t1 = Clock::now();
-    const auto times = tr.run_times();
-    // 1 ns rounds up to one 2 ms tick: run k starts >= t0 + k * 2 ms.
-    for (std::size_t k = 0; k < times.size(); ++k)
-        EXPECT_GE(times[k], t0 + 2ms * static_cast<long>(k)) << "run " << k;
-    EXPECT_LE(static_cast<long>(times.size()), (t1 - t0) / 2ms + 1);
+    ASSERT_EQ(rt.resolution(), kRes);
+    struct Case {
+        Duration period;
+        Duration rounded;
+    };
+    for (const Case cs : {Case{1ns, 2ms}, Case{3ms, 4ms}}) {
+        SCOPED_TRACE("period " + std::to_string(cs.period.count()) + " ns");
+        Track tr;
+        const TimePoint t0 = Clock::now();
+        const tw::Timer t = rt.start_periodic(cs.period, recorder(tr, t0 + cs.period));
+        ASSERT_TRUE(wait_until([&] { return tr.runs.load() >= 10; }));
+        EXPECT_TRUE(rt.stop_sync(t));
+        const TimePoint t1 = Clock::now();
+        const auto times = tr.run_times();
+        for (std::size_t k = 0; k < times.size(); ++k) {
+            const TimePoint bound = t0 + cs.period + cs.rounded * static_cast<long>(k);
+            EXPECT_GE(times[k], bound) << "run " << k << " started " << (bound - times[k]).count()
+                                       << " ns before t0 + P + k * rounded period";
+        }
+        // The same bound as a count: no more runs than deadlines up to t1.
+        EXPECT_LE(static_cast<long>(times.size()), (t1 - t0 - cs.period) / cs.rounded + 1);
+        EXPECT_EQ(tr.early.load(), 0);
+    }
 }
 
 TEST(RuntimePeriodic, RunsNeverOverlap) {
@@ -1255,6 +1339,10 @@ TEST(RuntimeCallbacks, StartNewTimersFromACallback) {
         child_id.store(self.runtime()->start(5ms, recorder(child, deadline)).id());
     });
     ASSERT_TRUE(wait_released(child));
+    // The child may fire, and be released, before its parent's callback has
+    // stored child_id (the parent's worker can be preempted for longer than
+    // 5 ms): the parent's release hook runs after its callback returned.
+    ASSERT_TRUE(wait_until([&] { return parent_released.load() == 1; }));
     EXPECT_EQ(child.runs.load(), 1);
     EXPECT_EQ(child.early.load(), 0);
     EXPECT_EQ(child.seen_id.load(), child_id.load());
@@ -1810,7 +1898,7 @@ TEST(RuntimeConfig, BoundaryConfigsWork) {
     o.shard = 255;
     o.delay = 2ms;
     const tw::Timer t = rt.start(o, recorder(tr, Clock::now() + 2ms));
-    EXPECT_EQ(tw::rt::Id::shard(t.id()), 255u);
+    EXPECT_EQ(id_shard(t.id()), 255u);
     ASSERT_TRUE(wait_released(tr));
     EXPECT_EQ(tr.early.load(), 0);
     EXPECT_EQ(tr.seen_id.load(), t.id());
@@ -1942,24 +2030,33 @@ TEST(RuntimeStats, CountersMatchWhatTheTestDid) {
 // blocking callbacks
 // =============================================================================
 
+// A callback blocked on one worker must not hold back timers that come due
+// meanwhile: they run on the other worker WHILE it is blocked. Proved by
+// construction, not by timing: the blocker stays blocked on a gate that the
+// test opens only after all kN timers have run. Had they waited for it, they
+// could not run at all, and the bounded wait for them fails (the blocker
+// gives up on its own only after 3 x kWait, so a failing test still ends).
+// However slow the machine, a correct runtime passes.
 TEST(RuntimeBlocking, BlockingCallbackDoesNotDelayOtherDueTimers) {
-    std::atomic<bool> blocker_started{false}, blocker_done{false};
-    std::atomic<int> runs{0}, after_blocker{0}, early{0};
+    constexpr int kN = 50;
+    Gate unblock;
+    std::atomic<bool> blocker_started{false}, blocker_done{false}, blocker_gave_up{false};
+    std::atomic<int> runs{0}, while_blocked{0}, early{0};
     std::atomic<std::int64_t> worst_ns{0};
     tw::Runtime rt(small_config(2, 2));
+    const OpenOnExit unblock_on_exit{unblock};
     rt.start(1ms, [&] {
         blocker_started.store(true);
-        std::this_thread::sleep_for(500ms);
+        if (!unblock.wait(3 * kWait)) blocker_gave_up.store(true);
         blocker_done.store(true);
     });
     ASSERT_TRUE(wait_until([&] { return blocker_started.load(); }));
-    constexpr int kN = 50;
     const TimePoint base = Clock::now();
     for (int i = 0; i < kN; ++i) {
         const TimePoint deadline = base + 10ms + std::chrono::microseconds(200 * i);
         rt.start_at(deadline, [&, deadline] {
             const TimePoint now = Clock::now();
-            if (blocker_done.load()) after_blocker.fetch_add(1);
+            if (!blocker_done.load()) while_blocked.fetch_add(1);
             if (now < deadline) early.fetch_add(1);
             const std::int64_t late = (now - deadline).count();
             std::int64_t w = worst_ns.load();
@@ -1968,49 +2065,75 @@ TEST(RuntimeBlocking, BlockingCallbackDoesNotDelayOtherDueTimers) {
             runs.fetch_add(1);
         });
     }
-    ASSERT_TRUE(wait_until([&] { return runs.load() == kN; }));
-    EXPECT_EQ(after_blocker.load(), 0) << "short timers waited for the blocking callback";
-    EXPECT_LT(Duration(worst_ns.load()), 300ms) << "worst lateness " << worst_ns.load() / 1000000 << " ms";
+    const bool all_ran = wait_until([&] { return runs.load() == kN; });
+    unblock.open();  // only now
+    ASSERT_TRUE(all_ran) << "only " << runs.load() << " of " << kN << " due timers ran in " << ms_of(kWait)
+                         << " ms while a callback was blocked on the other worker";
+    ASSERT_TRUE(wait_until([&] { return blocker_done.load(); }));
+    EXPECT_FALSE(blocker_gave_up.load());
+    EXPECT_EQ(while_blocked.load(), kN) << "short timers waited for the blocking callback";
     EXPECT_EQ(early.load(), 0);
+    EXPECT_LE(Duration(worst_ns.load()), kLate) << "worst lateness " << worst_ns.load() / 1000000 << " ms";
 }
 
 // The blocking callback is one of a batch of timers due at the same tick: the
 // rest of its batch, and timers due later, must not wait for it while the
-// other worker is free.
+// other worker is free. By construction again, whatever the machine's speed:
+//  * the batch's first callback (on worker A) holds A until another worker
+//    (B) has taken a callback of the same batch: a free worker must pick up
+//    the rest of a batch whose callback blocks. That callback, the first on
+//    B, is the blocker: it blocks on a gate the test holds;
+//  * the test then starts kLater timers, and opens the gate only after they
+//    and the rest of the batch have all run -- on A, while B was blocked;
+//  * any stall (the batch never spread over two workers, or the rest of it
+//    or the later timers queued behind the blocker) makes a bounded wait
+//    fail; nothing depends on how fast the second worker wakes up.
 TEST(RuntimeBlocking, BlockingCallbackInsideABatchDoesNotStallLaterTimers) {
     constexpr int kBatch = 40;
-    std::atomic<int> batch_runs{0};
+    constexpr int kLater = 20;
+    Gate blocker_in, unblock;
+    std::atomic<int> batch_runs{0}, later_runs{0}, later_while_blocked{0};
     std::atomic<std::thread::id> first_thread{};
-    std::atomic<bool> blocker_claimed{false}, blocker_started{false}, blocker_done{false};
-    std::atomic<int> later_runs{0}, after_blocker{0};
+    std::atomic<bool> blocker_claimed{false}, blocker_done{false}, first_gave_up{false}, blocker_gave_up{false};
     tw::Runtime rt(small_config(1, 2));
+    const OpenOnExit unblock_on_exit{unblock};
+    const OpenOnExit blocker_in_on_exit{blocker_in};
     const TimePoint due = Clock::now() + 5ms;
     for (int i = 0; i < kBatch; ++i) {
         rt.start_at(due, [&] {
+            const std::thread::id me = std::this_thread::get_id();
             std::thread::id none{};
-            first_thread.compare_exchange_strong(none, std::this_thread::get_id());
-            // The first callback to run on a second worker thread blocks.
-            if (first_thread.load() != std::this_thread::get_id() && !blocker_claimed.exchange(true)) {
-                blocker_started.store(true);
-                std::this_thread::sleep_for(500ms);
+            if (first_thread.compare_exchange_strong(none, me)) {
+                // The batch's first callback: hold worker A until worker B
+                // has taken a callback of this batch.
+                if (!blocker_in.wait(kWait)) first_gave_up.store(true);
+            } else if (first_thread.load() != me && !blocker_claimed.exchange(true)) {
+                blocker_in.open();
+                if (!unblock.wait(3 * kWait)) blocker_gave_up.store(true);
                 blocker_done.store(true);
-            } else {
-                std::this_thread::sleep_for(1ms);
             }
             batch_runs.fetch_add(1);
         });
     }
-    ASSERT_TRUE(wait_until([&] { return blocker_started.load(); }, 3s))
-        << "the batch never ran on two workers";
+    ASSERT_TRUE(wait_until([&] { return blocker_in.is_open(); }, kWait + kWait))
+        << "no second worker took a callback of the batch while its first callback blocked";
+    EXPECT_FALSE(first_gave_up.load());
     const TimePoint base = Clock::now();
-    for (int i = 0; i < 20; ++i)
+    for (int i = 0; i < kLater; ++i)
         rt.start_at(base + 10ms + std::chrono::milliseconds(i), [&] {
-            if (blocker_done.load()) after_blocker.fetch_add(1);
+            if (!blocker_done.load()) later_while_blocked.fetch_add(1);
             later_runs.fetch_add(1);
         });
-    ASSERT_TRUE(wait_until([&] { return later_runs.load() == 20 && batch_runs.load() == kBatch; }));
-    EXPECT_EQ(after_blocker.load(), 0) << after_blocker.load()
-                                       << " of 20 later timers only ran after the blocking callback returned";
+    const bool all_ran = wait_until([&] { return later_runs.load() == kLater && batch_runs.load() == kBatch - 1; });
+    unblock.open();  // only now
+    ASSERT_TRUE(all_ran) << "while one callback of the batch was blocked on worker B, only " << batch_runs.load()
+                         << " of the other " << kBatch - 1 << " callbacks of the batch and " << later_runs.load()
+                         << " of " << kLater << " later timers ran in " << ms_of(kWait) << " ms";
+    ASSERT_TRUE(wait_until([&] { return batch_runs.load() == kBatch; }));
+    EXPECT_FALSE(blocker_gave_up.load());
+    EXPECT_EQ(later_while_blocked.load(), kLater)
+        << kLater - later_while_blocked.load() << " of " << kLater
+        << " later timers only ran after the blocking callback returned";
 }
 
 }  // namespace
