@@ -40,6 +40,8 @@ Dispatcher::Dispatcher(RuntimeCore& core, unsigned workers)
 
 Dispatcher::~Dispatcher() { wait_idle(); }
 
+unsigned Dispatcher::concurrency() const noexcept { return effective_workers(workers_); }
+
 void Dispatcher::submit(const FireItem* items, std::size_t n) {
     auto* b = new Batch;
     b->n = n;

@@ -41,7 +41,9 @@ public:
     void submit(const FireItem* items, std::size_t n);
     /// Waits until every submitted batch has finished running.
     void wait_idle() noexcept;
-    unsigned concurrency() const noexcept { return workers_; }
+    /// The callbacks that can run at once now: the configured workers, or
+    /// fewer under an application's lower TBB limit (tbb_parallelism.hpp).
+    unsigned concurrency() const noexcept;
 
     struct Batch;
 
