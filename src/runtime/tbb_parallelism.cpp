@@ -51,8 +51,8 @@ private:
         auto next = std::make_unique<global_control>(global_control::max_allowed_parallelism, value);
         // The new control is live before the old one goes: growing, the
         // smaller old value never outlives this; shrinking, there is no
-        // moment without a tickwheel control (TBB's default, or an
-        // application's, could be below what the remaining runtimes need).
+        // moment without a tickwheel control (without one, TBB's default
+        // could be below what the remaining runtimes need).
         control_.swap(next);
         value_ = value;
         next.reset();

@@ -21,9 +21,10 @@
 // tickwheel: that work competes for the same pool, and TBB splits a short
 // pool between arenas in proportion to their demand, so without the default
 // pool on top a parallel_for in the application could take workers a
-// runtime counts on. Threads are created only on demand and a default arena
-// never asks for more than the default, so the larger limit costs nothing
-// and changes nothing for the application's own work.
+// runtime counts on. Threads are created only on demand and an arena of
+// TBB's default size never asks for more than the default pool, so the
+// larger limit costs nothing and changes nothing for such work (only an
+// arena the application made larger than the default can get more).
 //
 // An application limit above that value, alive when the first runtime is
 // created, is kept: the value is at least the limit read then (as the
@@ -37,7 +38,9 @@
 // how many threads the process may have; tickwheel does not override or
 // refuse it): then the runtimes get fewer workers than configured, and
 // effective_workers() says how many, read at call time (the application may
-// create or remove its limit at any moment).
+// create or remove its limit at any moment). TBB also caps the pool when
+// its scheduler starts (at least 256 workers); active_value(), and so
+// effective_workers(), includes that cap.
 #pragma once
 
 namespace tickwheel::rt {
