@@ -288,6 +288,11 @@ public:
     // ---- observation ---------------------------------------------------
     Stats stats() const;
     unsigned shard_count() const noexcept;
+    /// The callbacks that can run at once: Config::workers, whatever other
+    /// runtimes exist, or fewer while the application's own
+    /// tbb::global_control(max_allowed_parallelism) is lower (that limit
+    /// counts the application's thread: limit - 1, at least 1, shared by
+    /// all runtimes). Read at each call.
     unsigned worker_count() const noexcept;
     Duration resolution() const noexcept;
     /// The runtime's clock: steady_clock::now().

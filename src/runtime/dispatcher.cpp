@@ -1,26 +1,25 @@
 #include "runtime/dispatcher.hpp"
 
-#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <cstring>
 #include <new>
 
+#include "runtime/tbb_parallelism.hpp"
+
 namespace tickwheel::rt {
 
 struct Dispatcher::Arena {
-    // TBB caps the process's worker threads at (hardware threads - 1) unless
-    // a global_control raises it; without this, workers=2 on a 2-CPU machine
-    // would get one worker and a blocking callback would stall everything.
-    tbb::global_control parallelism;
+    // TBB's worker threads are one pool shared by every arena in the process,
+    // capped by the smallest live max_allowed_parallelism: the lease keeps
+    // tickwheel's one control at what all live runtimes need at once
+    // (tbb_parallelism.hpp). Declared first: held before the arena exists,
+    // given back after it is gone.
+    ParallelismLease lease;
     tbb::task_arena arena;
     explicit Arena(unsigned workers)
-        : parallelism(tbb::global_control::max_allowed_parallelism,
-                      std::max<std::size_t>(workers + 1,
-                                            tbb::global_control::active_value(
-                                                tbb::global_control::max_allowed_parallelism))),
-          arena(static_cast<int>(workers), /*reserved_for_masters=*/0) {
+        : lease(workers), arena(static_cast<int>(workers), /*reserved_for_masters=*/0) {
         arena.initialize();
     }
 };
@@ -43,6 +42,8 @@ Dispatcher::Dispatcher(unsigned workers, DrainFn drain, void* ctx)
 Dispatcher::~Dispatcher() {
     if (arena_) wait_idle();
 }
+
+unsigned Dispatcher::concurrency() const noexcept { return effective_workers(workers_); }
 
 void Dispatcher::abandon() noexcept { (void)arena_.release(); }  // leaked on purpose: see the header
 

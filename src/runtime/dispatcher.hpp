@@ -58,7 +58,9 @@ public:
     bool submit(const FireItem* items, std::size_t n) noexcept;
     /// Waits until every submitted batch has finished running.
     void wait_idle() noexcept;
-    unsigned concurrency() const noexcept { return workers_; }
+    /// The callbacks that can run at once now: the configured workers, or
+    /// fewer under an application's lower TBB limit (tbb_parallelism.hpp).
+    unsigned concurrency() const noexcept;
     /// In a fork() child: forgets the arena without touching oneTBB (whose
     /// threads do not exist there). Nothing may be submitted afterwards.
     void abandon() noexcept;
