@@ -46,6 +46,35 @@ class Recorder:
             return len(self.times)
 
 
+class Callable:
+    """A callable that weak references can watch."""
+
+    def __call__(self):
+        pass
+
+
+class ReleaseCounter:
+    """Records every token the binding releases (tickwheel._release: the release
+    hook's work, also done by the binding when the library did not take the arg)."""
+
+    def __init__(self):
+        self.calls = []
+        self._orig = None
+
+    def __enter__(self):
+        self._orig = tickwheel._release
+
+        def counting(token, _orig=self._orig, _calls=self.calls):
+            _calls.append(token)
+            _orig(token)
+
+        tickwheel._release = counting
+        return self
+
+    def __exit__(self, *exc):
+        tickwheel._release = self._orig
+
+
 class TestBasics(unittest.TestCase):
     def setUp(self):
         self.rt = Runtime(shards=2, workers=2)
@@ -228,6 +257,59 @@ class TestLifetimes(unittest.TestCase):
                 rt.start(10, lambda: None)
             self.assertEqual(cm.exception.errno, errno.EAGAIN)
             self.assertEqual(len(tickwheel._live), n + 1)
+
+    def test_failed_start_releases_exactly_once(self):
+        # The release rule, from the return code alone: EINVAL (and EFORKED, see
+        # TestFork) -- the library did not take the callable, the binding drops
+        # it; EAGAIN, ESHUTDOWN -- the library's hook dropped it before the call
+        # returned, and the binding must not do it again.
+        def eagain(rt):
+            rt.start(10, lambda: None)  # max_timers=1: the next start is EAGAIN
+            return errno.EAGAIN
+
+        def eshutdown(rt):
+            rt.shutdown()  # still open: the start reaches C, which says ESHUTDOWN
+            return errno.ESHUTDOWN
+
+        cases = [
+            ("EINVAL delay", lambda rt: errno.EINVAL, dict(delay=tickwheel.MAX_DELAY_S * 2)),
+            ("EINVAL period", lambda rt: errno.EINVAL, dict(period=tickwheel.MAX_DELAY_S * 2)),
+            ("EINVAL shard", lambda rt: errno.EINVAL, dict(shard=-2)),
+            ("EAGAIN", eagain, {}),
+            ("ESHUTDOWN", eshutdown, {}),
+        ]
+        for name, prepare, kw in cases:
+            with self.subTest(name), Runtime(shards=1, workers=1, max_timers=1) as rt:
+                want = prepare(rt)
+                with ReleaseCounter() as releases:
+                    fn = Callable()
+                    ref = weakref.ref(fn)
+                    refs_before = sys.getrefcount(fn)
+                    live_before = set(tickwheel._live)
+                    with self.assertRaises(TickwheelError) as cm:
+                        rt.start(kw.get("delay", 10), fn, kw.get("period", 0), shard=kw.get("shard", -1))
+                    self.assertEqual(cm.exception.errno, want)
+                    # Released before start() raised, exactly once, by whoever owned it.
+                    self.assertEqual(len(releases.calls), 1, releases.calls)
+                    self.assertNotIn(releases.calls[0], live_before)
+                    self.assertEqual(set(tickwheel._live), live_before)
+                    del cm
+                    self.assertEqual(sys.getrefcount(fn), refs_before)
+                    del fn
+                    self.assertIsNone(ref(), "the callable is freed")
+
+    def test_start_on_a_closed_runtime_releases_exactly_once(self):
+        rt = Runtime(shards=1, workers=1)
+        rt.close()
+        with ReleaseCounter() as releases:
+            fn = Callable()
+            ref = weakref.ref(fn)
+            with self.assertRaises(TickwheelError) as cm:
+                rt.start(1, fn)  # refused by the binding before C
+            self.assertEqual(cm.exception.code, tickwheel.TW_ESHUTDOWN)
+            del cm, fn
+            self.assertEqual(len(releases.calls), 1)
+            self.assertIsNone(ref())
 
     def test_runtime_kept_alive_by_pending_timers(self):
         rec = Recorder()

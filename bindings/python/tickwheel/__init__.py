@@ -16,9 +16,20 @@ timer.
 
 The callable is kept alive by the binding until the C library's release hook
 says the runtime is done with the timer (after its last run, when it is
-stopped, or at close), then dropped. A Runtime stays alive while it has
-pending timers; ``close()`` it (or use ``with``) to cancel them. Runtimes
-still open at interpreter exit are closed then.
+stopped, or at close), then dropped. A start that fails drops it before
+raising: the C library's hook did so on ESHUTDOWN, EAGAIN and ENOMEM, the
+binding itself on EINVAL and EFORKED (the library rejected the call without
+taking the callable). A Runtime stays alive while it has pending timers;
+``close()`` it (or use ``with``) to cancel them. Runtimes still open at
+interpreter exit are closed then.
+
+fork(): a Runtime created before os.fork() (or a multiprocessing "fork"
+start) has no threads in the child. There every call on it raises
+ForkedError, none of its callbacks runs and none of its callables is
+released (the child's copies are left alone); ``close()`` -- and so
+``with``, garbage collection and the exit hook -- only frees the child's
+copy of the C runtime, without waiting for anything. A Runtime created in
+the child works normally; the parent's runtimes are unaffected.
 
 The shared library is found through the environment variable TICKWHEEL_LIB
 (a path), else ``ctypes.util.find_library("tickwheel")``, else
@@ -42,6 +53,7 @@ __all__ = [
     "Runtime",
     "Timer",
     "TickwheelError",
+    "ForkedError",
     "now",
     "version",
     "library_path",
@@ -56,6 +68,7 @@ TW_ENOENT = -2
 TW_EAGAIN = -11
 TW_ESHUTDOWN = -108
 TW_EDEADLK = -35
+TW_EFORKED = -1001
 TW_PIN_SHARDS = 0x1
 TW_MAX_DELAY_NS = 1 << 60
 _ABI_MAJOR = 1  # the N of libtickwheel.so.N this binding speaks
@@ -163,17 +176,33 @@ def now() -> float:
 
 
 class TickwheelError(OSError):
-    """A failed tickwheel call. ``code`` is the (negative) TW_* code, ``errno`` its errno."""
+    """A failed tickwheel call. ``code`` is the (negative) TW_* code, ``errno`` its errno
+    (for TW_EFORKED, which is no errno value, ``errno`` is 1001)."""
 
-    def __init__(self, code: int, what: str = ""):
-        text = _lib.tw_strerror(code).decode()
+    def __init__(self, code: int, what: str = "", text: Optional[str] = None):
+        if text is None:
+            text = _lib.tw_strerror(code).decode()
         super().__init__(-code, "%s: %s" % (what, text) if what else text)
         self.code = code
 
 
+class ForkedError(TickwheelError):
+    """A call on a Runtime created before os.fork(), made in the fork child (TW_EFORKED).
+    The runtime's threads do not exist in the child: create a new Runtime there."""
+
+    def __init__(self, what: str = ""):
+        super().__init__(TW_EFORKED, what, "the Runtime was created in the parent of this fork() "
+                         "child (pid %d) and cannot be used here; create a new Runtime in the "
+                         "child" % os.getpid())
+
+
+def _error(rc: int, what: str) -> TickwheelError:
+    return ForkedError(what) if rc == TW_EFORKED else TickwheelError(rc, what)
+
+
 def _check(rc: int, what: str) -> None:
     if rc != TW_OK:
-        raise TickwheelError(rc, what)
+        raise _error(rc, what)
 
 
 def _to_ns(value: Seconds, what: str) -> int:
@@ -214,12 +243,18 @@ def _on_fire(token, timer_id):
         _in_hook.depth -= 1
 
 
+def _release(token: int) -> None:
+    """Drops the binding's reference to a timer's callable: the work of the release
+    hook, also done by the binding itself when the C library did not take the arg."""
+    entry = _live.pop(token, None)
+    del entry  # may drop the last reference to the callable or the Runtime
+
+
 @_RELEASE
 def _on_release(token):
     _in_hook.depth = getattr(_in_hook, "depth", 0) + 1
     try:
-        entry = _live.pop(token, None)
-        del entry  # may drop the last reference to the callable or the Runtime
+        _release(token)
     except BaseException:  # noqa: BLE001
         pass
     finally:
@@ -277,18 +312,26 @@ class _Native:
     references only after ``__del__`` has run, so a WeakSet of Runtimes could
     hand a Runtime that is being finalised on a worker thread to the exit hook.
     Every method may be called from any thread, concurrently.
+
+    In a fork() child an inherited _Native (``epoch`` older than ``_fork_epoch``)
+    never touches ``cond`` (a thread that no longer exists may hold it) nor
+    calls C, except close(), which frees the child's copy (_close_forked).
     """
 
-    __slots__ = ("handle", "cond", "active", "closing")
+    __slots__ = ("handle", "cond", "active", "closing", "epoch", "busy_at_fork")
 
     def __init__(self, handle: int):
         self.handle: Optional[int] = handle  # None once tw_runtime_destroy returned
         self.cond = threading.Condition(threading.Lock())
         self.active = 0  # C calls in flight; the runtime is freed only when none is
         self.closing = False  # set by the first close(); later calls get ESHUTDOWN
+        self.epoch = _fork_epoch  # created in this process iff equal to _fork_epoch
+        self.busy_at_fork = False  # set in a fork child: a C call or close was in flight
 
     def call(self, what: str, fn, *args) -> int:
         """Calls fn(handle, *args); TW_OK and TW_ENOENT are returned, the rest raised."""
+        if self.epoch != _fork_epoch:
+            raise ForkedError(what)
         with self.cond:
             if self.handle is None or self.closing:
                 raise TickwheelError(TW_ESHUTDOWN, what)
@@ -302,10 +345,30 @@ class _Native:
                 if self.active == 0:
                     self.cond.notify_all()
         if rc not in (TW_OK, TW_ENOENT):
-            raise TickwheelError(rc, what)
+            raise _error(rc, what)
         return rc
 
+    def call_rc(self, what: str, fn, *args) -> int:
+        """As call(), but returns every code C returned; raises only for a call
+        refused before C (closed runtime, or the parent's runtime in a fork child)."""
+        if self.epoch != _fork_epoch:
+            raise ForkedError(what)
+        with self.cond:
+            if self.handle is None or self.closing:
+                raise TickwheelError(TW_ESHUTDOWN, what)
+            self.active += 1
+            handle = self.handle
+        try:
+            return fn(handle, *args)
+        finally:
+            with self.cond:
+                self.active -= 1
+                if self.active == 0:
+                    self.cond.notify_all()
+
     def shutdown(self) -> None:
+        if self.epoch != _fork_epoch:
+            raise ForkedError("shutdown")
         with self.cond:
             if self.handle is None or self.closing:
                 return  # close() shuts down before it frees
@@ -322,7 +385,11 @@ class _Native:
 
     def close(self) -> None:
         """Shuts down, then frees the C runtime once no call is in flight. The first
-        caller frees it; a concurrent one returns after it is freed."""
+        caller frees it; a concurrent one returns after it is freed. In a fork child,
+        for a runtime of the parent: frees the child's copy only (_close_forked)."""
+        if self.epoch != _fork_epoch:
+            self._close_forked()
+            return
         self.shutdown()  # raises EDEADLK from a callback of this runtime; calls in flight return at once
         with self.cond:
             if self.closing:
@@ -341,10 +408,39 @@ class _Native:
             _natives.discard(self)
         _check(rc, "close")
 
+    def _close_forked(self) -> None:
+        # In a fork child: no thread of this runtime exists here, so there is
+        # nothing to shut down or wait for. tw_runtime_destroy frees the child's
+        # copy without running any callback or release hook -- unless a parent
+        # thread was inside a call on it (or freeing it) at the fork: that copy
+        # may be mid-update, so it is left alone (the parent owns the original).
+        with _natives_lock:  # a fresh lock in the child (_after_fork_in_child)
+            handle, self.handle = self.handle, None
+            _natives.discard(self)
+        if handle is not None and not self.busy_at_fork:
+            _lib.tw_runtime_destroy(handle)  # TW_OK: it only frees in a fork child
+
 
 _natives_lock = threading.Lock()
 _natives: "set[_Native]" = set()  # every C runtime not yet freed
 _deferred: list = []  # started threads freeing runtimes dropped inside a hook
+_fork_epoch = 0  # bumped in each fork() child: _Natives of an older epoch are the parent's
+
+
+def _after_fork_in_child() -> None:
+    # The only thread of the child is the one that forked. Locks held by other
+    # parent threads stay held forever here: take a new _natives_lock and never
+    # touch an inherited _Native's cond. Threads in _deferred do not exist here;
+    # the runtimes they were freeing are closed like any other inherited one.
+    global _fork_epoch, _natives_lock
+    _fork_epoch += 1
+    _natives_lock = threading.Lock()
+    _deferred.clear()
+    for native in _natives:
+        native.busy_at_fork = native.busy_at_fork or bool(native.active) or native.closing
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _close_in_background(native: _Native) -> None:
@@ -421,12 +517,18 @@ class Runtime:
         spec.release = _on_release
         out = ctypes.c_uint64(0)
         try:
-            self._native.call("start", _lib.tw_timer_start_ex, ctypes.byref(spec), ctypes.byref(out))
+            rc = self._native.call_rc("start", _lib.tw_timer_start_ex, ctypes.byref(spec), ctypes.byref(out))
         except BaseException:
-            # A failed tw_timer_start_ex has run the release hook already; a
-            # call refused before reaching C (closed runtime) has not.
-            _live.pop(token, None)
+            _release(token)  # refused before C (closed, forked runtime): nothing took it
             raise
+        if rc != TW_OK:
+            # The release rule, from the return code alone: on TW_EINVAL and
+            # TW_EFORKED the library did not take the token, so it is released
+            # here; on TW_ESHUTDOWN, TW_EAGAIN and TW_ENOMEM (every other code)
+            # its hook has released it before the call returned.
+            if rc in (TW_EINVAL, TW_EFORKED):
+                _release(token)
+            raise _error(rc, "start")
         return Timer(self, out.value)
 
     # -- lifecycle ---------------------------------------------------------------------
