@@ -37,6 +37,7 @@ pub mod ffi {
 
     pub const TW_OK: c_int = 0;
     pub const TW_EINVAL: c_int = -22;
+    pub const TW_EFORKED: c_int = -1001;
     pub const TW_ENOMEM: c_int = -12;
     pub const TW_ENOENT: c_int = -2;
     pub const TW_EAGAIN: c_int = -11;
@@ -128,6 +129,8 @@ impl Error {
     pub const LIMIT: Error = Error(ffi::TW_EAGAIN);
     pub const SHUTDOWN: Error = Error(ffi::TW_ESHUTDOWN);
     pub const DEADLOCK: Error = Error(ffi::TW_EDEADLK);
+    /// The runtime was created in the parent of this fork() child.
+    pub const FORKED: Error = Error(ffi::TW_EFORKED);
 }
 
 impl fmt::Display for Error {
@@ -240,11 +243,18 @@ impl Runtime {
         spec.delay_ns = nanos(delay);
         spec.period_ns = nanos(period);
         spec.callback = Some(on_fire);
-        spec.arg = Box::into_raw(boxed) as *mut c_void;
+        let arg = Box::into_raw(boxed) as *mut c_void;
+        spec.arg = arg;
         spec.release = Some(on_release);
         let mut id: ffi::tw_timer = 0;
-        // On failure the C library has already called on_release: the box is freed.
-        check(unsafe { ffi::tw_timer_start_ex(self.ptr, &spec, &mut id) })?;
+        let rc = unsafe { ffi::tw_timer_start_ex(self.ptr, &spec, &mut id) };
+        if rc == ffi::TW_EINVAL || rc == ffi::TW_EFORKED {
+            // Rejected before the library took arg over: it did not call
+            // on_release, so the box is still ours to free. Every other
+            // failure has already called on_release (see tickwheel.h).
+            drop(unsafe { Box::from_raw(arg as *mut BoxedFn) });
+        }
+        check(rc)?;
         Ok(TimerId(id))
     }
 
