@@ -38,13 +38,27 @@
 // without a wake leaves it blocked (a lost wakeup shows up as a deadlock).
 //
 // Exploration: a depth-first search over ALL interleavings, memoised on the
-// whole state (the model is small and copied at every step). Everything the
-// checks need about the past is kept in the state (per-timer facts: runs
-// started/in progress, hooks, stops that returned true, ...), so checking
-// each distinct state and transition once checks every interleaving; the
-// number of interleavings (complete schedules) is counted exactly over the
-// memoised graph. explore(sc, /*memo=*/false) enumerates them one by one
-// instead (for cross-checking the count on small scenarios).
+// whole state (the model is small and copied at every step; the memo keys
+// are exact, no hash compaction). Everything the checks need about the past
+// is kept in the state (per-timer facts: runs started/in progress, hooks,
+// stops that returned true, ...), so checking each distinct state and
+// transition once checks every interleaving; the number of interleavings
+// (complete schedules) is counted over the memoised graph (exact below
+// 2^53). explore(sc, /*memo=*/false) enumerates them one by one instead
+// (the tests cross-check the two counts on small scenarios).
+//
+// One reduction: a hazard slot is read only by the quarantine's reclaimer.
+// In a scenario where no record can be quarantined (no recycler, and its few
+// recyclings cannot reach a 10-bit wrap), publishing or retracting a hazard
+// is invisible to every other thread, so it is folded into its thread's
+// neighbouring step (the ABA scenarios keep it a step of its own).
+//
+// What the model does not cover: memory ordering (it is sequentially
+// consistent: the acquire/release pairs and the hazard/waiter fences are
+// assumed to do their job), spurious failures of compare_exchange_weak (a
+// retry is a later load), the free stack's own ABA tag and links, a start()
+// whose Insert cannot be queued (unpublish), callbacks that throw, more than
+// one record.
 #pragma once
 
 #include <algorithm>
@@ -519,8 +533,7 @@ private:
     }
 
     // ---- checks -------------------------------------------------------------------
-    void fail(const World& w, const std::string& m) {
-        (void)w;
+    void fail(const World&, const std::string& m) {
         if (!violation_.empty()) return;
         violation_ = m;
     }
@@ -1547,7 +1560,6 @@ private:
         traced_ = true;
         std::string out = violation_ + "\n  interleaving (" + std::to_string(trace_.size()) + " steps):\n";
         World w = init_;
-        std::string saved = violation_;
         for (std::size_t i = 0; i < trace_.size(); ++i) {
             const Move m = trace_[i];
             const Thread& t = w.th[m.ti];
@@ -1565,7 +1577,6 @@ private:
             out += "\n";
         }
         violation_ = out;
-        (void)saved;
     }
 
     const Scenario& sc_;
