@@ -185,6 +185,18 @@ class TickwheelError(OSError):
         super().__init__(-code, "%s: %s" % (what, text) if what else text)
         self.code = code
 
+    def __reduce__(self):
+        # Picklable, with its class and message: multiprocessing sends a
+        # worker's exception to the parent (the default would call
+        # cls(errno, strerror), which is not this constructor).
+        return (_rebuild_error, (type(self), self.code, self.strerror), self.__dict__ or None)
+
+
+def _rebuild_error(cls, code: int, message: str) -> TickwheelError:
+    exc = cls.__new__(cls)
+    TickwheelError.__init__(exc, code, "", message)
+    return exc
+
 
 class ForkedError(TickwheelError):
     """A call on a Runtime created before os.fork(), made in the fork child (TW_EFORKED).
