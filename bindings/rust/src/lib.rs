@@ -26,7 +26,9 @@
 //! library limitation, tickwheel 0.2.0: if the parent's runtimes have run a
 //! callback before the fork, a child runtime's callbacks never run and
 //! dropping it after one of its timers fell due hangs: oneTBB's worker pool
-//! is not recreated in the child. tests/fork.rs tracks it.)
+//! is not recreated in the child; and creating a runtime in a child forked
+//! while another thread was creating or dropping one can hang. tests/fork.rs
+//! tracks the first.)
 
 use std::ffi::{c_void, CStr};
 use std::fmt;
