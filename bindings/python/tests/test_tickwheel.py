@@ -201,10 +201,11 @@ class TestLifetimes(unittest.TestCase):
 
             fn = Fn()
             ref = weakref.ref(fn)
-            t = rt.start(0.03, fn)
+            t = rt.start(10, fn)  # far off: pending however slow this thread is
             del fn
             gc.collect()
             self.assertIsNotNone(ref(), "the binding keeps the callable alive while pending")
+            self.assertTrue(t.reset(0))
             self.assertTrue(fired.wait(WAIT))
             # Released after its last run: the binding drops it.
             self.assertTrue(wait_for(lambda: ref() is None))

@@ -29,7 +29,13 @@ ForkedError, none of its callbacks runs and none of its callables is
 released (the child's copies are left alone); ``close()`` -- and so
 ``with``, garbage collection and the exit hook -- only frees the child's
 copy of the C runtime, without waiting for anything. A Runtime created in
-the child works normally; the parent's runtimes are unaffected.
+the child works normally; the parent's runtimes are unaffected. (Known
+library limitation, tickwheel 0.2.0: if the parent's runtimes have run a
+callback before the fork, a child runtime's callbacks never run and closing
+it after one of its timers fell due hangs -- oneTBB's worker pool is not
+recreated in the child; and creating a Runtime in a child forked while
+another thread was creating or closing one can hang. tests/test_fork.py
+tracks both.)
 
 The shared library is found through the environment variable TICKWHEEL_LIB
 (a path), else ``ctypes.util.find_library("tickwheel")``, else
@@ -185,6 +191,18 @@ class TickwheelError(OSError):
         super().__init__(-code, "%s: %s" % (what, text) if what else text)
         self.code = code
 
+    def __reduce__(self):
+        # Picklable, with its class and message: multiprocessing sends a
+        # worker's exception to the parent (the default would call
+        # cls(errno, strerror), which is not this constructor).
+        return (_rebuild_error, (type(self), self.code, self.strerror), self.__dict__ or None)
+
+
+def _rebuild_error(cls, code: int, message: str) -> TickwheelError:
+    exc = cls.__new__(cls)
+    TickwheelError.__init__(exc, code, "", message)
+    return exc
+
 
 class ForkedError(TickwheelError):
     """A call on a Runtime created before os.fork(), made in the fork child (TW_EFORKED).
@@ -228,13 +246,34 @@ _live: Dict[int, _Entry] = {}  # token (the C arg) -> entry
 _tokens = itertools.count(1)  # next() is atomic under the GIL
 _in_hook = threading.local()  # set while this thread runs a callback or release hook
 
+# ctypes enters a callback on a thread Python did not create (a oneTBB worker)
+# with PyGILState_Ensure, which creates a thread state for the call and
+# deletes it afterwards. Creating one takes CPython's runtime lock without the
+# GIL, and a fork() that catches it held deadlocks the child inside os.fork()
+# itself on CPython before 3.11.10 / 3.12 (CPython gh-112275), e.g. a
+# multiprocessing child started while timers fire. So the first hook a thread
+# runs keeps its thread state for good (one more PyGILState_Ensure, never
+# released): later hooks on it create none (and cost less). Python frees those
+# thread states at exit, when no hook can run any more (_close_all).
+_PyGILState_Ensure = ctypes.pythonapi.PyGILState_Ensure  # PyDLL: called with the GIL held
+_PyGILState_Ensure.restype = ctypes.c_int
+_PyGILState_Ensure.argtypes = []
+
+
+def _enter_hook() -> None:
+    depth = getattr(_in_hook, "depth", None)
+    if depth is None:  # this thread's first hook (or a new thread state): keep it
+        _PyGILState_Ensure()
+        depth = 0
+    _in_hook.depth = depth + 1
+
 
 @_CALLBACK
 def _on_fire(token, timer_id):
     entry = _live.get(token)
     if entry is None:  # cannot happen: the release hook comes after the last run
         return
-    _in_hook.depth = getattr(_in_hook, "depth", 0) + 1
+    _enter_hook()
     try:
         entry.fn()
     except BaseException as exc:  # noqa: BLE001 -- nothing may unwind into C
@@ -252,7 +291,7 @@ def _release(token: int) -> None:
 
 @_RELEASE
 def _on_release(token):
-    _in_hook.depth = getattr(_in_hook, "depth", 0) + 1
+    _enter_hook()
     try:
         _release(token)
     except BaseException:  # noqa: BLE001

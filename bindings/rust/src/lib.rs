@@ -10,9 +10,25 @@
 //!
 //! A closure is boxed and handed to the C library as the timer's `arg`; the
 //! C release hook drops the box exactly once, when the runtime is done with
-//! the timer (after the last run, when stopped, at shutdown, or when the
-//! start fails). Runs of one timer never overlap, so an `FnMut` is fine; it
-//! runs on the runtime's worker threads, hence `Send + 'static`.
+//! the timer (after the last run, when stopped, at shutdown, or inside a
+//! start that fails with `SHUTDOWN`, `LIMIT` or `NO_MEMORY`). A start that
+//! fails with `INVALID` or `FORKED` was rejected before the library took the
+//! box: the binding drops it itself. Either way a failed `start` has dropped
+//! the closure exactly once when it returns. Runs of one timer never overlap,
+//! so an `FnMut` is fine; it runs on the runtime's worker threads, hence
+//! `Send + 'static`.
+//!
+//! fork(): in a child process, every method of a `Runtime` created before
+//! the fork returns `Err(Error::FORKED)`; none of its callbacks runs and none
+//! of its closures is dropped there (the child's copies are leaked).
+//! Dropping it in the child only frees the child's copy of the C runtime.
+//! A `Runtime` created in the child is independent of the parent's. (Known
+//! library limitation, tickwheel 0.2.0: if the parent's runtimes have run a
+//! callback before the fork, a child runtime's callbacks never run and
+//! dropping it after one of its timers fell due hangs: oneTBB's worker pool
+//! is not recreated in the child; and creating a runtime in a child forked
+//! while another thread was creating or dropping one can hang. tests/fork.rs
+//! tracks the first.)
 
 use std::ffi::{c_void, CStr};
 use std::fmt;
@@ -37,12 +53,12 @@ pub mod ffi {
 
     pub const TW_OK: c_int = 0;
     pub const TW_EINVAL: c_int = -22;
-    pub const TW_EFORKED: c_int = -1001;
     pub const TW_ENOMEM: c_int = -12;
     pub const TW_ENOENT: c_int = -2;
     pub const TW_EAGAIN: c_int = -11;
     pub const TW_ESHUTDOWN: c_int = -108;
     pub const TW_EDEADLK: c_int = -35;
+    pub const TW_EFORKED: c_int = -1001;
     pub const TW_PIN_SHARDS: u32 = 0x1;
     pub const TW_MAX_DELAY_NS: u64 = 1 << 60;
 
@@ -129,12 +145,22 @@ impl Error {
     pub const LIMIT: Error = Error(ffi::TW_EAGAIN);
     pub const SHUTDOWN: Error = Error(ffi::TW_ESHUTDOWN);
     pub const DEADLOCK: Error = Error(ffi::TW_EDEADLK);
-    /// The runtime was created in the parent of this fork() child.
+    /// The runtime was created before fork() and this is the child process:
+    /// it cannot be used here (create a new one in the child).
     pub const FORKED: Error = Error(ffi::TW_EFORKED);
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Error::FORKED {
+            // The binding's own text: clear whatever the loaded library says.
+            return write!(
+                f,
+                "runtime was created in the parent of this fork() child and cannot be used here; \
+                 create a new runtime in the child ({})",
+                self.0
+            );
+        }
         // SAFETY: tw_strerror returns a static NUL-terminated string, never NULL.
         let text: *const c_char = unsafe { ffi::tw_strerror(self.0) };
         write!(f, "{} ({})", unsafe { CStr::from_ptr(text) }.to_string_lossy(), self.0)
@@ -197,6 +223,22 @@ unsafe extern "C" fn on_release(arg: *mut c_void) {
     drop(Box::from_raw(arg as *mut BoxedFn));
 }
 
+/// A runtime's configuration (`tw_config`). `Config::default()` is the C default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Config {
+    /// 0 = one per online CPU; at most 256.
+    pub shards: u32,
+    /// Callback worker threads; 0 = one per online CPU.
+    pub workers: u32,
+    /// The tick; zero = 1 ms; else 1 us .. 1 s.
+    pub resolution: Duration,
+    /// Live (started, not yet released) timers; 0 = unlimited. A start
+    /// beyond it fails with `Error::LIMIT`.
+    pub max_timers: u64,
+    /// Pin shard i's driver thread to CPU i % online CPUs.
+    pub pin_shards: bool,
+}
+
 /// A tickwheel runtime. Thread-safe: share it with `Arc` to use it from
 /// callbacks. Dropping it cancels pending timers (dropping their closures)
 /// and waits for running callbacks.
@@ -216,13 +258,20 @@ impl Runtime {
 
     /// `shards`/`workers`: 0 = one per CPU; `resolution`: the tick (zero = 1 ms).
     pub fn with_config(shards: u32, workers: u32, resolution: Duration) -> Result<Runtime, Error> {
+        Self::from_config(&Config { shards, workers, resolution, ..Config::default() })
+    }
+
+    /// A runtime with every setting of `tw_config`.
+    pub fn from_config(config: &Config) -> Result<Runtime, Error> {
         let mut cfg = ffi::tw_config::default();
         let mut ptr = std::ptr::null_mut();
         unsafe {
             ffi::tw_config_init(&mut cfg);
-            cfg.shards = shards;
-            cfg.workers = workers;
-            cfg.resolution_ns = nanos(resolution);
+            cfg.shards = config.shards;
+            cfg.workers = config.workers;
+            cfg.resolution_ns = nanos(config.resolution);
+            cfg.max_timers = config.max_timers;
+            cfg.flags = if config.pin_shards { ffi::TW_PIN_SHARDS } else { 0 };
             check(ffi::tw_runtime_create(&cfg, &mut ptr))?;
         }
         Ok(Runtime { ptr })
@@ -243,19 +292,21 @@ impl Runtime {
         spec.delay_ns = nanos(delay);
         spec.period_ns = nanos(period);
         spec.callback = Some(on_fire);
-        let arg = Box::into_raw(boxed) as *mut c_void;
-        spec.arg = arg;
+        spec.arg = Box::into_raw(boxed) as *mut c_void;
         spec.release = Some(on_release);
         let mut id: ffi::tw_timer = 0;
-        let rc = unsafe { ffi::tw_timer_start_ex(self.ptr, &spec, &mut id) };
-        if rc == ffi::TW_EINVAL || rc == ffi::TW_EFORKED {
-            // Rejected before the library took arg over: it did not call
-            // on_release, so the box is still ours to free. Every other
-            // failure has already called on_release (see tickwheel.h).
-            drop(unsafe { Box::from_raw(arg as *mut BoxedFn) });
+        // The release rule, from the return code alone (tickwheel.h, "Release").
+        match unsafe { ffi::tw_timer_start_ex(self.ptr, &spec, &mut id) } {
+            ffi::TW_OK => Ok(TimerId(id)), // on_release runs later, exactly once
+            rc @ (ffi::TW_EINVAL | ffi::TW_EFORKED) => {
+                // Rejected: the library never took the box, so it is still ours.
+                // SAFETY: spec.arg is the Box::into_raw above, released by no one.
+                drop(unsafe { Box::from_raw(spec.arg as *mut BoxedFn) });
+                Err(Error(rc))
+            }
+            // TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM: on_release has run inside the call.
+            rc => Err(Error(rc)),
         }
-        check(rc)?;
-        Ok(TimerId(id))
     }
 
     /// Cancels without blocking. Ok(true) iff this call prevented a run.
@@ -293,7 +344,9 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         // TW_EDEADLK if dropped inside one of its own callbacks: the runtime
-        // is then leaked rather than freed under a running callback.
+        // is then leaked rather than freed under a running callback. In a
+        // fork() child, for a runtime of the parent, it only frees the
+        // child's copy (no callback, no closure dropped) and returns TW_OK.
         let rc = unsafe { ffi::tw_runtime_destroy(self.ptr) };
         if rc != ffi::TW_OK {
             eprintln!("tickwheel: tw_runtime_destroy: {}", Error(rc));

@@ -4,7 +4,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tickwheel::{Error, Runtime, TimerId};
+use tickwheel::{Config, Error, Runtime, TimerId};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -125,17 +125,68 @@ fn errors_are_codes() {
     assert!(Error::SHUTDOWN.to_string().contains("shut down"));
 }
 
+/// A closure that counts its drops, for a start expected to fail.
+fn counted(drops: &Arc<AtomicUsize>) -> impl FnMut(TimerId) + Send + 'static {
+    let guard = DropCounter(drops.clone());
+    move |_| {
+        let _keep = &guard;
+    }
+}
+
 #[test]
 fn failed_start_releases_the_closure() {
+    // TW_EINVAL: the library rejects the call without taking the closure (no
+    // release hook); the binding drops it, exactly once, before returning.
     let rt = Runtime::new().unwrap();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let guard = DropCounter(drops.clone());
     let too_long = Duration::from_nanos(tickwheel::ffi::TW_MAX_DELAY_NS + 1);
-    let r = rt.start(too_long, Duration::ZERO, move |_| {
-        let _keep = &guard;
-    });
-    assert_eq!(r, Err(Error::INVALID));
+    for (delay, period) in [(too_long, Duration::ZERO), (Duration::ZERO, too_long)] {
+        let drops = Arc::new(AtomicUsize::new(0));
+        assert_eq!(rt.start(delay, period, counted(&drops)), Err(Error::INVALID));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+    assert_eq!(rt.stats().unwrap().live, 0);
+}
+
+#[test]
+fn start_beyond_max_timers_releases_the_closure_once() {
+    // TW_EAGAIN: the library's release hook drops the closure inside the
+    // failed call; the binding must not drop it again.
+    let rt = Runtime::from_config(&Config { shards: 1, workers: 1, max_timers: 1, ..Config::default() }).unwrap();
+    let first = Arc::new(AtomicUsize::new(0));
+    let id = rt.start(Duration::from_secs(10), Duration::ZERO, counted(&first)).unwrap();
+    for _ in 0..3 {
+        let drops = Arc::new(AtomicUsize::new(0));
+        assert_eq!(rt.start(Duration::ZERO, Duration::ZERO, counted(&drops)), Err(Error::LIMIT));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(Arc::strong_count(&drops), 1, "nothing else holds the closure");
+    }
+    assert_eq!(first.load(Ordering::SeqCst), 0, "the pending timer keeps its closure");
+    assert_eq!(rt.stop(id), Ok(true));
+    assert_eq!(first.load(Ordering::SeqCst), 1);
+    // A slot is free again.
+    let drops = Arc::new(AtomicUsize::new(0));
+    let id = rt.start(Duration::from_secs(10), Duration::ZERO, counted(&drops)).unwrap();
+    assert_eq!(rt.stop(id), Ok(true));
     assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn start_after_shutdown_releases_the_closure_once() {
+    // TW_ESHUTDOWN: released by the library's hook inside the call.
+    let rt = Runtime::new().unwrap();
+    rt.shutdown().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    assert_eq!(rt.start(Duration::ZERO, Duration::ZERO, counted(&drops)), Err(Error::SHUTDOWN));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn forked_error_is_distinct_and_says_fork() {
+    assert_eq!(Error::FORKED, Error(tickwheel::ffi::TW_EFORKED));
+    assert_eq!(Error::FORKED.0, -1001);
+    let text = Error::FORKED.to_string();
+    assert!(text.contains("fork()"), "{text}");
+    assert!(text.contains("-1001"), "{text}");
 }
 
 #[test]
