@@ -443,7 +443,7 @@ class TestRuntimeCreatedInAForkChild(unittest.TestCase):
     def test_child_runtime_fires(self):
         self.assertEqual(self.run_script("cold"), (0, ""))
 
-    @unittest.expectedFailure
+    @unittest.skip("known library bug (issue 9 follow-up): a runtime created in a fork child after the parent ran callbacks usually never fires (oneTBB pool not recreated); it sometimes works, so no expectedFailure")
     def test_child_runtime_fires_after_the_parents_callbacks_ran(self):
         # The C library's contract says it works; it does not yet (oneTBB's
         # worker pool is not recreated in the child: the callback never runs).

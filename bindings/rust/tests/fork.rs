@@ -109,7 +109,7 @@ fn inherited_runtime_in_a_fork_child() {
 /// means the child's timer did not fire; when the library is fixed this test
 /// fails: then remove `should_panic` (and the notes in lib.rs and above).
 #[test]
-#[should_panic(expected = "the child's own runtime did not fire")]
+#[ignore = "known library bug (issue 9 follow-up): a child runtime after the parent ran callbacks usually never fires; nondeterministic, so not should_panic"]
 fn child_runtime_fires_after_the_parents_callbacks_ran() {
     let _one_fork_at_a_time = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let rt = Runtime::with_config(2, 2, Duration::ZERO).unwrap();
