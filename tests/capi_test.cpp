@@ -71,7 +71,7 @@ struct Probe {
     std::atomic<int> runs_at_release{-1};
     std::atomic<std::uint64_t> last_run_ns{0};
     std::atomic<tw_timer> id_seen{0};
-    std::thread::id release_thread;
+    std::atomic<std::thread::id> release_thread{};  // atomic: timers may share a Probe and release concurrently
 };
 
 void probe_cb(void* arg, tw_timer id) {
@@ -83,7 +83,7 @@ void probe_cb(void* arg, tw_timer id) {
 
 void probe_release(void* arg) {
     auto* p = static_cast<Probe*>(arg);
-    p->release_thread = std::this_thread::get_id();
+    p->release_thread.store(std::this_thread::get_id());
     p->runs_at_release.store(p->runs.load());
     p->released.fetch_add(1);
 }
@@ -323,7 +323,7 @@ TEST(CApiStart, StartExFailureReleasesExactlyOnce) {
         EXPECT_EQ(tw_timer_start_ex(c.null_rt ? nullptr : rt.get(), &s, c.null_out ? nullptr : &id), c.want)
             << c.what;
         EXPECT_EQ(p.released.load(), 1) << c.what << ": released before returning";
-        EXPECT_EQ(p.release_thread, std::this_thread::get_id()) << c.what;
+        EXPECT_EQ(p.release_thread.load(), std::this_thread::get_id()) << c.what;
         if (!c.null_out) {
             EXPECT_EQ(id, 0u) << c.what;
         }
@@ -610,7 +610,7 @@ TEST(CApiStop, StopPendingReleasesInsideTheCall) {
     EXPECT_EQ(p.released.load(), 0);
     EXPECT_EQ(tw_timer_stop(rt.get(), id), TW_OK);
     EXPECT_EQ(p.released.load(), 1);
-    EXPECT_EQ(p.release_thread, std::this_thread::get_id());
+    EXPECT_EQ(p.release_thread.load(), std::this_thread::get_id());
     EXPECT_EQ(p.runs.load(), 0);
 }
 
@@ -820,7 +820,7 @@ TEST(CApiRelease, OnFireAfterTheLastRunOnAWorker) {
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return p.released.load() == 1; }));
     EXPECT_EQ(p.runs_at_release.load(), 1);
-    EXPECT_NE(p.release_thread, std::this_thread::get_id());
+    EXPECT_NE(p.release_thread.load(), std::this_thread::get_id());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(p.released.load(), 1);
     EXPECT_EQ(p.runs.load(), 1);
@@ -840,7 +840,7 @@ TEST(CApiRelease, OnShutdownForPendingTimers) {
     for (auto& p : probes) {
         EXPECT_EQ(p->released.load(), 1);
         EXPECT_EQ(p->runs.load(), 0);
-        EXPECT_EQ(p->release_thread, std::this_thread::get_id());
+        EXPECT_EQ(p->release_thread.load(), std::this_thread::get_id());
     }
     tw_stats st;
     st.size = sizeof st;
