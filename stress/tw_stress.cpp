@@ -17,8 +17,9 @@
 //               must finish within a bound; every release hook runs once.
 //   slow        some callbacks block or throw; other due timers still fire
 //               while a worker is blocked, and the runtime keeps working.
-//   limit       with max_timers set, producers hit limit_reached and the
-//               runtime recovers as timers drain.
+//   limit       with max_timers set, a dam of timers fills the limit (the next
+//               start must be refused), producers race at the limit while it
+//               drains, and the runtime recovers.
 //   soak        a steady rate of starts and stops for --seconds; RSS and the
 //               live count must stay bounded.
 // Exit status 0 iff every invariant held.
@@ -444,16 +445,50 @@ bool run_slow(const Options& opt) {
 }
 
 // ---- pending limit -------------------------------------------------------------------------
+// Reaching the limit is made certain, not left to the producers outpacing
+// the 2..5 ms timers (under a sanitizer or on a busy machine they may not):
+// first a dam of max_timers timers due in a minute fills it, and the next
+// start must be refused; then the producers race at the limit while a
+// harness thread resets the dam timers, one by one, to fire within 5 ms.
 bool run_limit(const Options& opt) {
+    constexpr std::size_t kMax = 5000;
     tickwheel::Config cfg;
-    cfg.max_timers = 5000;
+    cfg.max_timers = kMax;
     tickwheel::Runtime rt(cfg);
     Tracker tr;
     std::atomic<long> refused{0}, accepted{0};
+    const auto t0 = steady_clock::now();
+    std::vector<Track*> dam;
+    dam.reserve(kMax);
+    for (std::size_t i = 0; i < kMax; ++i) {
+        Track* t = start_tracked(rt, tr, 60'000'000'000, 0);
+        if (t == nullptr) break;
+        dam.push_back(t);
+    }
+    bool dam_refused = false;
+    {
+        Track& t = tr.make(false, now_ns() + 60'000'000'000, 0);
+        tickwheel::StartOptions o;
+        o.delay = seconds(60);
+        std::error_code ec;
+        const auto timer = rt.start(o, tr.callback(t, [](tickwheel::Timer, Track&) {}), ec);
+        if (ec) t.refused = true;
+        else t.id = timer.id();
+        dam_refused = ec == tickwheel::errc::limit_reached;
+        if (dam_refused) refused++;
+    }
+    std::printf("limit: a dam of %zu timers due in 60 s (of max_timers=%zu), then one more start: %s\n", dam.size(),
+                kMax, dam_refused ? "limit_reached" : "NOT refused");
     const unsigned threads = opt.threads ? opt.threads : 2 * cpus();
     std::vector<std::thread> producers;
-    producers.reserve(threads);
-    const auto t0 = steady_clock::now();
+    producers.reserve(threads + 1);
+    producers.emplace_back([&] {  // drains the dam while the producers race at the limit
+        std::mt19937_64 rng(opt.seed);
+        for (Track* t : dam) {
+            reset_tracked(rt, *t, 2'000'000 + static_cast<std::int64_t>(rng() % 3'000'000));
+            if (rng() % 16 == 0) std::this_thread::sleep_for(microseconds(50));
+        }
+    });
     for (unsigned p = 0; p < threads; ++p) {
         producers.emplace_back([&, p] {
             std::mt19937_64 rng(opt.seed + p);
@@ -485,7 +520,8 @@ bool run_limit(const Options& opt) {
     std::this_thread::sleep_for(milliseconds(20));
     std::printf("limit: max_timers=5000, accepted %ld, refused %ld (limit_reached), recovered after drain: %s\n",
                 accepted.load(), refused.load(), recovered ? "yes" : "NO");
-    return finish("limit", rt, tr, duration<double>(steady_clock::now() - t0).count()) && refused > 0 && recovered;
+    return finish("limit", rt, tr, duration<double>(steady_clock::now() - t0).count()) && dam.size() == kMax &&
+           dam_refused && recovered;
 }
 
 // ---- soak ------------------------------------------------------------------------------------

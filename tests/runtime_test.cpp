@@ -1221,9 +1221,9 @@ TEST(RuntimePeriodic, FixedRateRunsNeverStartBeforeStartPlusKPeriods) {
 // What the contract promises about rounding (runtime.hpp: deadlines and the
 // period are rounded UP to the resolution; fixed rate: runs at first +
 // k*period), worked out exactly. The ticks are counted from the runtime's
-// creation (its epoch), which the API does not
-// expose, so the tick boundaries are NOT aligned with t0 (Clock::now() read
-// just before start_periodic(P)):
+// creation (its epoch), which the API does not expose, so the tick
+// boundaries are NOT aligned with t0 (Clock::now() read just before
+// start_periodic(P)):
 //  * the first deadline is start()'s own reading (>= t0) plus P, rounded up
 //    to the next tick boundary: rounding adds anything from 0 to just under
 //    one tick. So the first run is bounded by t0 + P, not by t0 + R (R = P
