@@ -20,6 +20,7 @@ struct Dispatcher::Arena {
     tbb::task_arena arena;
     explicit Arena(unsigned workers)
         : lease(workers), arena(static_cast<int>(workers), /*reserved_for_masters=*/0) {
+        std::lock_guard<std::mutex> lock(tbb_control_mutex());  // see tbb_control_mutex()
         arena.initialize();
     }
 };

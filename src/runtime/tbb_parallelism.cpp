@@ -18,13 +18,13 @@ using tbb::global_control;
 class Registry {
 public:
     void add(unsigned workers) {
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(tbb_control_mutex());
         set_value(leased_ + workers);  // may throw: then nothing changed
         leased_ += workers;
     }
 
     void remove(unsigned workers) noexcept {
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(tbb_control_mutex());
         leased_ -= workers;
         try {
             set_value(leased_);
@@ -64,7 +64,6 @@ private:
         return static_cast<std::size_t>(std::max(1, tbb::info::default_concurrency()));
     }
 
-    std::mutex mutex_;
     std::size_t leased_ = 0;  // the live leases' workers, summed
     std::size_t value_ = 0;   // control_'s value, 0 if none
     std::size_t before_ = 0;  // the limit when control_ was created
@@ -79,6 +78,11 @@ Registry& registry() {
 }
 
 }  // namespace
+
+std::mutex& tbb_control_mutex() noexcept {
+    static std::mutex* const m = new std::mutex;  // never destroyed, like the registry
+    return *m;
+}
 
 ParallelismLease::ParallelismLease(unsigned workers) : workers_(workers) { registry().add(workers_); }
 

@@ -43,6 +43,8 @@
 // effective_workers(), includes that cap.
 #pragma once
 
+#include <mutex>
+
 namespace tickwheel::rt {
 
 /// Holds `workers` in the process-wide TBB limit while alive. Create it
@@ -65,5 +67,12 @@ private:
 /// workers, shared by all arenas; at least 1, as TBB always gives enqueued
 /// work one worker). Lock-free apart from TBB's own spin lock.
 unsigned effective_workers(unsigned workers) noexcept;
+
+/// The lock under which tickwheel changes its global_control. Hold it while
+/// initialising a task_arena too: oneTBB 2021.8 reads its set of controls
+/// without a lock when an arena's first use creates its market
+/// (market::app_parallelism_limit), racing a control being created on
+/// another thread (reported by ThreadSanitizer against a TSan-built oneTBB).
+std::mutex& tbb_control_mutex() noexcept;
 
 }  // namespace tickwheel::rt
