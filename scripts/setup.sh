@@ -7,7 +7,15 @@ set -euo pipefail
 
 want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev)
+  want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev
+        python3-venv python3-setuptools python3-pip nodejs doxygen
+        debhelper fakeroot lintian)
+fi
+
+# Node.js from NodeSource ships npm inside its nodejs package (and conflicts
+# with Debian's npm); Debian's own nodejs needs the separate npm package.
+if [[ "${1:-}" == "--test" ]] && ! command -v npm >/dev/null 2>&1; then
+  want+=(npm)
 fi
 
 missing=()
