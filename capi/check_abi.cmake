@@ -5,7 +5,7 @@
 # from the one the baseline was taken of: sanitizer builds, build types other
 # than Release, compilers other than g++, other architectures.
 # Usage: cmake -DMODE=check|write -DABIDW=... -DABIDIFF=... -DLIB=... -DBASELINE=...
-#              -DHEADER=... -DSOURCE_DIR=... -DBUILD_TYPE=... -DSANITIZE=... -DCOMPILER=... -DARCH=... -P check_abi.cmake
+#              -DHEADER=.../tickwheel.h -DSUPPRESSIONS=.../abi.suppr -DSOURCE_DIR=... -DBUILD_TYPE=... -DSANITIZE=... -DCOMPILER=... -DARCH=... -P check_abi.cmake
 # ctest marks the test skipped when the output says "TW-SKIP:" (SKIP_REGULAR_EXPRESSION).
 macro(skip why)
   message("TW-SKIP: ${why}")
@@ -25,10 +25,18 @@ if(NOT ABIDW OR NOT ABIDIFF)
   skip("abidw/abidiff not found: apt-get install abigail-tools")
 endif()
 
-# Only tickwheel.h is the ABI of libtickwheel.so.1 (the installed C++ headers
-# are not: the shared library exports no C++ symbol).
+# The ABI of libtickwheel.so.1: tickwheel.h (the C API, TICKWHEEL_1) and the
+# C++ API's exported entry points (TICKWHEEL_CXX_1) with the types of
+# runtime.hpp, timer.hpp and detail/callback.hpp they take. SUPPRESSIONS
+# (capi/abi.suppr) drops the library's internal, oneTBB, moodycamel and
+# standard library types from the description.
+get_filename_component(include_dir "${HEADER}" DIRECTORY)
+set(header_args --header-file "${HEADER}")
+foreach(h runtime.hpp timer.hpp detail/callback.hpp)
+  list(APPEND header_args --header-file "${include_dir}/${h}")
+endforeach()
 set(dump_args --no-corpus-path --no-comp-dir-path --no-show-locs
-              --drop-undefined-syms --type-id-style hash --header-file "${HEADER}")
+              --drop-undefined-syms --type-id-style hash ${header_args} --suppressions "${SUPPRESSIONS}")
 # abidw of LIB into `out`, with the checkout's absolute path removed (the dump
 # names the translation unit: keep it relative to the source tree).
 function(dump out)
@@ -53,7 +61,8 @@ endif()
 # 1. abidiff: the semantic report. Any reported change fails.
 #    --harmless: report even what abigail deems harmless; --fail-no-debug-info:
 #    without the DWARF of exports.cpp only symbol names could be compared.
-execute_process(COMMAND "${ABIDIFF}" --header-file2 "${HEADER}" --no-show-locs --harmless
+string(REPLACE "--header-file" "--header-file2" header2_args "${header_args}")
+execute_process(COMMAND "${ABIDIFF}" ${header2_args} --suppressions "${SUPPRESSIONS}" --no-show-locs --harmless
                         --fail-no-debug-info "${BASELINE}" "${LIB}"
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message("$ abidiff ${BASELINE} ${LIB}\nexit ${rc}\n${out}${err}")

@@ -1,9 +1,16 @@
 # ctest capi_install / capi_consumer_cmake / capi_consumer_pkgconfig:
 #   MODE=install    cmake --install the build tree into PREFIX; check the files.
 #   MODE=cmake      build tests/capi_consumer against PREFIX with
-#                   find_package(tickwheel CONFIG) (shared + static), run it.
-#   MODE=pkgconfig  compile tests/capi_consumer/consumer.c with the flags of
-#                   `pkg-config --cflags --libs tickwheel` from PREFIX, run it.
+#                   find_package(tickwheel CONFIG): consumer.c (C API) and
+#                   consumer.cpp (C++ API), each shared and static; run them.
+#   MODE=pkgconfig  the same four programs, compiled with the flags of
+#                   `pkg-config [--static] --cflags --libs tickwheel` from
+#                   PREFIX; run them.
+# `ldd` proves the shared programs load PREFIX's libtickwheel.so.N and the
+# static ones no libtickwheel at all; the C++ shared program must bind
+# tickwheel::Error's type information to the library's (TICKWHEEL_CXX_1).
+cmake_policy(VERSION 3.25)
+
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   string(REPLACE ";" " " cmd "${ARGN}")
@@ -12,6 +19,41 @@ function(run)
     message(FATAL_ERROR "failed (${rc}): ${cmd}")
   endif()
   set(run_out "${out}" PARENT_SCOPE)
+endfunction()
+
+# Runs a consumer program and checks what it prints.
+function(run_consumer exe expect)
+  run("${exe}")
+  if(NOT run_out MATCHES "${expect}")
+    message(FATAL_ERROR "${exe} did not report '${expect}'")
+  endif()
+endfunction()
+
+# The program loads PREFIX's shared library (shared = TRUE), or no
+# libtickwheel at all (static). A C++ shared program binds tickwheel::Error's
+# typeinfo to the library's (symbol version TICKWHEEL_CXX_1).
+function(check_linkage exe shared cxx)
+  find_program(LDD ldd)
+  if(NOT LDD)
+    message("(ldd not found: linkage of ${exe} not checked)")
+    return()
+  endif()
+  run("${LDD}" "${exe}")
+  if(shared AND NOT run_out MATCHES "${SONAME} => ${PREFIX}/${LIBDIR}/${SONAME}")
+    message(FATAL_ERROR "${exe} does not load ${PREFIX}/${LIBDIR}/${SONAME}")
+  endif()
+  if(NOT shared AND run_out MATCHES "libtickwheel")
+    message(FATAL_ERROR "${exe} is linked statically but loads a libtickwheel")
+  endif()
+  if(shared AND cxx AND NM)
+    # Undefined (U), or copied into the executable (a copy relocation: the
+    # library then uses that copy too): either way the one bound to the
+    # library's versioned symbol.
+    run("${NM}" -D "${exe}")
+    if(NOT run_out MATCHES "_ZTIN9tickwheel5ErrorE@TICKWHEEL_CXX_1")
+      message(FATAL_ERROR "${exe} does not take tickwheel::Error's typeinfo from the library")
+    endif()
+  endif()
 endfunction()
 
 if(MODE STREQUAL "install")
@@ -42,35 +84,39 @@ if(MODE STREQUAL "cmake")
       "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}" "-DCMAKE_C_COMPILER=${CC}" "-DCMAKE_CXX_COMPILER=${CXX}"
       "-DCMAKE_PREFIX_PATH=${PREFIX}" -DCMAKE_BUILD_TYPE=Release)
   run("${CMAKE_COMMAND}" --build "${bin}")
-  # Both must have been linked against the installed libraries, not the build tree.
-  run("${bin}/consumer_shared")
-  if(NOT run_out MATCHES "consumer: OK")
-    message(FATAL_ERROR "consumer_shared did not report OK")
-  endif()
-  run("${bin}/consumer_static")
-  if(NOT run_out MATCHES "consumer: OK")
-    message(FATAL_ERROR "consumer_static did not report OK")
-  endif()
-  find_program(LDD ldd)
-  if(LDD)
-    run("${LDD}" "${bin}/consumer_shared")
-    if(NOT run_out MATCHES "${PREFIX}/${LIBDIR}/${SONAME}")
-      message(FATAL_ERROR "consumer_shared does not load ${PREFIX}/${LIBDIR}/${SONAME}")
-    endif()
-  endif()
-  message(STATUS "OK: find_package(tickwheel CONFIG) consumer built and ran")
+  # All must have been linked against the installed libraries, not the build tree.
+  run_consumer("${bin}/consumer_shared" "consumer: OK")
+  run_consumer("${bin}/consumer_static" "consumer: OK")
+  run_consumer("${bin}/consumer_cxx_shared" "consumer_cxx: OK")
+  run_consumer("${bin}/consumer_cxx_static" "consumer_cxx: OK")
+  check_linkage("${bin}/consumer_shared" TRUE FALSE)
+  check_linkage("${bin}/consumer_static" FALSE FALSE)
+  check_linkage("${bin}/consumer_cxx_shared" TRUE TRUE)
+  check_linkage("${bin}/consumer_cxx_static" FALSE TRUE)
+  message(STATUS "OK: find_package(tickwheel CONFIG) consumers (C and C++, shared and static) built and ran")
 elseif(MODE STREQUAL "pkgconfig")
   if(NOT PKG_CONFIG)
     message("TW-SKIP: pkg-config not found (apt-get install pkg-config)")
     return()
   endif()
   set(ENV{PKG_CONFIG_PATH} "${PREFIX}/${LIBDIR}/pkgconfig")
-  run("${PKG_CONFIG}" --print-errors --exists "tickwheel >= 0.2")
+  run("${PKG_CONFIG}" --print-errors --exists "tickwheel >= 1.0")
   run("${PKG_CONFIG}" --modversion tickwheel)
   run("${PKG_CONFIG}" --cflags tickwheel)
   separate_arguments(cflags UNIX_COMMAND "${run_out}")
   run("${PKG_CONFIG}" --libs tickwheel)
   separate_arguments(libs UNIX_COMMAND "${run_out}")
+  # The static flavour: --static adds the private dependencies (oneTBB via
+  # Requires.private, libstdc++/libm/libpthread via Libs.private), and
+  # -l:libtickwheel.a picks the archive next to the shared library.
+  run("${PKG_CONFIG}" --static --libs tickwheel)
+  separate_arguments(static_libs UNIX_COMMAND "${run_out}")
+  list(TRANSFORM static_libs REPLACE "^-ltickwheel$" "-l:libtickwheel.a")
+  foreach(want "-l:libtickwheel.a" "-ltbb" "-lstdc++")
+    if(NOT want IN_LIST static_libs)
+      message(FATAL_ERROR "pkg-config --static --libs tickwheel lacks ${want}")
+    endif()
+  endforeach()
   run("${PKG_CONFIG}" --variable=libdir tickwheel)
   string(STRIP "${run_out}" libdir)
   file(REAL_PATH "${libdir}" libdir)
@@ -81,15 +127,23 @@ elseif(MODE STREQUAL "pkgconfig")
   set(bin "${WORK}/consumer-pkgconfig")
   file(REMOVE_RECURSE "${bin}")
   file(MAKE_DIRECTORY "${bin}")
-  run("${CC}" -std=c11 -Wall -Wextra -Werror -pedantic-errors ${cflags}
-      "${SOURCE}/consumer.c" -o "${bin}/consumer" ${libs} "-Wl,-rpath,${libdir}")
-  run("${bin}/consumer")
-  if(NOT run_out MATCHES "consumer: OK")
-    message(FATAL_ERROR "the pkg-config consumer did not report OK")
-  endif()
-  # The static flavour: pkg-config --static adds the private dependencies.
-  run("${PKG_CONFIG}" --static --libs tickwheel)
-  message(STATUS "OK: pkg-config consumer built and ran")
+  set(warn -Wall -Wextra -Werror -pedantic-errors)
+  # C: shared, then static (a C link: Libs.private brings libstdc++).
+  run("${CC}" -std=c11 ${warn} ${cflags} "${SOURCE}/consumer.c" -o "${bin}/consumer" ${libs} "-Wl,-rpath,${libdir}")
+  run("${CC}" -std=c11 ${warn} ${cflags} "${SOURCE}/consumer.c" -o "${bin}/consumer_static" ${static_libs})
+  # C++ (runtime.hpp needs C++20): shared, then static.
+  run("${CXX}" -std=c++20 ${warn} ${cflags} "${SOURCE}/consumer.cpp" -o "${bin}/consumer_cxx" ${libs}
+      "-Wl,-rpath,${libdir}")
+  run("${CXX}" -std=c++20 ${warn} ${cflags} "${SOURCE}/consumer.cpp" -o "${bin}/consumer_cxx_static" ${static_libs})
+  run_consumer("${bin}/consumer" "consumer: OK")
+  run_consumer("${bin}/consumer_static" "consumer: OK")
+  run_consumer("${bin}/consumer_cxx" "consumer_cxx: OK")
+  run_consumer("${bin}/consumer_cxx_static" "consumer_cxx: OK")
+  check_linkage("${bin}/consumer" TRUE FALSE)
+  check_linkage("${bin}/consumer_static" FALSE FALSE)
+  check_linkage("${bin}/consumer_cxx" TRUE TRUE)
+  check_linkage("${bin}/consumer_cxx_static" FALSE TRUE)
+  message(STATUS "OK: pkg-config consumers (C and C++, shared and static) built and ran")
 else()
   message(FATAL_ERROR "unknown MODE ${MODE}")
 endif()

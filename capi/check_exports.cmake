@@ -1,20 +1,73 @@
-# ctest capi_nm_exports: libtickwheel.so exports exactly the tw_* functions the
-# header declares (nm -D --defined-only), under the version node TICKWHEEL_1,
-# and its SONAME is libtickwheel.so.<ABI major>.
+# ctest capi_nm_exports: libtickwheel.so exports exactly
+#  * the tw_* functions the header declares (TW_API), under the version node
+#    TICKWHEEL_1, and
+#  * the C++ API's entry points listed in cxx_expected below (TW_CXX_API in
+#    runtime.hpp), under the version node TICKWHEEL_CXX_1,
+# and nothing else: no tickwheel::rt / tickwheel::capi internals, no standard
+# library instantiations, nothing of oneTBB or moodycamel. The library's own
+# calls to its exported functions are bound at link time (no PLT slot names
+# a tickwheel symbol: -Bsymbolic-functions), and its SONAME is
+# libtickwheel.so.<ABI major>.
 # Usage: cmake -DLIB=... -DNM=... -DREADELF=... -DSONAME=... -DHEADER=... -P check_exports.cmake
-execute_process(COMMAND "${NM}" -D --defined-only "${LIB}"
-                OUTPUT_VARIABLE out RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "nm -D --defined-only ${LIB} failed (${rc})")
-endif()
-message("nm -D --defined-only ${LIB}:\n${out}")
-string(REPLACE "\n" ";" lines "${out}")
-set(exported "")
-set(bad "")
-foreach(line IN LISTS lines)
-  if(line STREQUAL "")
-    continue()
+
+# The exported C++ symbols, demangled (constructor/destructor variants such
+# as C1/C2 share one name). Adding one is an ABI change: add it here, under
+# TICKWHEEL_CXX_1 (a 1.x minor release: a new node TICKWHEEL_CXX_1.y), and
+# regenerate the ABI baseline.
+set(cxx_expected
+  "tickwheel::error_category()"
+  "tickwheel::Error::~Error()"
+  "typeinfo for tickwheel::Error"
+  "typeinfo name for tickwheel::Error"
+  "vtable for tickwheel::Error"
+  "tickwheel::Runtime::Runtime(tickwheel::Config const*, unsigned long)"
+  "tickwheel::Runtime::~Runtime()"
+  "tickwheel::Runtime::start_sized(tickwheel::StartOptions const*, unsigned long, tickwheel::detail::Callback&&, std::error_code&)"
+  "tickwheel::Runtime::stop(unsigned long)"
+  "tickwheel::Runtime::stop_sync(unsigned long)"
+  "tickwheel::Runtime::reset(unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >)"
+  "tickwheel::Runtime::reset(unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >, std::error_code&)"
+  "tickwheel::Runtime::shutdown()"
+  "tickwheel::Runtime::shutdown(std::error_code&)"
+  "tickwheel::Runtime::is_shut_down() const"
+  "tickwheel::Runtime::is_forked() const"
+  "tickwheel::Runtime::stats_sized(tickwheel::Stats*, unsigned long) const"
+  "tickwheel::Runtime::shard_count() const"
+  "tickwheel::Runtime::worker_count() const"
+  "tickwheel::Runtime::resolution() const")
+
+# nm -D --defined-only, mangled and demangled: the same symbols in the same
+# (symbol table) order.
+foreach(v mangled demangled)
+  set(args -D --defined-only --no-sort)
+  if(v STREQUAL "demangled")
+    list(APPEND args --demangle)
   endif()
+  execute_process(COMMAND "${NM}" ${args} "${LIB}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "nm ${args} ${LIB} failed (${rc})")
+  endif()
+  string(REGEX REPLACE "\n$" "" out "${out}")
+  string(REPLACE ";" "\\;" out "${out}")
+  string(REPLACE "\n" ";" ${v}_lines "${out}")
+endforeach()
+message("nm -D --defined-only --demangle ${LIB}:")
+foreach(line IN LISTS demangled_lines)
+  message("  ${line}")
+endforeach()
+list(LENGTH mangled_lines n_lines)
+list(LENGTH demangled_lines n2)
+if(NOT n_lines EQUAL n2 OR n_lines EQUAL 0)
+  message(FATAL_ERROR "nm gave ${n_lines} mangled but ${n2} demangled lines")
+endif()
+
+set(exported "")      # tw_* functions
+set(cxx_exported "")  # demangled C++ symbols
+set(bad "")
+math(EXPR last "${n_lines} - 1")
+foreach(i RANGE ${last})
+  list(GET mangled_lines ${i} line)
+  list(GET demangled_lines ${i} dline)
   # "<address> <type> <name>[@@VERSION]"
   if(NOT line MATCHES "^[0-9a-fA-F]+ ([A-Za-z]) ([^ @]+)(@@?([^ ]+))?$")
     string(APPEND bad "  unparsed: ${line}\n")
@@ -23,17 +76,41 @@ foreach(line IN LISTS lines)
   set(type "${CMAKE_MATCH_1}")
   set(name "${CMAKE_MATCH_2}")
   set(ver "${CMAKE_MATCH_4}")
-  if(type STREQUAL "A" AND name STREQUAL "TICKWHEEL_1")
-    continue()  # the version node itself (from capi/tickwheel.map)
+  string(REGEX REPLACE "^[0-9a-fA-F]+ [A-Za-z] " "" dname "${dline}")
+  string(REGEX REPLACE "@@?[A-Za-z0-9_.]+$" "" dname "${dname}")
+  if(type STREQUAL "A" AND (name STREQUAL "TICKWHEEL_1" OR name STREQUAL "TICKWHEEL_CXX_1"))
+    continue()  # the version nodes themselves (from capi/tickwheel.map)
   endif()
-  if(NOT name MATCHES "^tw_")
-    string(APPEND bad "  not a tw_* symbol: ${line}\n")
-  elseif(NOT type STREQUAL "T")
-    string(APPEND bad "  tw_* symbol that is not a function: ${line}\n")
-  elseif(NOT ver STREQUAL "TICKWHEEL_1")
-    string(APPEND bad "  tw_* symbol without version TICKWHEEL_1: ${line}\n")
+  if(name MATCHES "^tw_")
+    if(NOT type STREQUAL "T")
+      string(APPEND bad "  tw_* symbol that is not a function: ${line}\n")
+    elseif(NOT ver STREQUAL "TICKWHEEL_1")
+      string(APPEND bad "  tw_* symbol without version TICKWHEEL_1: ${line}\n")
+    else()
+      list(APPEND exported "${name}")
+    endif()
+    continue()
+  endif()
+  list(FIND cxx_expected "${dname}" at)
+  if(at LESS 0)
+    if(dname MATCHES "tickwheel::(rt|capi)::")
+      set(why "library internals")
+    elseif(dname MATCHES "^(typeinfo |typeinfo name |vtable |VTT |guard variable )?(for )?(std|__gnu_cxx)::")
+      set(why "a standard library instantiation")
+    elseif(dname MATCHES "tbb|moodycamel")
+      set(why "oneTBB/moodycamel")
+    else()
+      set(why "not an intended export")
+    endif()
+    string(APPEND bad "  ${why}: ${dname} (${line})\n")
+  elseif(NOT ver STREQUAL "TICKWHEEL_CXX_1")
+    string(APPEND bad "  C++ symbol without version TICKWHEEL_CXX_1: ${dname} (${line})\n")
+  elseif(dname MATCHES "^(typeinfo|vtable)" AND NOT type MATCHES "^[VRD]$")
+    string(APPEND bad "  ${dname} is not an object: ${line}\n")
+  elseif(NOT dname MATCHES "^(typeinfo|vtable)" AND NOT type MATCHES "^[TW]$")
+    string(APPEND bad "  ${dname} is not a function: ${line}\n")
   else()
-    list(APPEND exported "${name}")
+    list(APPEND cxx_exported "${dname}")
   endif()
 endforeach()
 
@@ -59,6 +136,26 @@ if(NOT declared STREQUAL exported)
   string(APPEND bad "  declared but not exported: ${missing}\n  exported but not declared: ${extra}\n")
 endif()
 
+# Every intended C++ export is there (the loop above refused the others).
+list(REMOVE_DUPLICATES cxx_exported)
+foreach(e IN LISTS cxx_expected)
+  list(FIND cxx_exported "${e}" at)
+  if(at LESS 0)
+    string(APPEND bad "  C++ entry point not exported: ${e}\n")
+  endif()
+endforeach()
+
+# No PLT slot for the library's own functions: its internal calls to what it
+# exports (the C API calling Runtime::stop, ...) are direct calls.
+execute_process(COMMAND "${READELF}" -r -W "${LIB}" OUTPUT_VARIABLE relocs RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf -r ${LIB} failed (${rc})")
+endif()
+string(REGEX MATCHALL "[^\n]*JUMP_SLOT[^\n]* (tw_|_ZN9tickwheel|_ZNK9tickwheel)[^\n]*" plt "${relocs}")
+foreach(p IN LISTS plt)
+  string(APPEND bad "  PLT slot for the library's own function (link with -Bsymbolic-functions): ${p}\n")
+endforeach()
+
 execute_process(COMMAND "${READELF}" -d "${LIB}" OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
 if(NOT dyn MATCHES "\\(SONAME\\)[^\n]*\\[${SONAME}\\]")
   string(APPEND bad "  SONAME is not ${SONAME}:\n${dyn}\n")
@@ -71,4 +168,6 @@ if(bad)
   message(FATAL_ERROR "${LIB}:\n${bad}")
 endif()
 list(LENGTH exported n)
-message(STATUS "OK: ${n} tw_* functions exported (version TICKWHEEL_1), SONAME ${SONAME}")
+list(LENGTH cxx_exported ncxx)
+message(STATUS "OK: ${n} tw_* functions (version TICKWHEEL_1) and ${ncxx} C++ entry points "
+               "(version TICKWHEEL_CXX_1) exported, nothing else; SONAME ${SONAME}")

@@ -1,13 +1,14 @@
 # Installation: headers, both libraries, a CMake package and a pkg-config file.
 #
-#   find_package(tickwheel CONFIG)  ->  tickwheel::tickwheel         libtickwheel.so.1 (C API)
+#   find_package(tickwheel CONFIG)  ->  tickwheel::tickwheel         libtickwheel.so.1 (C and C++ API)
 #                                       tickwheel::tickwheel_static  libtickwheel.a (C and C++
 #                                                                    API; brings oneTBB)
-#   pkg-config tickwheel            ->  -I<includedir> / -L<libdir> -ltickwheel
+#   pkg-config tickwheel            ->  -I<includedir> -pthread / -L<libdir> -ltickwheel -pthread
+#                                       (--static adds oneTBB, libstdc++, libm)
 #
-# The shared library exports only the C API (include/tickwheel/tickwheel.h).
-# The C++ API (tickwheel/runtime.hpp) is installed too, for use with the
-# static library.
+# The shared library exports the C API (include/tickwheel/tickwheel.h,
+# symbol version TICKWHEEL_1) and the C++ API's entry points
+# (tickwheel/runtime.hpp, TICKWHEEL_CXX_1); see capi/tickwheel.map.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

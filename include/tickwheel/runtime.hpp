@@ -55,6 +55,36 @@
 //    arguments, shutdown and the pending limit throw tickwheel::Error from
 //    the throwing overloads; every operation also has a noexcept overload
 //    taking std::error_code&.
+//
+// LINKING AND THE C++ ABI. This API works with the static library
+// (tickwheel::tickwheel_static) and with the shared libtickwheel.so.1
+// (tickwheel::tickwheel, pkg-config tickwheel), which exports the
+// non-template entry points marked TW_CXX_API under the symbol version
+// TICKWHEEL_CXX_1 (the C API's is TICKWHEEL_1). Within 1.x:
+//
+//  * Runtime is a pointer to a private implementation: its size never
+//    changes. Timer (a Runtime* and an id) and detail::Callback (an ops
+//    table pointer and 24 inline bytes; the table's three functions and
+//    their meaning) are frozen: they are compiled into programs.
+//  * Config, StartOptions and Stats only grow, at their end, and so that
+//    their sizeof grows (no tail padding: the library checks it). The
+//    inline functions here pass sizeof(T) as this header defines it to the
+//    library, which reads/writes only the fields within that size: a field
+//    a program's (older) header lacks takes its default. A struct larger
+//    than the library knows (a program built against a newer 1.y header
+//    than the installed library) is refused: Error(invalid_argument) from
+//    the constructor and start(); stats() fills the fields it knows.
+//  * No exported function is removed or changes its meaning; errc values
+//    stay. tickwheel::Error's type information lives in the library (catch
+//    it by type anywhere) and error_category() is one object per process.
+//  * The C++ ABI is that of libstdc++'s C++11 ABI (_GLIBCXX_USE_CXX11_ABI=1,
+//    the default of g++ >= 5 and of clang with libstdc++): std::function,
+//    std::vector, std::error_code and std::chrono::duration cross the
+//    boundary. Build with another standard library (libc++) or ABI and use
+//    the static library or the C API (tickwheel.h) instead.
+//  * A break of any of this is a new SONAME (libtickwheel.so.2) and a new
+//    major version, never a silent change; capi_abi_check (abidiff against
+//    abi/) catches an accidental one.
 #pragma once
 
 #include <chrono>
@@ -67,6 +97,15 @@
 #include <vector>
 
 #include "tickwheel/detail/callback.hpp"
+
+/// Marks what libtickwheel.so.1 exports of the C++ API (default
+/// visibility; the library is built with hidden visibility, and its version
+/// script admits these under TICKWHEEL_CXX_1). Empty for other compilers.
+#if defined(__GNUC__) && __GNUC__ >= 4
+#  define TW_CXX_API __attribute__((visibility("default")))
+#else
+#  define TW_CXX_API
+#endif
 
 namespace tickwheel {
 
@@ -89,8 +128,10 @@ enum class errc : int {
     would_deadlock = 35,    // shutdown() from one of the runtime's callbacks or from a release hook
     forked = 1001,          // the runtime was created in the parent of this fork() child
 };
-const std::error_category& error_category() noexcept;
-std::error_code make_error_code(errc e) noexcept;
+/// The category of tickwheel's error codes: one object per process (it lives
+/// in the library), so categories compare equal across the shared library.
+TW_CXX_API const std::error_category& error_category() noexcept;
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
 }  // namespace tickwheel
 
@@ -100,11 +141,16 @@ struct std::is_error_code_enum<tickwheel::errc> : std::true_type {};
 
 namespace tickwheel {
 
-/// Thrown by the throwing overloads.
-class Error : public std::system_error {
+/// Thrown by the throwing overloads. Its vtable and type information are
+/// defined in the library (the destructor is the key function), so it is
+/// caught by type on either side of the shared library.
+class TW_CXX_API Error : public std::system_error {
 public:
     explicit Error(errc e) : std::system_error(make_error_code(e)) {}
     explicit Error(std::error_code ec) : std::system_error(ec) {}
+    Error(const Error&) = default;
+    Error& operator=(const Error&) = default;
+    ~Error() override;
 };
 
 /// The longest delay (or deadline distance) accepted: 2^60 ns, about 36.5
@@ -164,14 +210,18 @@ struct StartOptions {
     /// the shards, on its first start (locality without depending on which
     /// CPU it runs on; measured in bench/shard_choice.cpp).
     int shard = -1;
+    /// Must be 0 (otherwise errc::invalid_argument). Reserved for a later
+    /// 1.x option whose 0 means today's behaviour; it keeps the struct free
+    /// of tail padding, so that a field appended later grows its sizeof.
+    std::uint32_t reserved = 0;
 };
 
-class Runtime {
+class TW_CXX_API Runtime {
 public:
     /// Starts the shard threads and the TBB arena. Throws Error
     /// (invalid_argument) for a bad Config, std::system_error if a thread
     /// cannot be started.
-    explicit Runtime(Config config = {});
+    explicit Runtime(const Config& config = {}) : Runtime(&config, sizeof(Config)) {}
 
     /// shutdown(), then frees everything. Calling it from one of this
     /// runtime's callbacks or from a release hook is a programming error: it
@@ -232,7 +282,9 @@ public:
     /// runtime; shutdown from it reports would_deadlock). Errors:
     /// invalid_argument, shutting_down, limit_reached, no_memory (no slot,
     /// or no memory to queue the request), forked.
-    Timer start(const StartOptions& opts, detail::Callback&& cb, std::error_code& ec) noexcept;
+    Timer start(const StartOptions& opts, detail::Callback&& cb, std::error_code& ec) noexcept {
+        return start_sized(&opts, sizeof(StartOptions), std::move(cb), ec);
+    }
 
     // ---- stop ----------------------------------------------------------
     /// Cancels the timer. Never blocks (no lock, no wait for a running
@@ -286,7 +338,13 @@ public:
     bool is_shut_down() const noexcept;
 
     // ---- observation ---------------------------------------------------
-    Stats stats() const;
+    /// A snapshot of the counters. Throws Error(forked) in a fork() child,
+    /// std::bad_alloc.
+    Stats stats() const {
+        Stats st;
+        stats_sized(&st, sizeof(Stats));
+        return st;
+    }
     unsigned shard_count() const noexcept;
     /// The callbacks that can run at once: Config::workers, whatever other
     /// runtimes exist, or fewer while the application's own
@@ -303,6 +361,15 @@ public:
     bool is_forked() const noexcept;
 
 private:
+    // The exported entry points behind the inline constructor, start() and
+    // stats(): they take the caller's sizeof of the struct (see "LINKING AND
+    // THE C++ ABI" above). Sizes outside what the library accepts are
+    // errc::invalid_argument.
+    Runtime(const Config* config, std::size_t config_size);
+    Timer start_sized(const StartOptions* opts, std::size_t opts_size, detail::Callback&& cb,
+                      std::error_code& ec) noexcept;
+    void stats_sized(Stats* out, std::size_t out_size) const;
+
     std::unique_ptr<rt::RuntimeCore> core_;
 };
 

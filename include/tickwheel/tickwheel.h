@@ -88,8 +88,8 @@
 #include <stdint.h>
 
 /* ---- version ------------------------------------------------------------ */
-#define TW_VERSION_MAJOR 0
-#define TW_VERSION_MINOR 2
+#define TW_VERSION_MAJOR 1
+#define TW_VERSION_MINOR 0
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */
 #define TW_VERSION ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)

@@ -2,8 +2,9 @@
 // callback receives. Its member functions are defined in runtime.hpp.
 #pragma once
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
+#include <type_traits>
 
 namespace tickwheel {
 
@@ -12,6 +13,9 @@ class Runtime;
 /// A small copyable handle to a timer: the runtime and the timer's id. A
 /// default-constructed Timer is empty (id 0). Copies name the same timer.
 /// Its member functions forward to the Runtime's; see those.
+/// Its layout (a Runtime* and the id) is frozen for 1.x: the library passes
+/// it to callbacks compiled into programs (see runtime.hpp, "LINKING AND THE
+/// C++ ABI").
 class Timer {
 public:
     Timer() noexcept = default;
@@ -31,5 +35,8 @@ private:
     Runtime* rt_ = nullptr;
     std::uint64_t id_ = 0;
 };
+
+static_assert(std::is_trivially_copyable_v<Timer> && sizeof(Timer) == sizeof(void*) + sizeof(std::uint64_t),
+              "tickwheel::Timer's layout is part of the 1.x ABI");
 
 }  // namespace tickwheel

@@ -6,9 +6,12 @@
 
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
@@ -40,7 +43,105 @@ const std::error_category& error_category() noexcept {
     static const Category c;
     return c;
 }
-std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+
+Error::~Error() = default;  // the key function: Error's vtable and typeinfo live here
+
+// ---- the 1.x C++ ABI (see runtime.hpp, "LINKING AND THE C++ ABI") -----------
+// The exported functions take the caller's sizeof of Config, StartOptions
+// and Stats. A caller built against an older 1.x header passes a smaller
+// size: only the fields within it are read/written, the others take their
+// defaults. Growing a struct: append the field, add it to the field list of
+// its read/write function below, and keep the asserts true (no tail padding,
+// so that every growth changes sizeof; the 1.0 size stays the minimum).
+namespace {
+constexpr std::size_t kConfigSizeV1 = 64;
+constexpr std::size_t kStartOptionsSizeV1 = 32;
+constexpr std::size_t kStatsSizeV1 = 152;
+static_assert(sizeof(Config) >= kConfigSizeV1 && sizeof(StartOptions) >= kStartOptionsSizeV1 &&
+                  sizeof(Stats) >= kStatsSizeV1,
+              "Config/StartOptions/Stats only grow within ABI major 1");
+static_assert(std::is_trivially_copyable_v<StartOptions>);
+
+/// True if T has no tail padding (an appended field then grows sizeof(T)):
+/// a derived class's first member goes into its base's tail padding, if any
+/// (Itanium C++ ABI; T is not POD for the purpose of layout).
+template <class T>
+struct TailProbe : T {
+    char c;
+};
+template <class T>
+constexpr bool no_tail_padding = sizeof(TailProbe<T>) > sizeof(T);
+static_assert(no_tail_padding<Config> && no_tail_padding<StartOptions> && no_tail_padding<Stats>,
+              "a 1.x struct must end without tail padding (pad the new field explicitly)");
+static_assert(sizeof(Runtime) == sizeof(void*), "Runtime is a pimpl in 1.x");
+
+// The 1.0 layouts (LP64), including the members of standard library types
+// that the ABI dump (abi/, capi/abi.suppr) leaves out. A failure here is a
+// C++ ABI break: fields are only ever appended.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"  // not standard-layout (std::function, std::vector)
+#endif
+static_assert(offsetof(Config, shards) == 0 && offsetof(Config, workers) == 4 && offsetof(Config, resolution) == 8 &&
+              offsetof(Config, pin_shards) == 16 && offsetof(Config, max_timers) == 24 &&
+              offsetof(Config, on_callback_error) == 32);
+static_assert(offsetof(StartOptions, deadline) == 0 && offsetof(StartOptions, delay) == 8 &&
+              offsetof(StartOptions, period) == 16 && offsetof(StartOptions, shard) == 24 &&
+              offsetof(StartOptions, reserved) == 28);
+static_assert(offsetof(Stats, pending_per_shard) == 0 && offsetof(Stats, inbox_per_shard) == 24 &&
+              offsetof(Stats, live) == 48 && offsetof(Stats, slots) == 56 && offsetof(Stats, started) == 64 &&
+              offsetof(Stats, fired) == 72 && offsetof(Stats, stopped) == 80 && offsetof(Stats, reset) == 88 &&
+              offsetof(Stats, callback_exceptions) == 96 && offsetof(Stats, cancelled_at_shutdown) == 104 &&
+              offsetof(Stats, lateness_p50) == 112 && offsetof(Stats, lateness_p99) == 120 &&
+              offsetof(Stats, lateness_p999) == 128 && offsetof(Stats, lateness_max) == 136 &&
+              offsetof(Stats, lateness_samples) == 144);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+/// One past the last byte of member `m` in an object like `obj`.
+template <class T, class M>
+std::size_t end_of(const T& obj, M T::*m) noexcept {
+    return static_cast<std::size_t>(reinterpret_cast<const char*>(&(obj.*m)) - reinterpret_cast<const char*>(&obj)) +
+           sizeof(M);
+}
+
+/// Copies the listed members of `from` that end within `size` bytes.
+template <class T, class... M>
+void copy_within(T& to, const T& from, std::size_t size, M T::*... members) {
+    ((end_of(from, members) <= size ? void(to.*members = from.*members) : void()), ...);
+}
+
+Config read_config(const Config* p, std::size_t size) {
+    if (p == nullptr || size < kConfigSizeV1 || size > sizeof(Config)) throw Error(errc::invalid_argument);
+    if (size == sizeof(Config)) return *p;
+    Config c;  // a caller built against an older 1.x header: its fields, then our defaults
+    copy_within(c, *p, size, &Config::shards, &Config::workers, &Config::resolution, &Config::pin_shards,
+                &Config::max_timers, &Config::on_callback_error);
+    return c;
+}
+
+/// A caller's StartOptions of another size than ours, into `to` (which holds
+/// the defaults). False if refused.
+bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& to) noexcept {
+    if (p == nullptr || size < kStartOptionsSizeV1 || size > sizeof(StartOptions)) return false;
+    std::memcpy(&to, p, size);  // trivially copyable; the fields past `size` keep their defaults
+    return true;
+}
+
+void write_stats(Stats& to, Stats&& from, std::size_t size) {
+    if (size == sizeof(Stats)) {
+        to = std::move(from);
+        return;
+    }
+    // An older caller gets its fields; a newer one (larger size) all of ours,
+    // its own newer fields keep their defaults.
+    copy_within(to, from, size, &Stats::pending_per_shard, &Stats::inbox_per_shard, &Stats::live, &Stats::slots,
+                &Stats::started, &Stats::fired, &Stats::stopped, &Stats::reset, &Stats::callback_exceptions,
+                &Stats::cancelled_at_shutdown, &Stats::lateness_p50, &Stats::lateness_p99, &Stats::lateness_p999,
+                &Stats::lateness_max, &Stats::lateness_samples);
+}
+}  // namespace
 
 namespace rt {
 
@@ -206,7 +307,8 @@ using rt::Record;
 using rt::State;
 using rt::TimerState;
 
-Runtime::Runtime(Config config) : core_(std::make_unique<rt::RuntimeCore>(this, std::move(config))) {}
+Runtime::Runtime(const Config* config, std::size_t config_size)
+    : core_(std::make_unique<rt::RuntimeCore>(this, read_config(config, config_size))) {}
 
 Runtime::~Runtime() {
     if (!core_) return;
@@ -245,13 +347,25 @@ errc start_args(const rt::TickClock& clock, const StartOptions& o, tick_t& tick,
 }
 }  // namespace
 
-Timer Runtime::start(const StartOptions& o, detail::Callback&& cb, std::error_code& ec) noexcept {
+Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, detail::Callback&& cb,
+                           std::error_code& ec) noexcept {
+    if (opts_size != sizeof(StartOptions)) [[unlikely]] {
+        // A caller built against another 1.x header (the hot path is the
+        // single compare above).
+        StartOptions ours;
+        if (read_start_options(opts, opts_size, ours)) return start_sized(&ours, sizeof(StartOptions), std::move(cb), ec);
+        rt::RuntimeCore::release_unstarted(cb);
+        ec = make_error_code(errc::invalid_argument);
+        return Timer{};
+    }
     rt::RuntimeCore& core = *core_;
     ec.clear();
     std::uint64_t id = 0;
     const errc e = [&]() noexcept -> errc {
         if (core.forked()) return errc::forked;
-        if (!cb) return errc::invalid_argument;
+        if (opts == nullptr || !cb) return errc::invalid_argument;
+        const StartOptions& o = *opts;
+        if (o.reserved != 0) return errc::invalid_argument;
         tick_t tick;
         std::uint64_t period;
         if (const errc bad = start_args(core.clock, o, tick, period); bad != errc{}) return bad;
@@ -465,8 +579,9 @@ bool Runtime::is_shut_down() const noexcept { return core_->shut_down.load(std::
 bool Runtime::is_forked() const noexcept { return core_->forked(); }
 
 // ---- observation ---------------------------------------------------------------
-Stats Runtime::stats() const {
+void Runtime::stats_sized(Stats* out, std::size_t out_size) const {
     const rt::RuntimeCore& core = *core_;
+    if (out == nullptr || out_size < kStatsSizeV1) throw Error(errc::invalid_argument);
     if (core.forked()) throw Error(errc::forked);
     Stats st;
     for (const auto& s : core.shards) {
@@ -489,7 +604,7 @@ Stats Runtime::stats() const {
     st.lateness_p99 = Duration(lat.p99);
     st.lateness_p999 = Duration(lat.p999);
     st.lateness_max = Duration(lat.max);
-    return st;
+    write_stats(*out, std::move(st), out_size);
 }
 
 unsigned Runtime::shard_count() const noexcept { return static_cast<unsigned>(core_->shards.size()); }

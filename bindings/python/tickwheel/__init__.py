@@ -30,7 +30,7 @@ released (the child's copies are left alone); ``close()`` -- and so
 ``with``, garbage collection and the exit hook -- only frees the child's
 copy of the C runtime, without waiting for anything. A Runtime created in
 the child works normally; the parent's runtimes are unaffected. (Known
-library limitation, tickwheel 0.2.0: if the parent's runtimes have run a
+library limitation, tickwheel 1.0.0: if the parent's runtimes have run a
 callback before the fork, a child runtime's callbacks never run and closing
 it after one of its timers fell due hangs -- oneTBB's worker pool is not
 recreated in the child; and creating a Runtime in a child forked while
@@ -54,6 +54,10 @@ import sys
 import threading
 import traceback
 from typing import Callable, Dict, Optional, Union
+
+#: The tickwheel release this binding belongs to; version() is the loaded
+#: library's (they agree for a matching install: ctest capi_version checks).
+__version__ = "1.0.0"
 
 __all__ = [
     "Runtime",

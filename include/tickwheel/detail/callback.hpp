@@ -4,6 +4,12 @@
 // 24 bytes of inline storage: a lambda capturing up to three pointers (or a
 // C function pointer, its argument and its release hook) is stored without a
 // heap allocation. Larger or throwing-move callables are boxed on the heap.
+//
+// FROZEN LAYOUT (1.x ABI). A Callback is built by inline code in the program
+// and moved, called and destroyed by the library (libtickwheel.so.1), so its
+// layout -- the ops table pointer, then 24 bytes aligned to 8; 32 bytes in
+// all -- and the ops table -- invoke, relocate, destroy, in this order, with
+// these signatures and meanings -- never change within ABI major 1.
 #pragma once
 
 #include <cstddef>
@@ -122,7 +128,7 @@ private:
     alignas(8) unsigned char buf_[kInline];
 };
 
-static_assert(sizeof(Callback) == 32);
+static_assert(sizeof(Callback) == 32 && alignof(Callback) == 8, "detail::Callback's layout is part of the 1.x ABI");
 
 }  // namespace detail
 }  // namespace tickwheel
