@@ -74,6 +74,7 @@ public:
 
 private:
     void run(int cpu);
+    void check_wheel() const noexcept;
     bool drain_inbox();
     void handle(std::uint64_t msg, FreeChain& freed);
     bool expire(tick_t now);
