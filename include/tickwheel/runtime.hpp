@@ -1,60 +1,61 @@
-// tickwheel/runtime.hpp -- the thread-safe timer runtime (C++ API).
-//
-// A Runtime owns N shards (default: one per online CPU). Each shard is a
-// hierarchical timing wheel (tickwheel/wheel.hpp) driven by its own thread,
-// which sleeps until the wheel's next deadline. Any thread may start, stop or
-// re-arm a timer: the request goes to the owning shard through a lock-free
-// MPSC queue (moodycamel::ConcurrentQueue). Expired timers are handed in
-// batches to a oneTBB task_arena, whose worker threads run the callbacks;
-// shard threads never run user code.
-//
-// THE CONTRACT, in one place (each function repeats its part):
-//
-//  * Thread safety. Every member function of Runtime and Timer may be called
-//    from any thread, concurrently, including from inside a callback.
-//  * Never early. A callback never starts before its deadline, as read by
-//    std::chrono::steady_clock (CLOCK_MONOTONIC) by the caller of start().
-//    Deadlines are rounded UP to the runtime's resolution (a tick, default
-//    1 ms); a timer fires within about one tick plus scheduling noise after
-//    its deadline.
-//  * Callback context. Callbacks run on the runtime's TBB worker threads,
-//    never on the caller's thread and never on a shard thread. Runs of one
-//    timer never overlap. A callback may call any function here, on its own
-//    timer or others, except the runtime's destructor/shutdown (reported as
-//    an error, see shutdown()). A release hook that runs on a worker (after
-//    the last run) counts as inside the callback for this purpose.
-//  * Stop. stop() never blocks and tells, exactly, whether it prevented the
-//    callback from running (again). A one-shot timer ends in exactly one of
-//    three ways: its callback runs, or one stop()/stop_sync() returns true
-//    (the callback never runs), or shutdown() cancels it while it is
-//    pending. A periodic timer runs until one stop()/stop_sync() returns
-//    true or shutdown() cancels it; a stop that lands during a run returns
-//    true and that run is the last (no run starts after the stop returns).
-//  * Release. The callable passed to start() is destroyed exactly once, when
-//    the runtime is done with the timer: after its last run, inside the
-//    stop() that cancelled it (or, if a run was in progress, right after that
-//    run), or at shutdown. Its destructor is the timer's release hook: free
-//    what the callback uses there, or in the callback's last run.
-//  * Ids. A timer is named by a 64-bit id carrying a 24-bit generation: a
-//    stale id (timer fired, stopped, or its slot reused, any number of
-//    times, in any interleaving with the call) is answered "not found",
-//    never acted on. Id 0 is never valid. A slot whose generation reaches
-//    2^24 - 1 is retired rather than reused (80 bytes per 16.7 million
-//    timers started on one slot).
-//  * Fork. In a child process created by fork() the runtime's threads do
-//    not exist. Every operation on a runtime created before the fork fails
-//    there with errc::forked (stop/stop_sync return false, stats() throws)
-//    and no callback or release hook of it runs there; destroying it frees
-//    its memory without running any. A runtime created in the child works
-//    normally. The parent is unaffected.
-//  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
-//    all runtimes come from oneTBB's process-wide pool. worker_count() is
-//    what this runtime can run at once (see there).
-//  * Errors. Functions that can fail for a reason the caller must handle
-//    return bool (stop/reset: false = no such pending timer). Invalid
-//    arguments, shutdown and the pending limit throw tickwheel::Error from
-//    the throwing overloads; every operation also has a noexcept overload
-//    taking std::error_code&.
+/// @file
+/// tickwheel/runtime.hpp -- the thread-safe timer runtime (C++ API).
+///
+/// A Runtime owns N shards (default: one per online CPU). Each shard is a
+/// hierarchical timing wheel (tickwheel/wheel.hpp) driven by its own thread,
+/// which sleeps until the wheel's next deadline. Any thread may start, stop or
+/// re-arm a timer: the request goes to the owning shard through a lock-free
+/// MPSC queue (moodycamel::ConcurrentQueue). Expired timers are handed in
+/// batches to a oneTBB task_arena, whose worker threads run the callbacks;
+/// shard threads never run user code.
+///
+/// THE CONTRACT, in one place (each function repeats its part):
+///
+///  * Thread safety. Every member function of Runtime and Timer may be called
+///    from any thread, concurrently, including from inside a callback.
+///  * Never early. A callback never starts before its deadline, as read by
+///    std::chrono::steady_clock (CLOCK_MONOTONIC) by the caller of start().
+///    Deadlines are rounded UP to the runtime's resolution (a tick, default
+///    1 ms); a timer fires within about one tick plus scheduling noise after
+///    its deadline.
+///  * Callback context. Callbacks run on the runtime's TBB worker threads,
+///    never on the caller's thread and never on a shard thread. Runs of one
+///    timer never overlap. A callback may call any function here, on its own
+///    timer or others, except the runtime's destructor/shutdown (reported as
+///    an error, see shutdown()). A release hook that runs on a worker (after
+///    the last run) counts as inside the callback for this purpose.
+///  * Stop. stop() never blocks and tells, exactly, whether it prevented the
+///    callback from running (again). A one-shot timer ends in exactly one of
+///    three ways: its callback runs, or one stop()/stop_sync() returns true
+///    (the callback never runs), or shutdown() cancels it while it is
+///    pending. A periodic timer runs until one stop()/stop_sync() returns
+///    true or shutdown() cancels it; a stop that lands during a run returns
+///    true and that run is the last (no run starts after the stop returns).
+///  * Release. The callable passed to start() is destroyed exactly once, when
+///    the runtime is done with the timer: after its last run, inside the
+///    stop() that cancelled it (or, if a run was in progress, right after that
+///    run), or at shutdown. Its destructor is the timer's release hook: free
+///    what the callback uses there, or in the callback's last run.
+///  * Ids. A timer is named by a 64-bit id carrying a 24-bit generation: a
+///    stale id (timer fired, stopped, or its slot reused, any number of
+///    times, in any interleaving with the call) is answered "not found",
+///    never acted on. Id 0 is never valid. A slot whose generation reaches
+///    2^24 - 1 is retired rather than reused (80 bytes per 16.7 million
+///    timers started on one slot).
+///  * Fork. In a child process created by fork() the runtime's threads do
+///    not exist. Every operation on a runtime created before the fork fails
+///    there with errc::forked (stop/stop_sync return false, stats() throws)
+///    and no callback or release hook of it runs there; destroying it frees
+///    its memory without running any. A runtime created in the child works
+///    normally. The parent is unaffected.
+///  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
+///    all runtimes come from oneTBB's process-wide pool. worker_count() is
+///    what this runtime can run at once (see there).
+///  * Errors. Functions that can fail for a reason the caller must handle
+///    return bool (stop/reset: false = no such pending timer). Invalid
+///    arguments, shutdown and the pending limit throw tickwheel::Error from
+///    the throwing overloads; every operation also has a noexcept overload
+///    taking std::error_code&.
 #pragma once
 
 #include <chrono>
@@ -74,27 +75,33 @@ namespace rt {
 struct RuntimeCore;
 }
 
-using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC on Linux
+using Clock = std::chrono::steady_clock;  ///< the runtime's clock: CLOCK_MONOTONIC on Linux
+/// Delays, periods and the resolution, in nanoseconds.
 using Duration = std::chrono::nanoseconds;
+/// A Clock time: an absolute deadline (StartOptions::deadline, Runtime::now()).
 using TimePoint = Clock::time_point;
 
 /// Error codes; the values are the (positive) errno numbers the C API
 /// returns negated.
 enum class errc : int {
-    invalid_argument = 22,  // bad delay/period/config, empty callback
-    no_memory = 12,         // allocation failed
-    not_found = 2,          // no such pending timer (fired, stopped, stale, never existed)
-    limit_reached = 11,     // Config::max_timers timers are alive
-    shutting_down = 108,    // the runtime is shutting down or shut down
-    would_deadlock = 35,    // shutdown() from one of the runtime's callbacks or from a release hook
-    forked = 1001,          // the runtime was created in the parent of this fork() child
+    invalid_argument = 22,  ///< bad delay/period/config, empty callback
+    no_memory = 12,         ///< allocation failed
+    not_found = 2,          ///< no such pending timer (fired, stopped, stale, never existed)
+    limit_reached = 11,     ///< Config::max_timers timers are alive
+    shutting_down = 108,    ///< the runtime is shutting down or shut down
+    would_deadlock = 35,    ///< shutdown() from one of the runtime's callbacks or from a release hook
+    forked = 1001,          ///< the runtime was created in the parent of this fork() child
 };
+/// The error category of errc (name() "tickwheel"): one instance, so codes
+/// compare equal wherever they were made. Any thread.
 const std::error_category& error_category() noexcept;
+/// `e` as a std::error_code of error_category(); what makes errc convert to
+/// std::error_code.
 std::error_code make_error_code(errc e) noexcept;
 
 }  // namespace tickwheel
 
-// errc converts to std::error_code (and compares with one).
+/// Makes tickwheel::errc convert to std::error_code (and compare with one).
 template <>
 struct std::is_error_code_enum<tickwheel::errc> : std::true_type {};
 
@@ -103,7 +110,9 @@ namespace tickwheel {
 /// Thrown by the throwing overloads.
 class Error : public std::system_error {
 public:
+    /// An Error carrying make_error_code(e).
     explicit Error(errc e) : std::system_error(make_error_code(e)) {}
+    /// An Error carrying `ec` (as a non-throwing overload reported it).
     explicit Error(std::error_code ec) : std::system_error(ec) {}
 };
 
@@ -111,6 +120,8 @@ public:
 /// years. Longer ones are errc::invalid_argument.
 inline constexpr Duration kMaxDelay{std::int64_t{1} << 60};
 
+/// Runtime configuration, given to Runtime's constructor; the defaults are
+/// the C API's tw_config_init() ones.
 struct Config {
     /// Number of shards (wheel + driver thread each); 0 = one per online CPU.
     /// At most 256.
@@ -132,20 +143,37 @@ struct Config {
 
 /// A snapshot of counters. Counters are totals since creation.
 struct Stats {
-    std::vector<std::size_t> pending_per_shard;  // timers filed in each shard's wheel
-    std::vector<std::size_t> inbox_per_shard;    // requests queued to each shard (approx.)
-    std::uint64_t live = 0;              // started and not yet released (callable not yet destroyed)
-    std::size_t slots = 0;               // timer records ever allocated (80 bytes each): the memory high-water mark
+    std::vector<std::size_t> pending_per_shard;  ///< timers filed in each shard's wheel
+    std::vector<std::size_t> inbox_per_shard;    ///< requests queued to each shard (approx.)
+    std::uint64_t live = 0;              ///< started and not yet released (callable not yet destroyed)
+    std::size_t slots = 0;               ///< timer records ever allocated (80 bytes each): the memory high-water mark
+    /// timers started (start calls that succeeded)
     std::uint64_t started = 0;
-    std::uint64_t fired = 0;             // callback runs
-    std::uint64_t stopped = 0;           // stop() calls that returned true
-    std::uint64_t reset = 0;             // reset() calls that returned true
+    std::uint64_t fired = 0;             ///< callback runs
+    std::uint64_t stopped = 0;           ///< stop() calls that returned true
+    std::uint64_t reset = 0;             ///< reset() calls that returned true
+    /// exceptions thrown by callbacks (see Config::on_callback_error)
     std::uint64_t callback_exceptions = 0;
+    /// timers still pending when shutdown() cancelled them
     std::uint64_t cancelled_at_shutdown = 0;
+    /// @name Lateness
     /// Lateness = callback start minus deadline (rounded up to the tick).
     /// Percentiles from a log-linear histogram (about 3% relative error).
+    /// @{
+
     Duration lateness_p50{0}, lateness_p99{0}, lateness_p999{0}, lateness_max{0};
+    /// @var Stats::lateness_p50
+    /// Median lateness (callback start minus deadline).
+    /// @var Stats::lateness_p99
+    /// 99th percentile of the lateness (callback start minus deadline).
+    /// @var Stats::lateness_p999
+    /// 99.9th percentile of the lateness (callback start minus deadline).
+    /// @var Stats::lateness_max
+    /// The largest lateness seen (callback start minus deadline).
+
+    /// callback runs measured (the lateness histogram's sample count)
     std::uint64_t lateness_samples = 0;
+    /// @}
 };
 
 /// Options for Runtime::start(const StartOptions&, F&&).
@@ -166,6 +194,9 @@ struct StartOptions {
     int shard = -1;
 };
 
+/// The timer runtime: shards (a timing wheel and a driver thread each) and
+/// a oneTBB arena whose workers run the callbacks. Every member function may
+/// be called from any thread; see the contract at the top of runtime.hpp.
 class Runtime {
 public:
     /// Starts the shard threads and the TBB arena. Throws Error
@@ -219,6 +250,9 @@ public:
         o.period = period;
         return start(o, std::forward<F>(f));
     }
+    /// As start(), with every option of StartOptions: an absolute deadline or
+    /// a delay, a period, a shard. Throws Error with the code the
+    /// non-throwing overload below reports.
     template <class F>
     Timer start(const StartOptions& opts, F&& f) {
         std::error_code ec;
@@ -226,7 +260,8 @@ public:
         if (ec) throw Error(ec);
         return t;
     }
-    /// The non-throwing start: on failure returns an empty Timer, sets `ec`,
+    /// The non-throwing start (`cb`: any callable start() takes, converted
+    /// implicitly): on failure returns an empty Timer, sets `ec`,
     /// and destroys `cb` (running its release hook) before returning, outside
     /// any internal lock or guard (the hook may block or call into the
     /// runtime; shutdown from it reports would_deadlock). Errors:
@@ -244,6 +279,7 @@ public:
     /// hook) inside this call; if a periodic run is in progress, right after
     /// that run on its worker thread. O(1): one CAS, one queue push.
     bool stop(std::uint64_t id) noexcept;
+    /// stop(t.id()).
     bool stop(Timer t) noexcept { return stop(t.id()); }
 
     /// As stop(), and in addition, when it returns, the callback is not
@@ -255,6 +291,7 @@ public:
     /// it does not wait for itself. Two callbacks that stop_sync each other
     /// wait for each other forever (as with Linux's del_timer_sync): don't.
     bool stop_sync(std::uint64_t id) noexcept;
+    /// stop_sync(t.id()).
     bool stop_sync(Timer t) noexcept { return stop_sync(t.id()); }
 
     // ---- reset ---------------------------------------------------------
@@ -268,7 +305,10 @@ public:
     /// kMaxDelay; the noexcept overload reports that, and shutting_down, in
     /// `ec` (returning false).
     bool reset(std::uint64_t id, Duration delay);
+    /// reset(t.id(), delay).
     bool reset(Timer t, Duration delay) { return reset(t.id(), delay); }
+    /// As reset(id, delay), without exceptions: `ec` is cleared, or set
+    /// (returning false) to invalid_argument, shutting_down or forked.
     bool reset(std::uint64_t id, Duration delay, std::error_code& ec) noexcept;
 
     // ---- lifecycle -----------------------------------------------------
@@ -282,11 +322,19 @@ public:
     /// inside a stop, inside a shutdown, or when a start fails), it throws
     /// Error(would_deadlock) and does nothing. In a fork() child: forked.
     void shutdown();
+    /// As shutdown(), without exceptions: `ec` is cleared, or set to
+    /// would_deadlock or forked (nothing done).
     void shutdown(std::error_code& ec) noexcept;
+    /// True once shutdown() has finished (not while it is in progress). Any thread.
     bool is_shut_down() const noexcept;
 
     // ---- observation ---------------------------------------------------
+    /// A snapshot of the counters (see Stats); works after shutdown() too
+    /// (the final counters). Any thread; O(shards). Allocates the per-shard
+    /// vectors (may throw std::bad_alloc); throws Error(forked) in a fork()
+    /// child.
     Stats stats() const;
+    /// The number of shards (Config::shards, or the online CPUs for 0). Any thread.
     unsigned shard_count() const noexcept;
     /// The callbacks that can run at once: Config::workers, whatever other
     /// runtimes exist, or fewer while the application's own
@@ -294,6 +342,7 @@ public:
     /// counts the application's thread: limit - 1, at least 1, shared by
     /// all runtimes). Read at each call.
     unsigned worker_count() const noexcept;
+    /// The tick (Config::resolution): deadlines are rounded up to it. Any thread.
     Duration resolution() const noexcept;
     /// The runtime's clock: steady_clock::now().
     static TimePoint now() noexcept { return Clock::now(); }
