@@ -158,7 +158,7 @@ struct Stats {
     std::uint64_t cancelled_at_shutdown = 0;
     /// @name Lateness
     /// Lateness = callback start minus deadline (rounded up to the tick).
-    /// Percentiles from a log-linear histogram (about 3% relative error).
+    /// Percentiles from a log-linear histogram (8 buckets per power of two, each reported at its midpoint: at most 6.25% relative error).
     /// @{
 
     Duration lateness_p50{0}, lateness_p99{0}, lateness_p999{0}, lateness_max{0};

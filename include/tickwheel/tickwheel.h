@@ -368,7 +368,7 @@ typedef struct tw_stats {
     uint64_t cancelled_at_shutdown;
     /** @name Lateness
      *  Callback start minus deadline, in ns; percentiles from a log-linear
-     *  histogram, about 3% relative error. */
+     *  histogram (8 buckets per power of two, reported at the midpoint: at most 6.25% relative error). */
     /** @{ */
     uint64_t lateness_p50_ns;       /**< median (50th percentile) */
     uint64_t lateness_p99_ns;       /**< 99th percentile */
