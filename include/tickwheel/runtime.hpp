@@ -303,7 +303,7 @@ public:
     /// no lock of the runtime and never blocks or delays a shard or a worker.
     /// Each value is a recent one (not one linearizable snapshot); read at
     /// quiescence they equal stats(). Cost: O(shards + 65 stripes x (7
-    /// counters + 21 buckets)), about 4 KB of text plus 100 bytes per shard,
+    /// counters + 21 buckets)), about 4 KB of text plus 75 bytes per shard,
     /// allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
     std::string metrics() const;
     unsigned shard_count() const noexcept;

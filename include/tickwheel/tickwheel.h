@@ -392,7 +392,7 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  is blocked or delayed, so it can be scraped often. Each value is a
  *  recent one, not one linearizable snapshot; read at quiescence they
  *  equal tw_runtime_stats(). Cost: O(shards) plus a fixed part; about
- *  4 KB of text plus 100 bytes per shard, built in an allocated buffer
+ *  4 KB of text plus 75 bytes per shard, built in an allocated buffer
  *  (malloc) and then copied. Returns, in this order:
  *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.
  *   TW_EFORKED  in a fork() child of the process that created rt.
