@@ -171,11 +171,12 @@ TEST(MetricsGrammar, CheckerAcceptsAValidExpositionAndRejectsEachViolation) {
         "# HELP g x\n# TYPE g summary\ng 1\n",                                      // type not allowed here
         "# HELP g x\n# TYPE g gauge\ng 1\n# HELP k x\n# TYPE k gauge\nk 1\ng{a=\"1\"} 2\n",  // family split
         "# HELP g x\n# TYPE g gauge\ng 1\n# HELP g y\n",                            // HELP after samples
+        // histograms: not cumulative; +Inf != _count; no +Inf; le not increasing
         "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n",
         "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 3\n",
         "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"2\"} 2\nh_sum 1\nh_count 2\n",
-        "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"2\"} 1\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 1\n"
-        "h_sum 1\nh_count 1\n",
+        ("# HELP h x\n# TYPE h histogram\nh_bucket{le=\"2\"} 1\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 1\n"
+         "h_sum 1\nh_count 1\n"),
         "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n",  // no _sum
         "# HELP h x\n# TYPE h histogram\nh 1\n",                                // no suffix
     };
