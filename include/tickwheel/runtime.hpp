@@ -299,8 +299,9 @@ public:
     /// Stats::lateness_samples and its `_sum` the total lateness.
     ///
     /// Any thread, concurrently, also from inside a callback or release hook,
-    /// and after shutdown() (the final values). Reads atomics only: it takes
-    /// no lock of the runtime and never blocks or delays a shard or a worker.
+    /// and after shutdown() (the final values). Reads atomics: it takes no
+    /// lock of the runtime (only oneTBB's brief internal one, for the worker
+    /// count) and never blocks or delays a shard or a worker.
     /// Each value is a recent one (not one linearizable snapshot); read at
     /// quiescence they equal stats(). Cost: O(shards + 65 stripes x (7
     /// counters + 21 buckets)), about 4 KB of text plus 75 bytes per shard,

@@ -388,12 +388,13 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *
  *  Any thread, concurrently, also from inside a callback or a release
  *  hook, and after tw_runtime_shutdown() (the final values). It reads
- *  atomics only: no lock of the runtime is taken and no shard or worker
- *  is blocked or delayed, so it can be scraped often. Each value is a
+ *  atomics: no lock of the runtime is taken (only oneTBB's brief internal
+ *  one, for the worker count) and no shard or worker is blocked or
+ *  delayed, so it can be scraped often. Each value is a
  *  recent one, not one linearizable snapshot; read at quiescence they
  *  equal tw_runtime_stats(). Cost: O(shards) plus a fixed part; about
- *  4 KB of text plus 75 bytes per shard, built in an allocated buffer
- *  (malloc) and then copied. Returns, in this order:
+ *  4 KB of text plus 75 bytes per shard, built in a heap-allocated buffer
+ *  and then copied. Returns, in this order:
  *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.
  *   TW_EFORKED  in a fork() child of the process that created rt.
  *   TW_ENOMEM   out of memory, or the text is longer than INT_MAX bytes.

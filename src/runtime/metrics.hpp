@@ -1,9 +1,9 @@
 // The runtime's counters, gauges and lateness histogram in the Prometheus
 // text exposition format 0.0.4 (Runtime::metrics(), tw_runtime_metrics()).
 //
-// Taking a snapshot reads atomics only (relaxed loads of the striped
-// counters and histograms, the shards' pending counts and inbox sizes): it
-// takes no lock of the runtime, never waits for a shard or a worker and
+// Taking a snapshot reads atomics (relaxed loads of the striped counters
+// and histograms, the shards' pending counts and inbox sizes; the worker
+// count takes oneTBB's brief internal lock): it takes no lock of the runtime, never waits for a shard or a worker and
 // never delays one, so it may be called from any thread, from a callback,
 // and after shutdown (the shards and counters outlive their threads). Like
 // Stats it is not linearizable: each value is a recent one. Within one
