@@ -1,7 +1,8 @@
 # ctest capi_nm_exports: libtickwheel.so exports exactly the tw_* functions the
-# header declares (nm -D --defined-only), under the version node TICKWHEEL_1,
-# and its SONAME is libtickwheel.so.<ABI major>.
-# Usage: cmake -DLIB=... -DNM=... -DREADELF=... -DSONAME=... -DHEADER=... -P check_exports.cmake
+# header declares (nm -D --defined-only), under the version node TICKWHEEL_1 --
+# or the later node (TICKWHEEL_1.1, ...) that the version script MAP names
+# them in --, and its SONAME is libtickwheel.so.<ABI major>.
+# Usage: cmake -DLIB=... -DNM=... -DREADELF=... -DSONAME=... -DHEADER=... -DMAP=... -P check_exports.cmake
 execute_process(COMMAND "${NM}" -D --defined-only "${LIB}"
                 OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -9,6 +10,24 @@ if(NOT rc EQUAL 0)
 endif()
 message("nm -D --defined-only ${LIB}:\n${out}")
 string(REPLACE "\n" ";" lines "${out}")
+
+# The version script: its nodes, and the names listed in the later ones.
+set(nodes TICKWHEEL_1)
+file(READ "${MAP}" map)
+string(REPLACE ";" " " map "${map}")
+string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" map "${map}")  # comments
+string(REGEX MATCHALL "TICKWHEEL_[0-9.]+[ \t\n]*{[^}]*}" blocks "${map}")
+foreach(block IN LISTS blocks)
+  string(REGEX MATCH "^TICKWHEEL_[0-9.]+" node "${block}")
+  list(APPEND nodes "${node}")
+  if(NOT node STREQUAL "TICKWHEEL_1")
+    string(REGEX MATCHALL "tw_[a-z0-9_]+" names "${block}")
+    foreach(n IN LISTS names)
+      set("node_of_${n}" "${node}")
+    endforeach()
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES nodes)
 set(exported "")
 set(bad "")
 foreach(line IN LISTS lines)
@@ -23,15 +42,20 @@ foreach(line IN LISTS lines)
   set(type "${CMAKE_MATCH_1}")
   set(name "${CMAKE_MATCH_2}")
   set(ver "${CMAKE_MATCH_4}")
-  if(type STREQUAL "A" AND name STREQUAL "TICKWHEEL_1")
-    continue()  # the version node itself (from capi/tickwheel.map)
+  list(FIND nodes "${name}" node_index)  # (no IN_LIST: this script runs without policies)
+  if(type STREQUAL "A" AND node_index GREATER -1)
+    continue()  # a version node itself (from capi/tickwheel.map)
+  endif()
+  set(want TICKWHEEL_1)
+  if(DEFINED "node_of_${name}")
+    set(want "${node_of_${name}}")
   endif()
   if(NOT name MATCHES "^tw_")
     string(APPEND bad "  not a tw_* symbol: ${line}\n")
   elseif(NOT type STREQUAL "T")
     string(APPEND bad "  tw_* symbol that is not a function: ${line}\n")
-  elseif(NOT ver STREQUAL "TICKWHEEL_1")
-    string(APPEND bad "  tw_* symbol without version TICKWHEEL_1: ${line}\n")
+  elseif(NOT ver STREQUAL want)
+    string(APPEND bad "  tw_* symbol without version ${want}: ${line}\n")
   else()
     list(APPEND exported "${name}")
   endif()
@@ -71,4 +95,4 @@ if(bad)
   message(FATAL_ERROR "${LIB}:\n${bad}")
 endif()
 list(LENGTH exported n)
-message(STATUS "OK: ${n} tw_* functions exported (version TICKWHEEL_1), SONAME ${SONAME}")
+message(STATUS "OK: ${n} tw_* functions exported (version nodes ${nodes}), SONAME ${SONAME}")

@@ -64,6 +64,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -334,6 +335,25 @@ public:
     /// vectors (may throw std::bad_alloc); throws Error(forked) in a fork()
     /// child.
     Stats stats() const;
+    /// The runtime's counters, gauges and callback-lateness histogram in the
+    /// Prometheus text exposition format 0.0.4, for a /metrics endpoint:
+    /// metric names prefixed `tickwheel_` (counters end in `_total`,
+    /// durations are in seconds), one `# HELP` and one `# TYPE` line before
+    /// each family's samples, per-shard gauges labelled `{shard="i"}`, no
+    /// timestamps, every line ending in '\n'. The histogram
+    /// `tickwheel_callback_lateness_seconds` has fixed buckets from 5 us to
+    /// 10 s (exact counts, not interpolated); its `_count` is
+    /// Stats::lateness_samples and its `_sum` the total lateness.
+    ///
+    /// Any thread, concurrently, also from inside a callback or release hook,
+    /// and after shutdown() (the final values). Reads atomics: it takes no
+    /// lock of the runtime (only oneTBB's brief internal one, for the worker
+    /// count) and never blocks or delays a shard or a worker.
+    /// Each value is a recent one (not one linearizable snapshot); read at
+    /// quiescence they equal stats(). Cost: O(shards + 65 stripes x (7
+    /// counters + 21 buckets)), about 4 KB of text plus 75 bytes per shard,
+    /// allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
+    std::string metrics() const;
     /// The number of shards (Config::shards, or the online CPUs for 0). Any thread.
     unsigned shard_count() const noexcept;
     /// The callbacks that can run at once: Config::workers, whatever other

@@ -399,6 +399,43 @@ TW_API int tw_runtime_stats(tw_runtime *rt, tw_stats *out) TW_NOEXCEPT;
 TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pending,
                                   uint64_t *inbox) TW_NOEXCEPT;
 
+/** Writes the runtime's metrics -- counters, gauges and the callback-lateness
+ *  histogram -- in the Prometheus text exposition format 0.0.4 (the body
+ *  of a /metrics response, Content-Type "text/plain; version=0.0.4"):
+ *  metric names prefixed "tickwheel_"; counters end in "_total"
+ *  (tickwheel_timers_started_total, ..._fired_total, ..._stopped_total,
+ *  ...); gauges for live and pending timers, timer slots, and per shard
+ *  (tickwheel_shard_pending{shard="0"}, tickwheel_shard_inbox{...});
+ *  the histogram tickwheel_callback_lateness_seconds with fixed buckets
+ *  from 5 us to 10 s (exact counts), "_sum" in seconds and "_count" equal
+ *  to tw_stats.lateness_samples; one "# HELP" and one "# TYPE" line before
+ *  each family's samples; no timestamps; every line ends in '\n'.
+ *
+ *  Like snprintf(): writes at most cap - 1 bytes of the text and a
+ *  terminating NUL into buf (nothing when cap is 0), and returns the
+ *  length of the WHOLE text (without the NUL), whatever cap is: the text
+ *  was truncated iff the result is >= cap. So buf NULL with cap 0 asks
+ *  for the size, and cap 1 writes an empty string. The text grows as
+ *  counters grow: between a sizing call and the real one allow some slack
+ *  (say 1 KB), and retry while the result is >= cap.
+ *
+ *  Any thread, concurrently, also from inside a callback or a release
+ *  hook, and after tw_runtime_shutdown() (the final values). It reads
+ *  atomics: no lock of the runtime is taken (only oneTBB's brief internal
+ *  one, for the worker count) and no shard or worker is blocked or
+ *  delayed, so it can be scraped often. Each value is a
+ *  recent one, not one linearizable snapshot; read at quiescence they
+ *  equal tw_runtime_stats(). Cost: O(shards) plus a fixed part; about
+ *  4 KB of text plus 75 bytes per shard, built in a heap-allocated buffer
+ *  and then copied. Returns, in this order:
+ *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.
+ *   TW_EFORKED  in a fork() child of the process that created rt.
+ *   TW_ENOMEM   out of memory, or the text is longer than INT_MAX bytes.
+ *   >= 0        the length of the whole text.
+ *  On an error, buf (if not NULL and cap > 0) holds an empty string.
+ *  Since ABI 1.1 (symbol version TICKWHEEL_1.1). */
+TW_API int tw_runtime_metrics(tw_runtime *rt, char *buf, size_t cap) TW_NOEXCEPT;
+
 /** A static, human-readable description of a TW_* code (TW_OK included);
  *  never NULL, also for unknown codes ("unknown error"). */
 TW_API const char *tw_strerror(int err) TW_NOEXCEPT;

@@ -160,6 +160,7 @@ def _prepare(lib: ctypes.CDLL) -> None:
         "tw_timer_reset": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
         "tw_now_ns": (ctypes.c_uint64, []),
         "tw_runtime_stats": (ctypes.c_int, [rt_p, ctypes.POINTER(_Stats)]),
+        "tw_runtime_metrics": (ctypes.c_int, [rt_p, ctypes.c_char_p, ctypes.c_size_t]),
         "tw_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "tw_version": (ctypes.c_uint32, []),
     }
@@ -624,6 +625,24 @@ class Runtime:
         out = {"shards": st.shards, "workers": st.workers, "shut_down": bool(st.shut_down)}
         out.update((name, getattr(st, name)) for name in _STAT_FIELDS)
         return out
+
+    def metrics(self) -> str:
+        """The runtime's counters, gauges and callback-lateness histogram in the
+        Prometheus text exposition format 0.0.4 (tw_runtime_metrics): serve it as
+        the body of a /metrics response with Content-Type
+        "text/plain; version=0.0.4". Metric names start with "tickwheel_". Works
+        from any thread, from callbacks, and after shutdown() (the final values);
+        it never blocks the runtime. Raises TickwheelError (ESHUTDOWN) once
+        closed, ForkedError in a fork child."""
+        size = 4096
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._native.call_rc("metrics", _lib.tw_runtime_metrics, buf, size)
+            if n < 0:
+                raise _error(n, "metrics")
+            if n < size:
+                return buf.raw[:n].decode("utf-8")
+            size = n + 1024  # the text grew past the buffer (counters grow): again, with room
 
     def _report(self, exc: BaseException, timer_id: int) -> None:
         handler = self._on_error
