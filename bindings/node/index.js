@@ -42,8 +42,12 @@
  * Process lifetime. Like Node's timers, a Runtime keeps the process alive
  * while it has live timers (pending, or released but not yet reported);
  * rt.unref() stops that, rt.ref() restores it. A Runtime without live timers
- * never keeps the process alive. At process exit every Runtime still open is
- * closed: pending timers are cancelled and released, no callback runs.
+ * never keeps the process alive, and a closing one keeps it alive until it
+ * is freed. When the event loop runs out of work ('beforeExit') every
+ * Runtime still open is closed: its pending timers are cancelled, no
+ * callback runs. On process.exit() (or a fatal exception) the open runtimes
+ * are cancelled the same way and freed unless a run is queued to the (now
+ * gone) event loop; then they are left to the end of the process.
  *
  * The shared library is found through the TICKWHEEL_LIB environment
  * variable (a path; nothing else is tried when it is set), else

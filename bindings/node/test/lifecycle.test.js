@@ -67,6 +67,20 @@ test('close() from inside a callback does not hang', async () => {
   assert.equal(rt.stats().shutDown, true);
 });
 
+test('closing a runtime while another one\'s runs are queued does not hang', async () => {
+  const busy = new Runtime({ workers: 2 });
+  let runs = 0;
+  for (let i = 0; i < 20; i++) busy.startPeriodic(0.1, () => { runs++; });
+  await until(() => runs > 0);
+  const end = Date.now() + 30;
+  while (Date.now() < end) { /* busy's workers now wait for this thread */ }
+  const idle = new Runtime({ workers: 2 });
+  idle.start(10000, () => {});
+  await idle.close();
+  await busy.close();
+  assert.equal(busy.liveTimers, 0);
+});
+
 test('an exception in a callback goes to the error event; the runtime goes on', async () => {
   const rt = new Runtime({ workers: 2 });
   const errors = [];

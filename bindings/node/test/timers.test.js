@@ -180,6 +180,25 @@ test('reset() from a one-shot timer\'s own callback re-arms it', async () => {
   assert.equal(t.active, false);
 });
 
+test('reset() of a periodic timer, also from its own callback, moves its next run', async () => {
+  const at = [];
+  let resetAt = 0n;
+  let ret;
+  const p = rt.startPeriodic(5, (t) => {
+    at.push(hr());
+    if (at.length === 2) { resetAt = hr(); ret = t.reset(60); }
+  });
+  await until(() => at.length >= 3, 10000, '3 runs');
+  assert.equal(ret, true);
+  assert.ok(at[2] - resetAt >= 60_000_000n, `next run ${at[2] - resetAt} ns after the reset`);
+  const before = hr();
+  assert.equal(p.reset(80), true, 'from outside the callback');
+  const count = at.length;
+  await until(() => at.length > count, 10000, 'the run after the reset');
+  assert.ok(at[count] - before >= 80_000_000n);
+  assert.equal(p.stop(), true);
+});
+
 test('many timers each fire exactly once; nothing stays registered', async () => {
   const koffi = require('koffi');
   const { entries } = require('..')._internal;
