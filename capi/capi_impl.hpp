@@ -2,6 +2,7 @@
 // functions (exports.cpp). Internal: hidden symbols, not installed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tickwheel/tickwheel.h"
@@ -22,6 +23,7 @@ int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept;
 std::uint64_t now_ns() noexcept;
 int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept;
 int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pending, std::uint64_t* inbox) noexcept;
+int runtime_metrics(tw_runtime* rt, char* buf, std::size_t cap) noexcept;
 const char* error_text(int err) noexcept;
 std::uint32_t version() noexcept;
 

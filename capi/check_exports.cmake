@@ -1,6 +1,7 @@
 # ctest capi_nm_exports: libtickwheel.so exports exactly
 #  * the tw_* functions the header declares (TW_API), under the version node
-#    TICKWHEEL_1, and
+#    TICKWHEEL_1 -- or the later node (TICKWHEEL_1.1, ...) that the version
+#    script MAP names them in --, and
 #  * the C++ API's entry points listed in cxx_expected below (TW_CXX_API in
 #    runtime.hpp), under the version node TICKWHEEL_CXX_1,
 # and nothing else: no tickwheel::rt / tickwheel::capi internals, no standard
@@ -8,7 +9,7 @@
 # calls to its exported functions are bound at link time (no PLT slot names
 # a tickwheel symbol: -Bsymbolic-functions), and its SONAME is
 # libtickwheel.so.<ABI major>.
-# Usage: cmake -DLIB=... -DNM=... -DREADELF=... -DSONAME=... -DHEADER=... -P check_exports.cmake
+# Usage: cmake -DLIB=... -DNM=... -DREADELF=... -DSONAME=... -DHEADER=... -DMAP=... -P check_exports.cmake
 
 # The exported C++ symbols, demangled (constructor/destructor variants such
 # as C1/C2 share one name). Adding one is an ABI change: add it here, under
@@ -32,6 +33,7 @@ set(cxx_expected
   "tickwheel::Runtime::is_shut_down() const"
   "tickwheel::Runtime::is_forked() const"
   "tickwheel::Runtime::stats_sized(tickwheel::Stats*, unsigned long) const"
+  "tickwheel::Runtime::metrics[abi:cxx11]() const"
   "tickwheel::Runtime::shard_count() const"
   "tickwheel::Runtime::worker_count() const"
   "tickwheel::Runtime::resolution() const")
@@ -69,6 +71,24 @@ foreach(i RANGE ${last})
   message("  ${line}  ${dname}")
 endforeach()
 
+# The version script's C nodes, and the tw_* names listed in the later ones.
+set(nodes TICKWHEEL_1 TICKWHEEL_CXX_1)
+file(READ "${MAP}" map)
+string(REPLACE ";" " " map "${map}")
+string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" map "${map}")  # comments
+string(REGEX MATCHALL "TICKWHEEL_[0-9.]+[ \t\n]*{[^}]*}" blocks "${map}")
+foreach(block IN LISTS blocks)
+  string(REGEX MATCH "^TICKWHEEL_[0-9.]+" node "${block}")
+  list(APPEND nodes "${node}")
+  if(NOT node STREQUAL "TICKWHEEL_1")
+    string(REGEX MATCHALL "tw_[a-z0-9_]+" names "${block}")
+    foreach(n IN LISTS names)
+      set("node_of_${n}" "${node}")
+    endforeach()
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES nodes)
+
 set(exported "")      # tw_* functions
 set(cxx_exported "")  # demangled C++ symbols
 set(bad "")
@@ -83,14 +103,19 @@ foreach(i RANGE ${last})
   set(type "${CMAKE_MATCH_1}")
   set(name "${CMAKE_MATCH_2}")
   set(ver "${CMAKE_MATCH_4}")
-  if(type STREQUAL "A" AND (name STREQUAL "TICKWHEEL_1" OR name STREQUAL "TICKWHEEL_CXX_1"))
-    continue()  # the version nodes themselves (from capi/tickwheel.map)
+  list(FIND nodes "${name}" node_index)
+  if(type STREQUAL "A" AND node_index GREATER -1)
+    continue()  # a version node itself (from capi/tickwheel.map)
   endif()
   if(name MATCHES "^tw_")
+    set(want TICKWHEEL_1)
+    if(DEFINED "node_of_${name}")
+      set(want "${node_of_${name}}")
+    endif()
     if(NOT type STREQUAL "T")
       string(APPEND bad "  tw_* symbol that is not a function: ${line}\n")
-    elseif(NOT ver STREQUAL "TICKWHEEL_1")
-      string(APPEND bad "  tw_* symbol without version TICKWHEEL_1: ${line}\n")
+    elseif(NOT ver STREQUAL want)
+      string(APPEND bad "  tw_* symbol without version ${want}: ${line}\n")
     else()
       list(APPEND exported "${name}")
     endif()
@@ -174,5 +199,5 @@ if(bad)
 endif()
 list(LENGTH exported n)
 list(LENGTH cxx_exported ncxx)
-message(STATUS "OK: ${n} tw_* functions (version TICKWHEEL_1) and ${ncxx} C++ entry points "
+message(STATUS "OK: ${n} tw_* functions (version nodes ${nodes}) and ${ncxx} C++ entry points "
                "(version TICKWHEEL_CXX_1) exported, nothing else; SONAME ${SONAME}")

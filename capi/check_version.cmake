@@ -6,6 +6,8 @@
 #   pkg-config             the generated tickwheel.pc (Version:)
 #   Python binding         bindings/python/tickwheel/__init__.py (__version__)
 #   Rust binding           bindings/rust/Cargo.toml and Cargo.lock (the tickwheel package)
+#   Node binding           bindings/node/package.json (if present)
+#   Debian packaging       debian/changelog's newest entry, upstream part (if present)
 #   CHANGELOG.md           the newest released section, "## [X.Y.Z]"
 #   SONAME                 libtickwheel.so.<major> of the shared library (LIB), = TW_ABI_VERSION
 # Usage: cmake -DVERSION_EXE=... -DLIB=... -DREADELF=... -DSOURCE_DIR=... -DBUILD_DIR=...
@@ -56,6 +58,14 @@ grab(v "${SOURCE_DIR}/bindings/rust/Cargo.toml" "\\[package\\][^[]*\nversion = \
 found_version("Rust Cargo.toml" "${v}")
 grab(v "${SOURCE_DIR}/bindings/rust/Cargo.lock" "name = \"tickwheel\"\nversion = \"([^\"]*)\"")
 found_version("Rust Cargo.lock" "${v}")
+if(EXISTS "${SOURCE_DIR}/bindings/node/package.json")
+  grab(v "${SOURCE_DIR}/bindings/node/package.json" "\n  \"version\": \"([^\"]*)\"")
+  found_version("Node package.json" "${v}")
+endif()
+if(EXISTS "${SOURCE_DIR}/debian/changelog")
+  grab(v "${SOURCE_DIR}/debian/changelog" "^tickwheel \\(([0-9.]+)-[^)]*\\)")
+  found_version("debian/changelog (upstream part)" "${v}")
+endif()
 grab(v "${SOURCE_DIR}/CHANGELOG.md" "\n## \\[([0-9]+\\.[0-9]+\\.[0-9]+)\\]")
 found_version("CHANGELOG.md (newest release)" "${v}")
 

@@ -50,6 +50,10 @@ TW_API int tw_runtime_shard_stats(tw_runtime* rt, uint32_t shard, uint64_t* pend
     return impl::runtime_shard_stats(rt, shard, pending, inbox);
 }
 
+TW_API int tw_runtime_metrics(tw_runtime* rt, char* buf, size_t cap) TW_NOEXCEPT {
+    return impl::runtime_metrics(rt, buf, cap);
+}
+
 TW_API const char* tw_strerror(int err) TW_NOEXCEPT { return impl::error_text(err); }
 
 TW_API uint32_t tw_version(void) TW_NOEXCEPT { return impl::version(); }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <new>
 #include <system_error>
 #include <type_traits>
@@ -343,6 +344,26 @@ int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pend
         if (pending != nullptr) *pending = st.pending_per_shard.at(shard);
         if (inbox != nullptr) *inbox = st.inbox_per_shard.at(shard);
         return TW_OK;
+    } catch (...) {
+        return from_current_exception();
+    }
+}
+
+int runtime_metrics(tw_runtime* rt, char* buf, std::size_t cap) noexcept {
+    if (buf == nullptr && cap > 0) return TW_EINVAL;
+    if (cap > 0) buf[0] = '\0';  // what an error leaves
+    if (rt == nullptr) return TW_EINVAL;
+    const int rc = check_runtime(rt);
+    if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
+    try {
+        const std::string text = handle(rt)->rt.metrics();
+        if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) return TW_ENOMEM;
+        if (cap > 0) {
+            const std::size_t n = std::min(text.size(), cap - 1);
+            std::memcpy(buf, text.data(), n);
+            buf[n] = '\0';
+        }
+        return static_cast<int>(text.size());
     } catch (...) {
         return from_current_exception();
     }

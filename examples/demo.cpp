@@ -7,12 +7,17 @@
 // A periodic timer prints a live line every second; a summary and an exact
 // accounting check close the run (exit status 1 if anything is off).
 //
-//   demo [seconds=5] [threads=4] [connections per thread=20000]
+//   demo [--metrics] [seconds=5] [threads=4] [connections per thread=20000]
+//
+// --metrics: after the summary, print the runtime's final metrics in the
+// Prometheus text format (Runtime::metrics()), after a line
+// "# tickwheel metrics" (a comment of that format).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -73,11 +78,19 @@ void network_thread(Runtime& rt, Totals& t, std::vector<Conn>& conns, unsigned s
 }  // namespace
 
 int main(int argc, char** argv) {
-    const int seconds_to_run = argc > 1 ? std::atoi(argv[1]) : 5;
-    const int nthreads = argc > 2 ? std::atoi(argv[2]) : 4;
-    const int per_thread = argc > 3 ? std::atoi(argv[3]) : 20000;
-    if (seconds_to_run <= 0 || nthreads <= 0 || per_thread <= 0) {
-        std::fprintf(stderr, "usage: demo [seconds>0] [threads>0] [connections per thread>0]\n");
+    bool print_metrics = false;
+    std::vector<const char*> args;  // the positional ones
+    for (int i = 1; i < argc; ++i) {
+        if (std::string_view(argv[i]) == "--metrics")
+            print_metrics = true;
+        else
+            args.push_back(argv[i]);
+    }
+    const int seconds_to_run = args.size() > 0 ? std::atoi(args[0]) : 5;
+    const int nthreads = args.size() > 1 ? std::atoi(args[1]) : 4;
+    const int per_thread = args.size() > 2 ? std::atoi(args[2]) : 20000;
+    if (seconds_to_run <= 0 || nthreads <= 0 || per_thread <= 0 || args.size() > 3) {
+        std::fprintf(stderr, "usage: demo [--metrics] [seconds>0] [threads>0] [connections per thread>0]\n");
         return 2;
     }
 
@@ -147,5 +160,6 @@ int main(int argc, char** argv) {
     std::printf("  fired early               %ld\n", t.early.load());
     std::printf("  accounting                %s: opened = closed + timed out + cancelled at shutdown\n",
                 exact ? "exact" : "MISMATCH");
+    if (print_metrics) std::printf("\n# tickwheel metrics\n%s", rt.metrics().c_str());  // the final values
     return exact && t.early == 0 ? 0 : 1;
 }

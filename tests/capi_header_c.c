@@ -49,6 +49,11 @@ int tw_header_c_compiles(void) {
     st.size = sizeof st;
     rc |= tw_runtime_stats(rt, &st);
     rc |= tw_runtime_shard_stats(rt, 0, &a, &b);
+    {
+        char text[64];
+        rc |= tw_runtime_metrics(rt, text, sizeof text);
+        rc |= tw_runtime_metrics(rt, NULL, 0);
+    }
     rc |= tw_runtime_shutdown(rt);
     rc |= tw_runtime_destroy(rt);
     return rc + (int)(tw_version() & 1u) + (tw_strerror(rc) != NULL);

@@ -267,6 +267,8 @@ TEST(StaleId, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant) {
     Unpark unpark{parking, t};
     ASSERT_TRUE(parking.waiting.wait());  // stop_sync waits for A's run; let the run end
     release_a.open();
+    // Parked once its wait is over ('w' comes also when A's run ended before
+    // the thread slept: under load it may never sleep at all).
     ASSERT_TRUE(parking.parked.wait());
 
     const std::uint32_t slot = Id::index(a.id());

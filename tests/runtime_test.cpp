@@ -1485,11 +1485,18 @@ TEST(RuntimeShutdown, CancelsPendingTimersReleasesAndCountsThem) {
             rt.start(10s + std::chrono::milliseconds(i), [&runs, p = Probe(&released)] { runs.fetch_add(1); });
     }
     EXPECT_FALSE(rt.is_shut_down());
+    // Filed in the wheels (not just queued), so the sweep finds them there.
+    ASSERT_TRUE(wait_until([&] {
+        std::size_t pending = 0;
+        for (std::size_t p : rt.stats().pending_per_shard) pending += p;
+        return pending == kN;
+    }));
     rt.shutdown();
     EXPECT_TRUE(rt.is_shut_down());
     EXPECT_EQ(released.load(), kN);
     EXPECT_EQ(runs.load(), 0);
     const tw::Stats st = rt.stats();
+    for (std::size_t p : st.pending_per_shard) EXPECT_EQ(p, 0u) << "a cancelled timer still counts as pending";
     EXPECT_EQ(st.cancelled_at_shutdown, static_cast<std::uint64_t>(kN));
     EXPECT_EQ(st.started, static_cast<std::uint64_t>(kN));
     EXPECT_EQ(st.fired, 0u);

@@ -1,13 +1,15 @@
-/* tickwheel/tickwheel.h -- the C API of the tickwheel timer runtime.
+/** @file
+ * tickwheel/tickwheel.h -- the C API of the tickwheel timer runtime.
  *
  * This header is a stable contract: it compiles as C99, C11 and C++ (98 and
- * later), includes only <stdint.h> and <stddef.h>, and no C++ type, exception
+ * later), includes only `<stdint.h>` and `<stddef.h>`, and no C++ type, exception
  * or bool crosses it. Link with libtickwheel.so.1 (pkg-config tickwheel, or
  * CMake find_package(tickwheel CONFIG) -> tickwheel::tickwheel) or with the
  * static libtickwheel.a (tickwheel::tickwheel_static; needs a C++ link).
  *
  * The semantics are those of the C++ runtime (tickwheel/runtime.hpp):
  *
+ * @anchor tw_contract
  *  * Thread safety. Every function may be called from any thread,
  *    concurrently, including from inside a callback -- except that
  *    tw_runtime_shutdown()/tw_runtime_destroy() fail with TW_EDEADLK when
@@ -69,6 +71,7 @@
  *    the address). Passing a pointer that never was a runtime is undefined
  *    too; only NULL is checked (TW_EINVAL).
  *
+ * @anchor tw_abi_policy
  * ABI policy. The shared library's SONAME carries the ABI major version
  * (libtickwheel.so.1); only tw_* symbols are exported, with symbol version
  * TICKWHEEL_1. Within one ABI major version: no function is removed or
@@ -88,8 +91,11 @@
 #include <stdint.h>
 
 /* ---- version ------------------------------------------------------------ */
+/** The major version of this header (see TW_VERSION). */
 #define TW_VERSION_MAJOR 1
+/** The minor version of this header (see TW_VERSION). */
 #define TW_VERSION_MINOR 0
+/** The patch version of this header (see TW_VERSION). */
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */
 #define TW_VERSION ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH)
@@ -97,6 +103,11 @@
 #define TW_ABI_VERSION 1
 
 /* ---- export macro --------------------------------------------------------- */
+/** @def TW_API
+ *  Marks a function the library exports: `__attribute__((visibility("default")))`
+ *  with GCC and clang; `__declspec(dllexport)` while building the library and
+ *  `__declspec(dllimport)` otherwise on Windows (empty there with TW_STATIC);
+ *  empty elsewhere. Part of every tw_* declaration, not meant for applications. */
 #if defined(_WIN32) || defined(__CYGWIN__)
 #  if defined(TW_BUILDING_LIBRARY)
 #    define TW_API __declspec(dllexport)
@@ -111,6 +122,9 @@
 #  define TW_API
 #endif
 
+/** @def TW_NOEXCEPT
+ *  `noexcept` in C++11 and later, `throw()` in C++98, empty in C: no tw_*
+ *  function lets an exception escape (see "Errors" in the contract above). */
 #if defined(__cplusplus) && __cplusplus >= 201103L
 #  define TW_NOEXCEPT noexcept
 #elif defined(__cplusplus)
@@ -124,14 +138,16 @@ extern "C" {
 #endif
 
 /* ---- error codes (negated errno values, stable) --------------------------- */
+/** Success. Every error code below is negative: a negated errno value (stable;
+ *  see tw_strerror() for a description). */
 #define TW_OK 0
-#define TW_EINVAL (-22)     /* invalid argument: NULL pointer, bad size, out-of-range value */
-#define TW_ENOMEM (-12)     /* out of memory (or threads / timer slots exhausted) */
-#define TW_ENOENT (-2)      /* no such pending timer: fired, stopped, stale, 0 or never existed */
-#define TW_EAGAIN (-11)     /* tw_config.max_timers timers are alive */
-#define TW_ESHUTDOWN (-108) /* the runtime is shut down (or shutting down) */
-#define TW_EDEADLK (-35)    /* shutdown/destroy called from one of the runtime's callbacks */
-#define TW_EFORKED (-1001)  /* the runtime was created in the parent of this fork() child */
+#define TW_EINVAL (-22)     /**< invalid argument: NULL pointer, bad size, out-of-range value */
+#define TW_ENOMEM (-12)     /**< out of memory (or threads / timer slots exhausted) */
+#define TW_ENOENT (-2)      /**< no such pending timer: fired, stopped, stale, 0 or never existed */
+#define TW_EAGAIN (-11)     /**< tw_config.max_timers timers are alive */
+#define TW_ESHUTDOWN (-108) /**< the runtime is shut down (or shutting down) */
+#define TW_EDEADLK (-35)    /**< shutdown/destroy called from one of the runtime's callbacks */
+#define TW_EFORKED (-1001)  /**< the runtime was created in the parent of this fork() child */
 
 /** The longest delay, period or deadline distance accepted: 2^60 ns (about
  *  36.5 years). Longer ones are TW_EINVAL. */
@@ -151,7 +167,7 @@ typedef uint64_t tw_timer;
 typedef void (*tw_callback)(void *arg, tw_timer id);
 
 /** A release hook: called exactly once with the timer's arg when the runtime
- *  is done with the timer (see "Release" above). */
+ *  is done with the timer (see "Release" in the @ref tw_contract "contract"). */
 typedef void (*tw_release)(void *arg);
 
 /* ---- runtime ---------------------------------------------------------------- */
@@ -160,17 +176,17 @@ typedef void (*tw_release)(void *arg);
 
 /** Runtime configuration. Initialise with tw_config_init(), then set fields. */
 typedef struct tw_config {
-    uint32_t size;          /* sizeof(tw_config); set by tw_config_init() */
-    uint32_t shards;        /* 0 = one per online CPU; at most 256 */
-    uint32_t workers;       /* callback worker threads; 0 = one per online CPU; at most 4096 */
-    uint32_t flags;         /* TW_PIN_SHARDS; unknown bits are TW_EINVAL */
-    uint64_t resolution_ns; /* the tick; 0 = 1 ms; else 1000 (1 us) .. 1000000000 (1 s) */
-    uint64_t max_timers;    /* live (started, not yet released) timers; 0 = unlimited */
+    uint32_t size;          /**< sizeof(tw_config); set by tw_config_init() */
+    uint32_t shards;        /**< 0 = one per online CPU; at most 256 */
+    uint32_t workers;       /**< callback worker threads; 0 = one per online CPU; at most 4096 */
+    uint32_t flags;         /**< TW_PIN_SHARDS; unknown bits are TW_EINVAL */
+    uint64_t resolution_ns; /**< the tick; 0 = 1 ms; else 1000 (1 us) .. 1000000000 (1 s) */
+    uint64_t max_timers;    /**< live (started, not yet released) timers; 0 = unlimited */
 } tw_config;
 
 /** Sets every field to its default (all zero) and size to sizeof(tw_config)
  *  as this header defines it. Does nothing if cfg is NULL. Inline (see
- *  "Struct initialisers" above); any thread; O(sizeof). */
+ *  "Struct initialisers" in the @ref tw_contract "contract"); any thread; O(sizeof). */
 #ifndef TW_NO_INLINE_INIT
 static inline void tw_config_init(tw_config *cfg) TW_NOEXCEPT {
     size_t i;
@@ -184,11 +200,13 @@ TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
 
 /** Creates a runtime and starts its threads; cfg NULL = all defaults.
  *  Returns, checked in this order:
- *   TW_EINVAL  out is NULL; cfg->size is below sizeof(tw_config) of ABI 1, or
+ *  @retval TW_EINVAL  out is NULL; cfg->size is below sizeof(tw_config) of ABI 1, or
  *              above it with a non-zero byte past the fields this library
  *              knows, or above 4096; unknown flags; shards > 256;
  *              workers > 4096; resolution_ns outside 1 us .. 1 s.
- *   TW_ENOMEM  out of memory, or a thread could not be started.
+ *  @retval TW_ENOMEM  out of memory, or a thread could not be started.
+ *  @retval TW_OK      *out holds the new runtime.
+ *
  *  On failure *out (if out is not NULL) is set to NULL. */
 TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT;
 
@@ -199,23 +217,23 @@ TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT
  *  Timers still pending are cancelled and their release hooks run on this
  *  thread; callbacks in progress are waited for; all threads are joined.
  *  Concurrent callers all wait for the end. Returns:
- *   TW_EINVAL   rt is NULL.
- *   TW_EFORKED  in a fork() child of the process that created rt: nothing done.
- *   TW_EDEADLK  called from one of this runtime's callbacks, or from inside a
+ *  @retval TW_EINVAL   rt is NULL.
+ *  @retval TW_EFORKED  in a fork() child of the process that created rt: nothing done.
+ *  @retval TW_EDEADLK  called from one of this runtime's callbacks, or from inside a
  *               release hook (of any runtime: hooks run inside stop calls,
  *               shutdown, or on a worker right after a run, where shutting
  *               down would deadlock or free memory in use): nothing done.
- *   TW_OK       shut down (now, or already before). */
+ *  @retval TW_OK       shut down (now, or already before). */
 TW_API int tw_runtime_shutdown(tw_runtime *rt) TW_NOEXCEPT;
 
 /** tw_runtime_shutdown(), then frees the runtime. In a fork() child of the
  *  process that created rt it only frees it: no callback or release hook
  *  runs, no thread is joined (they do not exist there), and it returns
  *  TW_OK. Destroying a runtime twice is undefined (see "Lifetime"). Returns:
- *   TW_EINVAL   rt is NULL.
- *   TW_EDEADLK  as tw_runtime_shutdown(): nothing done, rt stays valid
+ *  @retval TW_EINVAL   rt is NULL.
+ *  @retval TW_EDEADLK  as tw_runtime_shutdown(): nothing done, rt stays valid
  *               (destroy it later from another thread).
- *   TW_OK       freed: rt must not be used again (undefined behaviour, like
+ *  @retval TW_OK       freed: rt must not be used again (undefined behaviour, like
  *               free()); in particular no other thread may be inside a call
  *               on rt, nor call it later. */
 TW_API int tw_runtime_destroy(tw_runtime *rt) TW_NOEXCEPT;
@@ -226,13 +244,14 @@ TW_API int tw_runtime_destroy(tw_runtime *rt) TW_NOEXCEPT;
  *  period_ns (fixed rate: runs at first + k * period, rounded up to the
  *  tick; overrun periods are skipped, never run in a burst). delay_ns 0
  *  fires as soon as possible. O(1), lock-free. Returns, in this order:
- *   TW_EINVAL     rt, cb or out is NULL;
+ *  @retval TW_EINVAL     rt, cb or out is NULL;
  *                 delay_ns > TW_MAX_DELAY_NS; period_ns > TW_MAX_DELAY_NS.
- *   TW_EFORKED    in a fork() child of the process that created rt.
- *   TW_ESHUTDOWN  the runtime is shut down or shutting down.
- *   TW_EAGAIN     max_timers timers are alive.
- *   TW_ENOMEM     out of memory or of timer slots.
- *   TW_OK         *out holds the new timer's id (never 0).
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ESHUTDOWN  the runtime is shut down or shutting down.
+ *  @retval TW_EAGAIN     max_timers timers are alive.
+ *  @retval TW_ENOMEM     out of memory or of timer slots.
+ *  @retval TW_OK         *out holds the new timer's id (never 0).
+ *
  *  On failure *out (if out is not NULL) is set to 0. */
 TW_API int tw_timer_start(tw_runtime *rt, uint64_t delay_ns, uint64_t period_ns, tw_callback cb,
                           void *arg, tw_timer *out) TW_NOEXCEPT;
@@ -240,23 +259,24 @@ TW_API int tw_timer_start(tw_runtime *rt, uint64_t delay_ns, uint64_t period_ns,
 /** Everything a timer can be started with. Initialise with
  *  tw_timer_spec_init(), then set fields. */
 typedef struct tw_timer_spec {
-    uint32_t size;        /* sizeof(tw_timer_spec); set by tw_timer_spec_init() */
-    int32_t shard;        /* shard hint: -1 (default) = the calling thread's own
+    uint32_t size;        /**< sizeof(tw_timer_spec); set by tw_timer_spec_init() */
+    int32_t shard;        /**< shard hint: -1 (default) = the calling thread's own
                              shard, given to each thread round-robin on its
                              first start; >= 0: that shard, modulo the count */
-    uint64_t deadline_ns; /* absolute CLOCK_MONOTONIC deadline of the first run,
+    uint64_t deadline_ns; /**< absolute CLOCK_MONOTONIC deadline of the first run,
                              in tw_now_ns() nanoseconds; a past one fires at once;
                              0 (default) = use delay_ns instead */
-    uint64_t delay_ns;    /* first run this long from now, if deadline_ns == 0 */
-    uint64_t period_ns;   /* 0 = one-shot (default); else the fixed-rate period */
-    tw_callback callback; /* required */
-    void *arg;            /* passed to callback and release */
-    tw_release release;   /* NULL = none; see "Release" above */
+    uint64_t delay_ns;    /**< first run this long from now, if deadline_ns == 0 */
+    uint64_t period_ns;   /**< 0 = one-shot (default); else the fixed-rate period */
+    tw_callback callback; /**< required */
+    void *arg;            /**< passed to callback and release */
+    tw_release release;   /**< NULL = none; see "Release" in the @ref tw_contract "contract" */
 } tw_timer_spec;
 
 /** Sets every field to its default (shard -1, others 0/NULL) and size to
  *  sizeof(tw_timer_spec) as this header defines it. Does nothing if spec is
- *  NULL. Inline (see "Struct initialisers" above); any thread; O(sizeof). */
+ *  NULL. Inline (see "Struct initialisers" in the @ref tw_contract "contract");
+ *  any thread; O(sizeof). */
 #ifndef TW_NO_INLINE_INIT
 static inline void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT {
     size_t i;
@@ -273,26 +293,29 @@ TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
  *  return code alone: on TW_EINVAL or TW_EFORKED spec->release is NOT
  *  called (the call was rejected, arg is still the caller's); on any other
  *  return it is called exactly once -- before returning on failure, later
- *  (see "Release" above) on TW_OK. Returns, in this order:
- *   TW_EINVAL     spec is NULL, or spec->size is invalid (as for tw_config);
+ *  (see "Release" in the @ref tw_contract "contract") on TW_OK. Returns, in this order:
+ *  @retval TW_EINVAL     spec is NULL, or spec->size is invalid (as for tw_config);
  *                 rt, out or spec->callback is NULL; shard < -1;
  *                 deadline_ns > INT64_MAX or more than TW_MAX_DELAY_NS in
  *                 the future; delay_ns or period_ns > TW_MAX_DELAY_NS.
- *   TW_EFORKED    in a fork() child of the process that created rt.
- *   TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM  as tw_timer_start() (hook called).
- *   TW_OK         *out holds the new timer's id.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ESHUTDOWN  as tw_timer_start() (hook called).
+ *  @retval TW_EAGAIN     as tw_timer_start() (hook called).
+ *  @retval TW_ENOMEM     as tw_timer_start() (hook called).
+ *  @retval TW_OK         *out holds the new timer's id.
+ *
  *  On failure *out (if out is not NULL) is set to 0. */
 TW_API int tw_timer_start_ex(tw_runtime *rt, const tw_timer_spec *spec, tw_timer *out) TW_NOEXCEPT;
 
 /** Cancels a timer. Never blocks (no lock, no wait for a running callback).
  *  Returns, in this order:
- *   TW_EINVAL     rt is NULL.
- *   TW_EFORKED    in a fork() child of the process that created rt.
- *   TW_ESHUTDOWN  the runtime is shut down.
- *   TW_ENOENT     this call did not prevent a run: the timer already ran its
+ *  @retval TW_EINVAL     rt is NULL.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ESHUTDOWN  the runtime is shut down.
+ *  @retval TW_ENOENT     this call did not prevent a run: the timer already ran its
  *                 last run or is running it now, was already stopped, or id
  *                 is stale, random or 0.
- *   TW_OK         cancelled: a one-shot timer had not started; a periodic
+ *  @retval TW_OK         cancelled: a one-shot timer had not started; a periodic
  *                 one will not start another run after this returns. If no
  *                 run is in progress the release hook has run inside this
  *                 call; otherwise it runs right after that run, on its
@@ -313,11 +336,11 @@ TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
 /** Re-arms a pending timer to fire delay_ns from now (a periodic timer: its
  *  next run then, then every period). From a one-shot timer's own running
  *  callback it re-arms that timer. Returns, in this order:
- *   TW_EINVAL     rt is NULL; delay_ns > TW_MAX_DELAY_NS.
- *   TW_EFORKED    in a fork() child of the process that created rt.
- *   TW_ESHUTDOWN  the runtime is shut down or shutting down.
- *   TW_ENOENT     the timer is not pending (fired, stopped, stale, 0).
- *   TW_OK         re-armed. */
+ *  @retval TW_EINVAL     rt is NULL; delay_ns > TW_MAX_DELAY_NS.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ESHUTDOWN  the runtime is shut down or shutting down.
+ *  @retval TW_ENOENT     the timer is not pending (fired, stopped, stale, 0).
+ *  @retval TW_OK         re-armed. */
 TW_API int tw_timer_reset(tw_runtime *rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT;
 
 /* ---- observation ---------------------------------------------------------------- */
@@ -327,36 +350,46 @@ TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT;
 
 /** A snapshot of a runtime's counters (totals since creation). */
 typedef struct tw_stats {
-    uint32_t size;                  /* in: sizeof(tw_stats); out: bytes filled */
-    uint32_t shards;                /* shard count */
-    uint32_t workers;               /* callbacks that can run at once (see "oneTBB") */
-    uint32_t shut_down;             /* 1 once the runtime is shut down, else 0 */
-    uint64_t resolution_ns;         /* the tick */
-    uint64_t pending;               /* timers filed in the shards' wheels (sum) */
-    uint64_t inbox;                 /* requests queued to the shards (sum, approx.) */
-    uint64_t live;                  /* started and not yet released */
+    uint32_t size;                  /**< in: sizeof(tw_stats); out: bytes filled */
+    uint32_t shards;                /**< shard count */
+    uint32_t workers;               /**< callbacks that can run at once (see "oneTBB") */
+    uint32_t shut_down;             /**< 1 once the runtime is shut down, else 0 */
+    uint64_t resolution_ns;         /**< the tick */
+    uint64_t pending;               /**< timers filed in the shards' wheels (sum) */
+    uint64_t inbox;                 /**< requests queued to the shards (sum, approx.) */
+    uint64_t live;                  /**< started and not yet released */
+    /** timers started (start calls that returned TW_OK) */
     uint64_t started;
-    uint64_t fired;                 /* callback runs */
-    uint64_t stopped;               /* stop calls that returned TW_OK */
-    uint64_t reset;                 /* reset calls that returned TW_OK */
-    uint64_t callback_exceptions;   /* C++ exceptions thrown by callbacks */
+    uint64_t fired;                 /**< callback runs */
+    uint64_t stopped;               /**< stop calls that returned TW_OK */
+    uint64_t reset;                 /**< reset calls that returned TW_OK */
+    uint64_t callback_exceptions;   /**< C++ exceptions thrown by callbacks */
+    /** timers still pending when the runtime was shut down (cancelled by it) */
     uint64_t cancelled_at_shutdown;
-    uint64_t lateness_p50_ns;       /* callback start minus deadline; log-linear */
-    uint64_t lateness_p99_ns;       /* histogram, about 3% relative error */
+    /** @name Lateness
+     *  Callback start minus deadline, in ns; percentiles from a log-linear
+     *  histogram (8 buckets per power of two, reported at the midpoint: at most 6.25% relative error). */
+    /** @{ */
+    uint64_t lateness_p50_ns;       /**< median (50th percentile) */
+    uint64_t lateness_p99_ns;       /**< 99th percentile */
+    /** 99.9th percentile */
     uint64_t lateness_p999_ns;
+    /** the largest lateness seen */
     uint64_t lateness_max_ns;
+    /** callback runs measured (the histogram's sample count) */
     uint64_t lateness_samples;
+    /** @} */
 } tw_stats;
 
 /** Fills *out. Set out->size = sizeof(tw_stats) first; on return it holds
  *  the number of bytes filled (min of the caller's and the library's size;
  *  bytes beyond that, up to the caller's size, are zeroed). Works after
  *  tw_runtime_shutdown() too (final counters). Returns, in this order:
- *   TW_EINVAL  rt or out is NULL; out->size below
+ *  @retval TW_EINVAL  rt or out is NULL; out->size below
  *              sizeof(tw_stats) of ABI 1 or above 4096.
- *   TW_EFORKED in a fork() child of the process that created rt.
- *   TW_ENOMEM  out of memory.
- *   TW_OK      filled. */
+ *  @retval TW_EFORKED in a fork() child of the process that created rt.
+ *  @retval TW_ENOMEM  out of memory.
+ *  @retval TW_OK      filled. */
 TW_API int tw_runtime_stats(tw_runtime *rt, tw_stats *out) TW_NOEXCEPT;
 
 /** One shard's share of tw_stats.pending and .inbox. Either out pointer may
@@ -365,6 +398,43 @@ TW_API int tw_runtime_stats(tw_runtime *rt, tw_stats *out) TW_NOEXCEPT;
  *  tw_runtime_stats. */
 TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pending,
                                   uint64_t *inbox) TW_NOEXCEPT;
+
+/** Writes the runtime's metrics -- counters, gauges and the callback-lateness
+ *  histogram -- in the Prometheus text exposition format 0.0.4 (the body
+ *  of a /metrics response, Content-Type "text/plain; version=0.0.4"):
+ *  metric names prefixed "tickwheel_"; counters end in "_total"
+ *  (tickwheel_timers_started_total, ..._fired_total, ..._stopped_total,
+ *  ...); gauges for live and pending timers, timer slots, and per shard
+ *  (tickwheel_shard_pending{shard="0"}, tickwheel_shard_inbox{...});
+ *  the histogram tickwheel_callback_lateness_seconds with fixed buckets
+ *  from 5 us to 10 s (exact counts), "_sum" in seconds and "_count" equal
+ *  to tw_stats.lateness_samples; one "# HELP" and one "# TYPE" line before
+ *  each family's samples; no timestamps; every line ends in '\n'.
+ *
+ *  Like snprintf(): writes at most cap - 1 bytes of the text and a
+ *  terminating NUL into buf (nothing when cap is 0), and returns the
+ *  length of the WHOLE text (without the NUL), whatever cap is: the text
+ *  was truncated iff the result is >= cap. So buf NULL with cap 0 asks
+ *  for the size, and cap 1 writes an empty string. The text grows as
+ *  counters grow: between a sizing call and the real one allow some slack
+ *  (say 1 KB), and retry while the result is >= cap.
+ *
+ *  Any thread, concurrently, also from inside a callback or a release
+ *  hook, and after tw_runtime_shutdown() (the final values). It reads
+ *  atomics: no lock of the runtime is taken (only oneTBB's brief internal
+ *  one, for the worker count) and no shard or worker is blocked or
+ *  delayed, so it can be scraped often. Each value is a
+ *  recent one, not one linearizable snapshot; read at quiescence they
+ *  equal tw_runtime_stats(). Cost: O(shards) plus a fixed part; about
+ *  4 KB of text plus 75 bytes per shard, built in a heap-allocated buffer
+ *  and then copied. Returns, in this order:
+ *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.
+ *   TW_EFORKED  in a fork() child of the process that created rt.
+ *   TW_ENOMEM   out of memory, or the text is longer than INT_MAX bytes.
+ *   >= 0        the length of the whole text.
+ *  On an error, buf (if not NULL and cap > 0) holds an empty string.
+ *  Since ABI 1.1 (symbol version TICKWHEEL_1.1). */
+TW_API int tw_runtime_metrics(tw_runtime *rt, char *buf, size_t cap) TW_NOEXCEPT;
 
 /** A static, human-readable description of a TW_* code (TW_OK included);
  *  never NULL, also for unknown codes ("unknown error"). */

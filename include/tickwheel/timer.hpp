@@ -1,5 +1,6 @@
-// tickwheel/timer.hpp -- tickwheel::Timer, the handle start() returns and a
-// callback receives. Its member functions are defined in runtime.hpp.
+/// @file
+/// tickwheel/timer.hpp -- tickwheel::Timer, the handle start() returns and a
+/// callback receives. Its member functions are defined in runtime.hpp.
 #pragma once
 
 #include <chrono>
@@ -18,15 +19,25 @@ class Runtime;
 /// C++ ABI").
 class Timer {
 public:
+    /// An empty handle (no runtime, id 0).
     Timer() noexcept = default;
+    /// A handle to timer `id` of `rt` (Runtime::start() makes them; no check).
     Timer(Runtime* rt, std::uint64_t id) noexcept : rt_(rt), id_(id) {}
 
+    /// The timer's id (0 if empty). Once the timer has fired its last run or
+    /// been stopped, the id is stale: calls with it answer "not found".
     std::uint64_t id() const noexcept { return id_; }
+    /// The runtime the timer belongs to (null if empty).
     Runtime* runtime() const noexcept { return rt_; }
+    /// True unless empty (id 0); says nothing about whether the timer is
+    /// still pending.
     explicit operator bool() const noexcept { return id_ != 0; }
 
+    /// runtime()->stop(id()); false if empty. See Runtime::stop().
     bool stop() noexcept;
+    /// runtime()->stop_sync(id()); false if empty. See Runtime::stop_sync().
     bool stop_sync();
+    /// runtime()->reset(id(), delay); false if empty. See Runtime::reset().
     bool reset(std::chrono::nanoseconds delay);
 
     friend bool operator==(const Timer&, const Timer&) noexcept = default;

@@ -1,59 +1,60 @@
-// tickwheel/wheel.hpp -- the single-shard hierarchical timing wheel.
-//
-// This is the data structure each shard of tickwheel::Runtime owns. It is
-// public because it is useful on its own (a single-threaded event loop can
-// embed it, and bench/ measures it directly), but it is NOT thread-safe: one
-// thread at a time may call any member function of a given Wheel.
-//
-// ---------------------------------------------------------------------------
-// Design
-// ---------------------------------------------------------------------------
-// Time is an unsigned 64-bit count of ticks. The wheel never reads a clock:
-// the caller says what "now" is with advance(), so tests run on a virtual
-// clock and the runtime decides what a tick is (1 us to 1 s).
-//
-// Levels. There are kLevels = 8 levels of kSlots = 64 slots. A slot of level
-// L spans 64^L ticks, so level 0 resolves single ticks and level 7 slots span
-// 2^42 ticks; together the levels cover deadlines up to 2^48 ticks ahead of
-// "now" (89 years at 1 us per tick). A timer is filed at the level of the
-// highest bit in which its deadline differs from now (deadline XOR now), in
-// the slot given by the deadline's 6-bit digit at that level. Why 64: one
-// 64-bit occupancy word per level, so "first non-empty slot" is one
-// count-trailing-zeros instruction; and 8 levels x 64 slots x 16 bytes of
-// list head is 8 KiB per wheel, which stays in L1/L2.
-//
-// Bitmaps. Each level keeps a 64-bit word with bit s set iff slot s holds a
-// timer. The wheel maintains this invariant: every occupied slot of level L
-// has a digit strictly greater than now's digit at level L, and every timer
-// of level L shares all digits above L with now. Hence all level-L timers
-// are due before any level-(L+1) timer, the next event is the first set bit
-// of the lowest non-empty level, and finding it costs at most kLevels loads
-// plus one ctz -- never a scan of empty slots.
-//
-// Cascading. When advance() reaches the start of a level-L slot, that slot's
-// timers are re-filed relative to the new now: they land on lower levels
-// (or expire if their deadline has come). A timer is therefore re-filed at
-// most kLevels times in its life (amortised O(levels)), and a far timer is
-// exactly as precise as a near one: it expires at the first advance() at or
-// after its deadline, never earlier and never a slot later. (Linux's wheel
-// gives up this precision to avoid cascading; we do not.)
-//
-// Beyond the top level. A deadline in a later 2^48-tick epoch than now (the
-// levels hold only deadlines that share now's bits above 2^48; so every
-// deadline 2^48 or more ticks ahead, and near an epoch boundary also nearer
-// ones) is held on an overflow list and re-filed when now enters its epoch.
-// It is never rejected and never fires early. A lower bound of the earliest
-// epoch on the list is kept, so the list is scanned only when an epoch that
-// may hold a deadline begins (at 1 us per tick an epoch is 89 years, so this
-// list is empty in practice).
-//
-// Idle gaps. advance() jumps straight from one non-empty slot to the next, so
-// advancing over an hour of 1 us ticks costs time proportional to the
-// non-empty slots visited, not to the 3.6e9 ticks elapsed.
-//
-// Costs: insert O(1); remove O(1) (intrusive doubly linked slot lists, no
-// search); rearm O(1); next_expiry O(kLevels); advance O(slots visited +
-// timers moved), each timer moved at most kLevels + 1 times.
+/// @file
+/// tickwheel/wheel.hpp -- the single-shard hierarchical timing wheel.
+///
+/// This is the data structure each shard of tickwheel::Runtime owns. It is
+/// public because it is useful on its own (a single-threaded event loop can
+/// embed it, and bench/ measures it directly), but it is NOT thread-safe: one
+/// thread at a time may call any member function of a given Wheel.
+///
+/// ---------------------------------------------------------------------------
+/// Design
+/// ---------------------------------------------------------------------------
+/// Time is an unsigned 64-bit count of ticks. The wheel never reads a clock:
+/// the caller says what "now" is with advance(), so tests run on a virtual
+/// clock and the runtime decides what a tick is (1 us to 1 s).
+///
+/// Levels. There are kLevels = 8 levels of kSlots = 64 slots. A slot of level
+/// L spans 64^L ticks, so level 0 resolves single ticks and level 7 slots span
+/// 2^42 ticks; together the levels cover deadlines up to 2^48 ticks ahead of
+/// "now" (89 years at 1 us per tick). A timer is filed at the level of the
+/// highest bit in which its deadline differs from now (deadline XOR now), in
+/// the slot given by the deadline's 6-bit digit at that level. Why 64: one
+/// 64-bit occupancy word per level, so "first non-empty slot" is one
+/// count-trailing-zeros instruction; and 8 levels x 64 slots x 16 bytes of
+/// list head is 8 KiB per wheel, which stays in L1/L2.
+///
+/// Bitmaps. Each level keeps a 64-bit word with bit s set iff slot s holds a
+/// timer. The wheel maintains this invariant: every occupied slot of level L
+/// has a digit strictly greater than now's digit at level L, and every timer
+/// of level L shares all digits above L with now. Hence all level-L timers
+/// are due before any level-(L+1) timer, the next event is the first set bit
+/// of the lowest non-empty level, and finding it costs at most kLevels loads
+/// plus one ctz -- never a scan of empty slots.
+///
+/// Cascading. When advance() reaches the start of a level-L slot, that slot's
+/// timers are re-filed relative to the new now: they land on lower levels
+/// (or expire if their deadline has come). A timer is therefore re-filed at
+/// most kLevels times in its life (amortised O(levels)), and a far timer is
+/// exactly as precise as a near one: it expires at the first advance() at or
+/// after its deadline, never earlier and never a slot later. (Linux's wheel
+/// gives up this precision to avoid cascading; we do not.)
+///
+/// Beyond the top level. A deadline in a later 2^48-tick epoch than now (the
+/// levels hold only deadlines that share now's bits above 2^48; so every
+/// deadline 2^48 or more ticks ahead, and near an epoch boundary also nearer
+/// ones) is held on an overflow list and re-filed when now enters its epoch.
+/// It is never rejected and never fires early. A lower bound of the earliest
+/// epoch on the list is kept, so the list is scanned only when an epoch that
+/// may hold a deadline begins (at 1 us per tick an epoch is 89 years, so this
+/// list is empty in practice).
+///
+/// Idle gaps. advance() jumps straight from one non-empty slot to the next, so
+/// advancing over an hour of 1 us ticks costs time proportional to the
+/// non-empty slots visited, not to the 3.6e9 ticks elapsed.
+///
+/// Costs: insert O(1); remove O(1) (intrusive doubly linked slot lists, no
+/// search); rearm O(1); next_expiry O(kLevels); advance O(slots visited +
+/// timers moved), each timer moved at most kLevels + 1 times.
 // ---------------------------------------------------------------------------
 #pragma once
 
@@ -61,6 +62,8 @@
 #include <cstdint>
 #include <iosfwd>
 
+/// The tickwheel C++ API: tickwheel::Runtime (runtime.hpp), tickwheel::Timer
+/// (timer.hpp) and the single-threaded tickwheel::Wheel (wheel.hpp).
 namespace tickwheel {
 
 /// Ticks: the wheel's unit of time. What a tick is worth is up to the caller.
@@ -72,7 +75,9 @@ struct WheelTestAccess;  // tests only: corrupts internals to test Wheel::check(
 /// The doubly linked list link shared by nodes and the wheel's list heads
 /// (circular lists with a sentinel head, as in Linux's list_head).
 struct WheelLink {
+    /// The next link (the list head after the last node); null while unlinked.
     WheelLink* next = nullptr;
+    /// The previous link (the list head before the first node); null while unlinked.
     WheelLink* prev = nullptr;
 };
 
@@ -103,6 +108,7 @@ public:
     /// Spare bytes of the node's padding, free for the embedding object to
     /// use (the wheel never reads or writes them).
     std::uint16_t user16 = 0;
+    /// More spare bytes of the padding, as user16.
     std::uint32_t user32 = 0;
 };
 
@@ -110,8 +116,11 @@ public:
 /// design notes at the top of this file.
 class Wheel {
 public:
+    /// Bits of the deadline per level: a level's slot is a 6-bit digit.
     static constexpr unsigned kSlotBits = 6;
+    /// Slots per level (64): one 64-bit occupancy word per level.
     static constexpr unsigned kSlots = 1u << kSlotBits;  // 64
+    /// Number of levels; a level-L slot spans 64^L ticks.
     static constexpr unsigned kLevels = 8;
     /// Deadlines at most this far ahead of now() are filed on the levels;
     /// further ones wait on the overflow list (still exact).
@@ -132,6 +141,7 @@ public:
     tick_t now() const noexcept { return now_; }
     /// Number of nodes in the wheel, including expired ones not yet popped.
     std::size_t size() const noexcept { return size_; }
+    /// True if size() == 0.
     bool empty() const noexcept { return size_ == 0; }
 
     /// Files `node` to expire at `deadline`. A deadline at or before now()
@@ -160,6 +170,7 @@ public:
     /// if there is none. O(1). Inserting with a deadline <= now() while
     /// popping is allowed; the node is returned by a later pop.
     WheelNode* pop_expired() noexcept;
+    /// True if pop_expired() would return a node. O(1).
     bool has_expired() const noexcept;
 
     /// The tick by which advance() must next be called: now() if expired
@@ -181,37 +192,53 @@ public:
     /// What check() found: every invariant holds (`ok()`, and the result
     /// converts to true), or the first violation in check()'s scan order.
     struct CheckResult {
+        /// The violated invariant.
         enum class Fault : std::uint8_t {
+            /// none: every invariant holds
             kNone = 0,
-            kList,             // a list link: next is null or another list's head, or next->prev != self
-            kLocation,         // a node's location field does not name the list it is on
-            kBitmap,           // an occupancy bit disagrees with its slot's emptiness
-            kSlotDue,          // a node on a level has a deadline <= now()
-            kSlotLevel,        // a node's level is not the XOR rule's (top differing digit of deadline ^ now)
-            kSlotDigit,        // a node's deadline digit at its level is not its slot
-            kExpiredNotDue,    // a node on the expired list has a deadline > now()
-            kOverflowNotFar,   // an overflow node's deadline is <= now() or in now()'s 2^48-epoch
-            kOverflowHint,     // the overflow epoch hint is not a lower bound in (now(), earliest epoch]
-            kSize,             // size() != the number of nodes found
-            kNextExpiry,       // next_expiry() disagrees with the scan
-            kEarliestDeadline  // earliest_deadline() disagrees with the scan
+            kList,             ///< a list link: next is null or another list's head, or next->prev != self
+            kLocation,         ///< a node's location field does not name the list it is on
+            kBitmap,           ///< an occupancy bit disagrees with its slot's emptiness
+            kSlotDue,          ///< a node on a level has a deadline <= now()
+            kSlotLevel,        ///< a node's level is not the XOR rule's (top differing digit of deadline ^ now)
+            kSlotDigit,        ///< a node's deadline digit at its level is not its slot
+            kExpiredNotDue,    ///< a node on the expired list has a deadline > now()
+            kOverflowNotFar,   ///< an overflow node's deadline is <= now() or in now()'s 2^48-epoch
+            kOverflowHint,     ///< the overflow epoch hint is not a lower bound in (now(), earliest epoch]
+            kSize,             ///< size() != the number of nodes found
+            kNextExpiry,       ///< next_expiry() disagrees with the scan
+            kEarliestDeadline  ///< earliest_deadline() disagrees with the scan
         };
         /// Where a fault was found.
         enum class List : std::uint8_t { kNone = 0, kSlot, kExpired, kOverflow };
+        /// @var List::kNone
+        /// no list: no fault, or one not tied to a list (kSize, kNextExpiry, ...)
+        /// @var List::kSlot
+        /// a slot of a level: see level and slot
+        /// @var List::kExpired
+        /// the expired list
+        /// @var List::kOverflow
+        /// the overflow list (deadlines beyond the top level)
 
+        /// The violated invariant, or Fault::kNone.
         Fault fault = Fault::kNone;
+        /// The list the fault was found on.
         List list = List::kNone;
-        unsigned level = 0, slot = 0;     // the slot, when list == kSlot
-        const WheelNode* node = nullptr;  // the offending node (kList: the last good one; null: the head)
-        // The wheel's value (a location, bit, level, slot, deadline, count,
-        // tick or, for kList, the address the bad link leads to) and what the
-        // scan computed for it, or the bound it violates (now() for kSlotDue,
-        // kExpiredNotDue and kOverflowNotFar).
+        /// The slot's level, when list == kSlot.
+        unsigned level = 0, slot = 0;  ///< the slot (its index in the level), when list == kSlot
+        const WheelNode* node = nullptr;  ///< the offending node (kList: the last good one; null: the head)
+        /// The wheel's value (a location, bit, level, slot, deadline, count,
+        /// tick or, for kList, the address the bad link leads to); compare
+        /// with `expected`.
         tick_t found = 0;
+        /// What the scan computed for `found`, or the bound it violates (now()
+        /// for kSlotDue, kExpiredNotDue and kOverflowNotFar).
         tick_t expected = 0;
-        tick_t now = 0;  // the wheel's now() at the check
+        tick_t now = 0;  ///< the wheel's now() at the check
 
+        /// True iff fault == Fault::kNone.
         bool ok() const noexcept { return fault == Fault::kNone; }
+        /// ok().
         explicit operator bool() const noexcept { return ok(); }
         /// One sentence naming the violated invariant ("ok" if none); static.
         const char* what() const noexcept;

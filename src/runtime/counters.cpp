@@ -1,5 +1,8 @@
 #include "runtime/counters.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 namespace tickwheel::rt {
 
 namespace {
@@ -60,10 +63,17 @@ std::uint64_t LatencyHistogram::bucket_mid(unsigned b) noexcept {
     return lo + width / 2;
 }
 
+unsigned LatencyHistogram::export_bucket_of(std::uint64_t ns) noexcept {
+    return static_cast<unsigned>(std::lower_bound(std::begin(kExportBoundsNs), std::end(kExportBoundsNs), ns) -
+                                 std::begin(kExportBoundsNs));
+}
+
 void LatencyHistogram::record(std::uint64_t ns) noexcept {
     const unsigned si = this_thread_stripe();
     Stripe& s = stripes_[si];
     stripe_add(s.bucket[bucket_of(ns)], si, 1);
+    stripe_add(s.exported[export_bucket_of(ns)], si, 1);
+    stripe_add(s.sum, si, ns);
     std::uint64_t m = s.max.load(std::memory_order_relaxed);
     if (si != kShared) {
         if (ns > m) s.max.store(ns, std::memory_order_relaxed);
@@ -98,6 +108,25 @@ LatencyHistogram::Summary LatencyHistogram::summarize() const noexcept {
     out.p50 = quantile(0.50);
     out.p99 = quantile(0.99);
     out.p999 = quantile(0.999);
+    return out;
+}
+
+LatencyHistogram::Export LatencyHistogram::export_snapshot() const noexcept {
+    constexpr std::uint64_t kNsPerS = 1'000'000'000;
+    Export out;
+    for (const Stripe& s : stripes_) {
+        for (unsigned b = 0; b < kExportBuckets; ++b) out.bucket[b] += s.exported[b].load(std::memory_order_relaxed);
+        const std::uint64_t sum = s.sum.load(std::memory_order_relaxed);
+        out.sum_s += sum / kNsPerS;
+        out.sum_ns += sum % kNsPerS;
+        if (out.sum_ns >= kNsPerS) {
+            out.sum_ns -= kNsPerS;
+            ++out.sum_s;
+        }
+        const std::uint64_t m = s.max.load(std::memory_order_relaxed);
+        if (m > out.max) out.max = m;
+    }
+    for (const std::uint64_t n : out.bucket) out.count += n;
     return out;
 }
 

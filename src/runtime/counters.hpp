@@ -65,10 +65,24 @@ private:
 /// Log-linear histogram of nanosecond values: 8 sub-buckets per power of two
 /// (relative error <= 12.5%, reported at the bucket midpoint: ~6%), up to
 /// 2^63 ns. Striped like Counters.
+///
+/// For export (Prometheus, runtime/metrics.hpp) it also keeps the sum of the
+/// values and exact counts per fixed bucket of kExportBoundsNs ("value <=
+/// bound", as Prometheus' `le` means): the log-linear buckets do not line up
+/// with decimal bounds. Both are counted by the same record(), so at
+/// quiescence the export buckets add up to summarize().count.
 class LatencyHistogram {
 public:
     static constexpr unsigned kSub = 8;
     static constexpr unsigned kBuckets = 64 * kSub;
+    /// The export buckets' upper bounds (inclusive), in ns: 5 us .. 10 s.
+    static constexpr std::uint64_t kExportBoundsNs[] = {
+        5'000,       10'000,      25'000,        50'000,        100'000,       250'000,       500'000,
+        1'000'000,   2'500'000,   5'000'000,     10'000'000,    25'000'000,    50'000'000,    100'000'000,
+        250'000'000, 500'000'000, 1'000'000'000, 2'500'000'000, 5'000'000'000, 10'000'000'000};
+    static constexpr unsigned kExportBounds = sizeof kExportBoundsNs / sizeof kExportBoundsNs[0];
+    /// One bucket per bound, plus the last one: above the largest bound.
+    static constexpr unsigned kExportBuckets = kExportBounds + 1;
 
     void record(std::uint64_t ns) noexcept;
     struct Summary {
@@ -76,13 +90,30 @@ public:
     };
     Summary summarize() const noexcept;
 
+    /// The export buckets (NOT cumulative: bucket[i] counts the values in
+    /// (bound[i-1], bound[i]]; the last one those above every bound), their
+    /// total, and the values' sum as whole seconds + nanoseconds (exact; a
+    /// stripe's uint64 share of it wraps after 2^64 ns, 584 years).
+    struct Export {
+        std::uint64_t bucket[kExportBuckets] = {};
+        std::uint64_t count = 0;
+        std::uint64_t sum_s = 0, sum_ns = 0;  // sum_ns < 1e9
+        std::uint64_t max = 0;
+    };
+    Export export_snapshot() const noexcept;
+
     static unsigned bucket_of(std::uint64_t ns) noexcept;
     static std::uint64_t bucket_mid(unsigned b) noexcept;
+    /// The export bucket a value falls in: the first bound >= ns, or
+    /// kExportBounds above them all.
+    static unsigned export_bucket_of(std::uint64_t ns) noexcept;
 
 private:
     struct alignas(64) Stripe {
         std::atomic<std::uint64_t> bucket[kBuckets] = {};
         std::atomic<std::uint64_t> max{0};
+        std::atomic<std::uint64_t> sum{0};
+        std::atomic<std::uint64_t> exported[kExportBuckets] = {};
     };
     Stripe stripes_[kStripes];
 };

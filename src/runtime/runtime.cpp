@@ -571,6 +571,7 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
             core.counters.add(rt::kCancelledAtShutdown);
             TimerState::finish_cancel(*r);
         }
+        s->clear_pending_after_sweep();
     }
     core.shut_down.store(true, std::memory_order_release);
 }

@@ -4,6 +4,8 @@
 #include "runtime/shard.hpp"
 
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 
 #include "runtime/timer_state.hpp"
 
@@ -131,6 +133,21 @@ bool Shard::expire(tick_t now) {
     return flush_fired();
 }
 
+// Checked builds (TICKWHEEL_CHECK_WHEEL, src/CMakeLists.txt): the wheel's
+// invariants after every pass of the loop, while the scan stays cheap. A
+// violation is a library bug: report it and abort, before it loses a timer.
+void Shard::check_wheel() const noexcept {
+#ifdef TICKWHEEL_CHECK_WHEEL_MAX
+    if (wheel_.size() > TICKWHEEL_CHECK_WHEEL_MAX) return;
+    const Wheel::CheckResult r = wheel_.check();
+    if (r.ok()) return;
+    std::ostringstream what;
+    what << r;
+    std::fprintf(stderr, "tickwheel: shard %u: Wheel::check() failed: %s\n", index_, what.str().c_str());
+    std::abort();
+#endif
+}
+
 void Shard::run(int cpu) {
     char name[16];
     std::snprintf(name, sizeof name, "tw-shard-%u", index_);
@@ -147,6 +164,7 @@ void Shard::run(int cpu) {
         wheel_.advance(now);
         const bool handed_over = expire(now);
         pending_.store(wheel_.size(), std::memory_order_relaxed);
+        check_wheel();
         if (table_.quarantine_due(now_ns)) table_.reclaim_quarantine();
 
         tick_t next = wheel_.next_expiry();

@@ -70,10 +70,14 @@ public:
     void post_cancel(std::uint64_t msg) noexcept;
 
     std::size_t pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
+    /// After shutdown's sweep (the driver is joined): every timer left in
+    /// the wheel was cancelled, so none is pending any more.
+    void clear_pending_after_sweep() noexcept { pending_.store(0, std::memory_order_relaxed); }
     std::size_t inbox_size() const noexcept { return inbox_.size_approx(); }
 
 private:
     void run(int cpu);
+    void check_wheel() const noexcept;
     bool drain_inbox();
     void handle(std::uint64_t msg, FreeChain& freed);
     bool expire(tick_t now);

@@ -13,8 +13,9 @@ namespace tickwheel::rt::test_hooks {
 /// stop_sync, reset, a worker's begin_run), after it loaded the record's
 /// word and validated the generation, before its CAS: the lookup-to-CAS
 /// window. `what`: 'c' cancel, 'r' reset, 'b' begin_run; and 'W' when
-/// stop_sync() is about to wait for a run, 'w' when it was woken and is
-/// about to load the timer's word again.
+/// stop_sync() is about to wait for a run, 'w' when that wait is over
+/// (whether or not the thread slept: the run may end before it does) and
+/// stop_sync is about to look at the record again.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test

@@ -105,10 +105,12 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
     c = r.ctl.load(kAcq);
     while (r.gen() == gen && must_wait(c, gen)) {
         r.ctl.wait(c, kAcq);
-        test_hooks::window(&r, 'w');  // woken, before looking at the word again
         c = r.ctl.load(kAcq);
     }
     g_waiters.fetch_sub(1, std::memory_order_relaxed);
+    // The wait is over (or the run ended before it began): the caller looks
+    // at the record again. Tests park here whether or not the thread slept.
+    test_hooks::window(&r, 'w');
     return c;
 }
 

@@ -37,16 +37,20 @@ recreated in the child; and creating a Runtime in a child forked while
 another thread was creating or closing one can hang. tests/test_fork.py
 tracks both.)
 
-The shared library is found through the environment variable TICKWHEEL_LIB
-(a path), else ``ctypes.util.find_library("tickwheel")``, else
-"libtickwheel.so.1".
+The shared library libtickwheel.so.1 is found, in this order, through the
+environment variable TICKWHEEL_LIB (a path; when set, nothing else is tried),
+the dynamic loader (LD_LIBRARY_PATH, the ldconfig cache, /lib, /usr/lib), then
+pkg-config (``pkg-config --variable=libdir tickwheel``, honouring
+PKG_CONFIG_PATH). A library whose tw_version() major differs from this
+package's is refused. If none is usable, importing tickwheel raises ImportError
+listing what was tried and why it failed. ``tickwheel.library_path`` is the
+file loaded. (tickwheel/_loader.py has the details.)
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
-import ctypes.util
 import datetime
 import itertools
 import os
@@ -55,8 +59,10 @@ import threading
 import traceback
 from typing import Callable, Dict, Optional, Union
 
-#: The tickwheel release this binding belongs to; version() is the loaded
-#: library's (they agree for a matching install: ctest capi_version checks).
+from . import _loader
+
+#: The package's version: always the version of the C library it is released with
+#: (pyproject.toml reads it from here; keep it equal to tickwheel.h's TW_VERSION).
 __version__ = "1.0.0"
 
 __all__ = [
@@ -82,6 +88,7 @@ TW_EFORKED = -1001
 TW_PIN_SHARDS = 0x1
 TW_MAX_DELAY_NS = 1 << 60
 _ABI_MAJOR = 1  # the N of libtickwheel.so.N this binding speaks
+_VERSION_MAJOR = int(__version__.split(".")[0])  # tw_version()'s major must equal it
 
 #: The longest delay or period accepted, in seconds (2**60 ns, about 36.5 years).
 MAX_DELAY_S = TW_MAX_DELAY_NS / 1e9
@@ -136,17 +143,10 @@ class _Stats(ctypes.Structure):
 
 
 # ---- loading the library ------------------------------------------------------------
-def _find_library() -> str:
-    path = os.environ.get("TICKWHEEL_LIB")
-    if path:
-        return path
-    return ctypes.util.find_library("tickwheel") or "libtickwheel.so.%d" % _ABI_MAJOR
-
-
-def _load(path: str) -> ctypes.CDLL:
+def _prepare(lib: ctypes.CDLL) -> None:
     # CDLL (not PyDLL): every call releases the GIL, so a call that waits for
     # a callback (tw_timer_stop_sync, tw_runtime_destroy) lets it take the GIL.
-    lib = ctypes.CDLL(path)
+    # A missing function raises AttributeError: _loader refuses that library.
     rt_p = ctypes.c_void_p
     sig = {
         "tw_config_init": (None, [ctypes.POINTER(_Config)]),
@@ -160,6 +160,7 @@ def _load(path: str) -> ctypes.CDLL:
         "tw_timer_reset": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
         "tw_now_ns": (ctypes.c_uint64, []),
         "tw_runtime_stats": (ctypes.c_int, [rt_p, ctypes.POINTER(_Stats)]),
+        "tw_runtime_metrics": (ctypes.c_int, [rt_p, ctypes.c_char_p, ctypes.c_size_t]),
         "tw_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "tw_version": (ctypes.c_uint32, []),
     }
@@ -167,11 +168,10 @@ def _load(path: str) -> ctypes.CDLL:
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
-    return lib
 
 
-library_path = _find_library()
-_lib = _load(library_path)
+#: library_path: the library file loaded (TICKWHEEL_LIB's value when that was used).
+_lib, library_path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _prepare)
 
 
 def version() -> tuple:
@@ -625,6 +625,24 @@ class Runtime:
         out = {"shards": st.shards, "workers": st.workers, "shut_down": bool(st.shut_down)}
         out.update((name, getattr(st, name)) for name in _STAT_FIELDS)
         return out
+
+    def metrics(self) -> str:
+        """The runtime's counters, gauges and callback-lateness histogram in the
+        Prometheus text exposition format 0.0.4 (tw_runtime_metrics): serve it as
+        the body of a /metrics response with Content-Type
+        "text/plain; version=0.0.4". Metric names start with "tickwheel_". Works
+        from any thread, from callbacks, and after shutdown() (the final values);
+        it never blocks the runtime. Raises TickwheelError (ESHUTDOWN) once
+        closed, ForkedError in a fork child."""
+        size = 4096
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._native.call_rc("metrics", _lib.tw_runtime_metrics, buf, size)
+            if n < 0:
+                raise _error(n, "metrics")
+            if n < size:
+                return buf.raw[:n].decode("utf-8")
+            size = n + 1024  # the text grew past the buffer (counters grow): again, with room
 
     def _report(self, exc: BaseException, timer_id: int) -> None:
         handler = self._on_error

@@ -1,0 +1,74 @@
+# ctest driver of the Node.js binding (capi_node in capi/CMakeLists.txt):
+# copies the package into the build tree (node_modules never lands in the
+# source tree), installs its locked dependencies with `npm ci` (skipped when
+# the copy's lock is unchanged since the last install), then runs
+# `node --test` with TICKWHEEL_LIB naming the freshly built library.
+#
+#   cmake -DNODE=... -DNPM=... -DSOURCE=<bindings/node> -DWORK=<dir>
+#         -DLIB=<libtickwheel.so> -DHEADER_VERSION=<x.y.z> -P ctest.cmake
+#
+# Prints "TW-SKIP: ..." (the test is then skipped) when node or npm is
+# missing or the npm registry cannot be reached.
+cmake_minimum_required(VERSION 3.16)
+
+foreach(_tool NODE NPM)
+  if(NOT ${_tool} OR NOT EXISTS "${${_tool}}")
+    message("TW-SKIP: node/npm not found (node: '${NODE}', npm: '${NPM}')")
+    return()
+  endif()
+endforeach()
+
+# The binding refuses a library of another major version: keep them in step.
+file(READ "${SOURCE}/package.json" _pkg)
+string(REGEX MATCH "\"version\": *\"([0-9]+)\\.[0-9]+\\.[0-9]+" _m "${_pkg}")
+set(_pkg_major "${CMAKE_MATCH_1}")
+string(REGEX MATCH "^[0-9]+" _hdr_major "${HEADER_VERSION}")
+if(NOT _pkg_major STREQUAL _hdr_major)
+  message(FATAL_ERROR "bindings/node/package.json has major version '${_pkg_major}', tickwheel.h is "
+                      "${HEADER_VERSION}: the binding loads only a library of its own major version; "
+                      "keep them equal")
+endif()
+
+# A fresh copy of the package's files (stale tests removed), node_modules kept.
+file(MAKE_DIRECTORY "${WORK}")
+file(REMOVE_RECURSE "${WORK}/test" "${WORK}/fixtures")
+file(COPY "${SOURCE}/package.json" "${SOURCE}/package-lock.json" "${SOURCE}/index.js"
+          "${SOURCE}/index.d.ts" "${SOURCE}/test" "${SOURCE}/fixtures"
+     DESTINATION "${WORK}")
+
+set(_stamp "${WORK}/node_modules/.tickwheel-lock")
+set(_fresh FALSE)
+if(EXISTS "${_stamp}")
+  file(SHA256 "${SOURCE}/package-lock.json" _want)
+  file(READ "${_stamp}" _have)
+  if(_want STREQUAL _have)
+    set(_fresh TRUE)
+  endif()
+endif()
+if(NOT _fresh)
+  message("npm ci in ${WORK}")
+  execute_process(
+    COMMAND "${NPM}" ci --no-audit --no-fund --prefer-offline
+    WORKING_DIRECTORY "${WORK}"
+    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out
+    TIMEOUT 240)
+  if(NOT _rc EQUAL 0)
+    if(_out MATCHES "ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network|timed out"
+       OR _rc MATCHES "timeout")
+      message("TW-SKIP: the npm registry is unreachable (npm ci: ${_rc}):\n${_out}")
+      return()
+    endif()
+    message(FATAL_ERROR "npm ci failed (${_rc}):\n${_out}")
+  endif()
+  file(SHA256 "${SOURCE}/package-lock.json" _want)
+  file(WRITE "${_stamp}" "${_want}")
+endif()
+
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" -E env "TICKWHEEL_LIB=${LIB}" "${NODE}" --test
+  WORKING_DIRECTORY "${WORK}"
+  RESULT_VARIABLE _rc
+  TIMEOUT 240)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "node --test failed (${_rc})")
+endif()

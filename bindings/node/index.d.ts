@@ -1,0 +1,186 @@
+// Type declarations of the tickwheel Node.js binding (index.js).
+import { EventEmitter } from 'node:events';
+
+/** The C API's error codes (tickwheel.h), by name. */
+export declare const errorCodes: Readonly<{
+  TW_OK: 0;
+  TW_EINVAL: -22;
+  TW_ENOMEM: -12;
+  TW_ENOENT: -2;
+  TW_EAGAIN: -11;
+  TW_ESHUTDOWN: -108;
+  TW_EDEADLK: -35;
+  TW_EFORKED: -1001;
+}>;
+
+/** A TW_* code name, or 'TW_EUNKNOWN' for a code this binding does not know. */
+export type TickwheelErrorCode = Exclude<keyof typeof errorCodes, 'TW_OK'> | 'TW_EUNKNOWN';
+
+/** The longest delay or period accepted, in milliseconds (2^60 ns, about 36.5 years). */
+export declare const MAX_DELAY_MS: number;
+
+/** A failed tickwheel call. */
+export declare class TickwheelError extends Error {
+  readonly name: 'TickwheelError';
+  /** The TW_* name of the C code, e.g. 'TW_ESHUTDOWN'. */
+  readonly code: TickwheelErrorCode;
+  /** The (negative) C code, e.g. -108. */
+  readonly errno: number;
+}
+
+/** The shared library could not be found or loaded, or has another major
+ *  version than this package. */
+export declare class LibraryLoadError extends Error {
+  readonly name: 'LibraryLoadError';
+  readonly code: 'ERR_TICKWHEEL_LIBRARY';
+  /** Each candidate tried, with the reason it was refused. */
+  readonly tried: string[];
+}
+
+/** Options of `new Runtime()`; each mirrors a field of tw_config. */
+export interface RuntimeOptions {
+  /** Timing wheels, one driver thread each; 0 (default) = one per CPU; at most 256. */
+  shards?: number;
+  /** Callback worker threads; 0 (default) = one per CPU; at most 4096 (and the
+   *  open runtimes together at most koffi's max_async_calls - 8). */
+  workers?: number;
+  /** The tick in milliseconds, 0.001 .. 1000; 0 (default) = 1 ms. */
+  resolution?: number;
+  /** Live (started, not yet released) timers allowed at once; 0 (default) = unlimited. */
+  maxTimers?: number | bigint;
+  /** Pin shard i's driver thread to CPU i % online CPUs (TW_PIN_SHARDS). */
+  pinShards?: boolean;
+}
+
+export interface StartOptions {
+  /** If > 0: run every `period` ms after the first run (fixed rate). */
+  period?: number;
+  /** Shard hint: -1 (default) = the calling thread's shard; >= 0: that shard modulo the count. */
+  shard?: number;
+}
+
+export interface StartPeriodicOptions {
+  /** Delay of the first run in ms; default: one period. */
+  delay?: number;
+  /** Shard hint, as in StartOptions. */
+  shard?: number;
+}
+
+/** A snapshot of a runtime's counters (tw_stats), totals since creation. */
+export interface RuntimeStats {
+  shards: number;
+  /** Callbacks that can run at once. */
+  workers: number;
+  shutDown: boolean;
+  resolutionNs: number;
+  /** Timers filed in the shards' wheels. */
+  pending: number;
+  /** Requests queued to the shards (approximate). */
+  inbox: number;
+  /** Started and not yet released. */
+  live: number;
+  started: number;
+  /** Callback runs. */
+  fired: number;
+  /** Stop calls that cancelled a timer. */
+  stopped: number;
+  /** Reset calls that re-armed a timer. */
+  reset: number;
+  callbackExceptions: number;
+  cancelledAtShutdown: number;
+  /** Callback start minus deadline (C side), log-linear histogram, about 3% error. */
+  latenessP50Ns: number;
+  latenessP99Ns: number;
+  latenessP999Ns: number;
+  latenessMaxNs: number;
+  latenessSamples: number;
+}
+
+/** The callback of a timer: called on the JavaScript thread with its Timer. */
+export type TimerCallback = (this: Timer, timer: Timer) => void;
+
+/** A started timer. */
+export declare class Timer {
+  private constructor();
+  /** The C timer id (never 0n). A one-shot timer re-armed by reset() from its
+   *  own callback (or while its run is queued) gets a new id. */
+  readonly id: bigint;
+  /** True for a periodic timer. */
+  readonly periodic: boolean;
+  /** True until it ran its last run, was stopped, or its runtime was closed. */
+  readonly active: boolean;
+  /** Same as runtime.stop(timer). */
+  stop(): boolean;
+  /** Same as runtime.reset(timer, ms). */
+  reset(ms: number): boolean;
+}
+
+/**
+ * A tickwheel runtime: shards (timing wheels with a driver thread each) and
+ * worker threads that fire timers. Every callback runs on the JavaScript
+ * thread that created the Runtime, queued to its event loop.
+ *
+ * Events: 'error' (error: unknown, timer: Timer) -- a callback threw. Without
+ * a listener the exception is rethrown asynchronously (an uncaught
+ * exception), like an exception in a setTimeout callback.
+ */
+export declare class Runtime extends EventEmitter {
+  /** @throws {RangeError|TypeError} bad options (code 'TW_EINVAL');
+   *  {TickwheelError} the C runtime could not be created;
+   *  {LibraryLoadError} no usable libtickwheel.so.1. */
+  constructor(options?: RuntimeOptions);
+
+  /** True once close() was called (or the process is exiting). */
+  readonly closed: boolean;
+  /** Timers started and not yet released. */
+  readonly liveTimers: number;
+
+  /** Starts a timer: fn runs once, ms milliseconds from now (rounded up to
+   *  the resolution; never earlier), then every options.period ms if given.
+   *  @throws {TypeError|RangeError} bad arguments (code 'TW_EINVAL');
+   *  {TickwheelError} 'TW_ESHUTDOWN' after close(), 'TW_EAGAIN' at maxTimers,
+   *  'TW_ENOMEM'. */
+  start(ms: number, fn: TimerCallback, options?: StartOptions): Timer;
+  /** Starts a periodic timer: fn runs every `period` ms (> 0), the first
+   *  time after options.delay ms (default: one period). Throws as start(). */
+  startPeriodic(period: number, fn: TimerCallback, options?: StartPeriodicOptions): Timer;
+  /** Cancels a timer; never blocks. True if this call prevented a run (the
+   *  one run of a one-shot timer, or every further run of a periodic one);
+   *  false if it already ran (or is running), was stopped, is unknown, or
+   *  the runtime is closed. Either way no run starts after it returns. */
+  stop(timer: Timer | bigint): boolean;
+  /** Re-arms a timer to fire ms from now (a periodic one: its next run, then
+   *  every period). True if re-armed; false if it is not pending (ran,
+   *  stopped, unknown, runtime closed). Never blocks. */
+  reset(timer: Timer | bigint, ms: number): boolean;
+  /** The runtime's counters; after close() has finished, the final ones. */
+  stats(): RuntimeStats;
+
+  /** Live timers keep the process alive (the default). */
+  ref(): this;
+  /** Live timers do not keep the process alive; at exit they are cancelled. */
+  unref(): this;
+  /** True if live timers keep the process alive. */
+  hasRef(): boolean;
+
+  /** Shuts the runtime down and frees it. Pending timers are cancelled and
+   *  released (their callbacks never run) and no callback starts after this
+   *  call. Resolves once the C runtime is freed. Idempotent (same Promise).
+   *  Safe from inside a callback: it never blocks the JavaScript thread. */
+  close(): Promise<void>;
+  /** Same as close() (for `await using`). */
+  [Symbol.asyncDispose](): Promise<void>;
+
+  on(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+  once(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+/** The loaded library's version, "major.minor.patch" (loads it if needed). */
+export declare function version(): string;
+/** The path (or loader name) the library was loaded from. */
+export declare function libraryPath(): string;
+/** The runtime's clock: CLOCK_MONOTONIC in nanoseconds, the clock of
+ *  process.hrtime.bigint() on Linux. */
+export declare function now(): bigint;

@@ -1,0 +1,85 @@
+'use strict';
+// The process exits when it should and cleanly (child processes).
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+
+const CHILD = path.join(__dirname, '..', 'fixtures', 'child.js');
+
+// Runs fixtures/child.js NAME; resolves with { status, signal, stdout, stderr, ms }.
+function run(name, env = {}) {
+  const t0 = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CHILD, name], {
+      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
+    child.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
+    child.on('error', reject);
+    child.on('close', (status, signal) => {
+      clearTimeout(timer);
+      const r = { status, signal, stdout, stderr, ms: Date.now() - t0 };
+      if (signal !== null) reject(new Error(`${name} was killed by ${signal} (stderr: ${stderr})`));
+      else resolve(r);
+    });
+  });
+}
+
+// Runs the scenario n times at once (an exit that races with runs queued by
+// the worker threads goes wrong only some of the time).
+const runs = (name, n) => Promise.all(Array.from({ length: n }, () => run(name)));
+
+test('a pending timer keeps the process alive until it fired', async () => {
+  const r = await run('ref');
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'fired true\n');
+});
+
+test('an unref()ed runtime lets the process exit; its timers are cancelled', async () => {
+  for (const r of await runs('unref', 6)) {
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'hasRef false\n');
+    assert.ok(r.ms < 15000, `took ${r.ms} ms`);
+  }
+});
+
+test('an open runtime without timers does not keep the process alive', async () => {
+  const r = await run('open');
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'open true\n');
+});
+
+test('close() with runs queued, then the end of the script: a clean exit', async () => {
+  for (const r of await runs('closed', 3)) {
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'closed\n');
+  }
+});
+
+test('process.exit() from a callback exits with its code', async () => {
+  for (const r of await runs('exitInCallback', 3)) {
+    assert.equal(r.status, 7, r.stderr);
+  }
+});
+
+test('without an error listener, a callback exception is an uncaught exception', async () => {
+  const [r, f] = await Promise.all([run('uncaught'), run('fatal')]);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { errors: true, runs: true });
+  assert.equal(f.status, 1);
+  assert.match(f.stderr, /fatal boom/);
+});
+
+test('a missing TICKWHEEL_LIB is a clear LibraryLoadError', async () => {
+  const r = await run('missingLibrary', { TICKWHEEL_LIB: '/nonexistent/libtickwheel.so.1' });
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.isLoadError, true);
+  assert.equal(out.code, 'ERR_TICKWHEEL_LIBRARY');
+  assert.equal(out.tried.length, 1, 'nothing else is tried when TICKWHEEL_LIB is set');
+  assert.match(out.message, /\/nonexistent\/libtickwheel\.so\.1/);
+});
