@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // CPU used by the whole process while N timers are pending and none is due:
 // start N timers due in [60 s, 120 s], then measure process CPU time (all
 // threads: shards, workers) over `seconds` of wall time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Lateness under a steady stream: `rate` timers per second with delays
 // uniform in [0, max_delay], for `seconds`; lateness = callback start minus
 // the deadline the caller computed (Clock::now() + delay before start()).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Caller-side costs of the runtime's operations, with N timers pending.
 //
 //   RuntimeStartStop/N  one iteration = start one timer (random delay in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Which shard should start() pick? Measures aggregate start+stop pairs per
 // second from P producer threads, each keeping `pending` timers alive and
 // stopping a random one of its own per start, under three placements:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Micro-benchmarks of the single-shard wheel used directly (no threads, no
 // runtime around it): what the data structure itself costs.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The C API's implementation (tickwheel_c.cpp), called by the exported tw_*
 // functions (exports.cpp). Internal: hidden symbols, not installed.
 #pragma once

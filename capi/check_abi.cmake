@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest capi_abi_check (MODE=check): compares the committed ABI baseline with the
 # freshly built library -- abidiff, and the abidw dump itself: any difference
 # fails. MODE=write regenerates the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest capi_install / capi_consumer_cmake / capi_consumer_pkgconfig:
 #   MODE=install    cmake --install the build tree into PREFIX; check the files.
 #   MODE=cmake      build tests/capi_consumer against PREFIX with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest debian_packages: build the Debian packages from a copy of the source
 # tree and use them.
 #   1. copy the working tree's files (git ls-files: tracked + untracked, not

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest capi_nm_exports: libtickwheel.so exports exactly
 #  * the tw_* functions the header declares (TW_API), under the version node
 #    TICKWHEEL_1 -- or the later node (TICKWHEEL_1.1, ...) that the version

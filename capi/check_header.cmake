@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest capi_header_includes: tickwheel.h includes only <stdint.h> and <stddef.h>
 # and mentions no C++-only or bool type outside its C++ guards.
 # Usage: cmake -DHEADER=<tickwheel.h> -P check_header.cmake

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest capi_version: every place that states tickwheel's version agrees.
 #   the built library      tw_version(), printed by tests/capi_version.c (VERSION_EXE)
 #   tickwheel.h            TW_VERSION_MAJOR/MINOR/PATCH (and TW_ABI_VERSION)

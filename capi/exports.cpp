@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The exported symbols of the C API: each tw_* function forwards to its
 // implementation in tickwheel_c.cpp. This translation unit sees nothing but
 // tickwheel.h, and it is the only one compiled with debug info for the ABI

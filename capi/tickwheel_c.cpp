@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The C API (include/tickwheel/tickwheel.h), on top of tickwheel::Runtime.
 // The exported tw_* symbols are defined in exports.cpp and call these.
 //

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # Finds tickwheel's dependencies. Every one comes from a Debian 12 package; a
 # missing one stops configuration with the package to install (or run
 # scripts/setup.sh as root, which installs them all).

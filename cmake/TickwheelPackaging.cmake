@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # Installation: headers, both libraries, a CMake package and a pkg-config file.
 #
 #   find_package(tickwheel CONFIG)  ->  tickwheel::tickwheel         libtickwheel.so.1 (C and C++ API)

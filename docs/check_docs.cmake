@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest docs_doxygen / docs_doxygen_selftest (registered in docs/CMakeLists.txt).
 #
 # MODE=check: runs Doxygen with the project's Doxyfile (plus XML output) into

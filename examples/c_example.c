@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* c_example.c -- using tickwheel from C11 through its C API.
  *
  * Also a test (ctest capi_c_example): every CHECK that fails is printed, and

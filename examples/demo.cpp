@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // tickwheel demo: a simulated server.
 //
 // Several "network threads" open connections, each guarded by an idle

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // libFuzzer target: decodes its input into a sequence of C API calls against
 // a real runtime -- including NULL pointers, zero/stale/random ids, huge
 // delays, wrong struct sizes, shutdown and destroy in the middle -- and

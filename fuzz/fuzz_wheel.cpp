@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // libFuzzer target for the bare wheel (include/tickwheel/wheel.hpp): decodes
 // its input into a sequence of insert / remove / rearm / advance / pop /
 // tickless-step operations on a Wheel over a pool of up to 64 nodes, with

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """Writes the seed corpus of fuzz/fuzz_wheel.cpp into fuzz/corpus_wheel/.
 
 Each seed is a short, meaningful operation sequence in the fuzzer's input

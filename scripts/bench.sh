@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # The benchmark suite: tickwheel against Boost.Asio, libuv, a mutex +
 # std::map + condition-variable timer service and its own bare wheel, on the
 # workloads of docs/bench/README.md. One command:

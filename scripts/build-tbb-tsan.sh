@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # Build a ThreadSanitizer-instrumented oneTBB from Debian's own source package
 # (same release as the installed libtbb-dev) and install it into a cache dir.
 #

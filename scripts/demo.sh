@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # The README's first command: install what is missing, build Release, run the
 # demo (a simulated server). Arguments go to the demo: [seconds] [threads] [connections per thread].
 set -euo pipefail

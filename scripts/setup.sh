@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # Installs what tickwheel needs from Debian 12 packages, and only what is
 # missing. As root it runs apt-get; otherwise it prints the command to run.
 #   scripts/setup.sh          build + demo dependencies

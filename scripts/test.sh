@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # The README's second command: install what is missing, then build and run the
 # whole test suite through ctest in three configurations:
 #   release  g++ -O2                       (unit, integration, stress short mode)

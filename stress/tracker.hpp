@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Per-timer bookkeeping shared by the stress programs: every timer the
 // harness starts gets a Track, and the callable it hands to the runtime
 // updates it. At the end, verify() checks the runtime's promises exactly:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // tw_stress: hammer a tickwheel runtime from many threads and check exact
 // invariants with independent bookkeeping (stress/tracker.hpp).
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* Compiled (not run) as C99 and as C11 with -pedantic-errors -Wconversion
  * (targets capi_header_c99/capi_header_c11 in capi/CMakeLists.txt): the C
  * API header must be plain C, and its types must have the ABI-1 layout. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Compiled (not run) as C++98 and as C++20 with -pedantic-errors
 // (targets capi_header_cxx98/capi_header_cxx20 in capi/CMakeLists.txt): the C
 // API header is usable from any C++, and its functions never throw.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* tw_config_init() and tw_timer_spec_init() are inline functions of
  * tickwheel.h (issue 9, bug 7): this C11 program is linked WITHOUT
  * libtickwheel (it fails to link where they are only exported symbols), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The C API (include/tickwheel/tickwheel.h) from C++: every function with
 // every bad input, the release hook on every path, stop_sync, never early,
 // stats. Suites are named CApi* (ctest -R CApi).

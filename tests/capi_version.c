@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* ctest capi_version: prints the version the built library reports
  * (tw_version()) and the one this header says, for capi/check_version.cmake. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest demo_metrics: `demo --metrics` (a short run) exits 0 and the text after
 # its "# tickwheel metrics" line passes metrics_check (the strict grammar of
 # tests/prometheus_text.hpp, and values of a runtime that ran and shut down).

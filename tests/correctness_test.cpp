@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Regression tests for the correctness holes of issue 9, each forced at the
 // exact step with the library's test hooks (src/runtime/test_hooks.hpp):
 //   1. a stale id acting on an unrelated timer (the lookup-to-CAS window,

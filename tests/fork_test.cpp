@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // fork() with a runtime alive (issue 9, bug 6). In the child, the parent's
 // runtime has no threads: every call on it must fail with TW_EFORKED
 // (errc::forked), no callback or release hook of it may run there,

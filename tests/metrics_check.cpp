@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // metrics_check: reads a program's output on stdin, takes the text after the
 // line "# tickwheel metrics" (what `demo --metrics` prints before the
 // Prometheus text) to the end, and checks it with the strict grammar of

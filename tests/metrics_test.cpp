@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Runtime::metrics() and tw_runtime_metrics(): the Prometheus text
 // exposition (format 0.0.4) of a runtime's counters, gauges and lateness
 // histogram. Every text is checked with a strict line grammar

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // A strict parser of the Prometheus text exposition format 0.0.4, for the
 // tests of Runtime::metrics() / tw_runtime_metrics() (metrics_test.cpp) and
 // the demo's --metrics output (metrics_check.cpp).

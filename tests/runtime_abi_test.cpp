@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The 1.x C++ ABI's size handshake (runtime.hpp, "LINKING AND THE C++ ABI"):
 // the exported start_sized()/stats_sized() behind the inline start() and
 // stats() take the caller's sizeof of StartOptions/Stats, refuse a struct

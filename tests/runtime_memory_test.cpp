@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Memory of stopped timers is reclaimed promptly by their shard, not when
 // their old deadline would have come (the out-of-memory trap of wheels that
 // leave cancelled timeouts in their buckets).

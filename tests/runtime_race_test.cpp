@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Concurrency tests for tickwheel::Runtime: many threads racing start, stop,
 // stop_sync, reset and shutdown against the shards and the workers, with real
 // time. Every timer carries its own bookkeeping (a Cell) and the verdicts are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // How runtimes share oneTBB's worker threads (issue 9, bug 4).
 //
 // TBB's worker threads are one pool per process, shared by every arena, and

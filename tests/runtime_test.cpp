@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Semantics tests for tickwheel::Runtime (include/tickwheel/runtime.hpp and
 // include/tickwheel/timer.hpp), with real threads and real time.
 //

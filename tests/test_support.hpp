@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Helpers shared by the runtime test programs: sanitizer detection (bounds
 // are looser under sanitizers), bounded waiting for a condition, a small
 // runtime configuration, a gate a callback can be held on, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // An interleaving explorer for one timer record (tests/timer_state_test.cpp).
 //
 // The model holds what the runtime keeps about one record -- its control word

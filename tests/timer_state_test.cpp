@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Exhaustive tests of the timer state machine (src/runtime/timer_state.hpp).
 //
 //  1. Table: every State x {periodic, one-shot} x {matching, other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Tests of tickwheel::Wheel::check() (include/tickwheel/wheel.hpp): it passes
 // on every state the public API can reach, and it reports each kind of
 // corruption of the wheel's internals that a bug could cause -- a bitmap bit,

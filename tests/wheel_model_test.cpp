@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Randomized model test for tickwheel::Wheel: long random sequences of
 // insert / remove / rearm (earlier, later, to the past) / advance (by 0, by
 // single ticks, to slot and epoch boundaries, to exact deadlines, to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Helpers shared by the wheel test programs: tick constants, a deterministic
 // PRNG and hex formatting of ticks for failure messages.
 #pragma once

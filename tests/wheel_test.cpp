@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Unit tests for tickwheel::Wheel (include/tickwheel/wheel.hpp).
 //
 // Most tests go through `Checker`, which mirrors the wheel with a reference

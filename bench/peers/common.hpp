@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // bench/peers/common.hpp -- what every peer program shares: the command
 // line, clocks (wall, process CPU, RSS), statistics over repetitions, the
 // JSON-lines output, the Google Benchmark harness for the single-caller

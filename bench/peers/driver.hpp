@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // bench/peers/driver.hpp -- the workloads, written once, run against every
 // peer. A peer is a class P that drives one timer library through its own
 // idiomatic API (see peer_*.cpp) and provides:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Boost.Asio steady_timer on an io_context run by --io-threads threads (1 or
 // 2; the multi-threaded choice of C++ users). start = expires_after +
 // async_wait; stop = cancel(), after which the handler runs on an io thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The classic hand-written timer service: one std::mutex, an ordered
 // std::map keyed by (deadline, sequence) holding std::function callbacks,
 // and worker thread(s) sleeping on a std::condition_variable until the

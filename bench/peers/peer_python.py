@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """Workload 9, FFI overhead: tickwheel's start+stop pair through the C ABI
 (libtickwheel.so.1) called from Python with ctypes, two ways:
 

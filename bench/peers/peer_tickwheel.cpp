@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // tickwheel's runtime through its C++ API (include/tickwheel/runtime.hpp):
 // Runtime::start / stop / reset from the caller's thread(s); shards file the
 // requests; callbacks run on the TBB arena.

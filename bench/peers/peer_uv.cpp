@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // libuv timers (what Node.js uses): uv_timer_init / uv_timer_start /
 // uv_timer_stop on the loop's thread. libuv is not thread-safe: everything
 // here runs on one thread, which also runs uv_run (workload mt: n/a).

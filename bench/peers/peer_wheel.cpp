@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // tickwheel's single-shard wheel (include/tickwheel/wheel.hpp) used
 // directly, as a single-threaded event loop would embed it: no runtime, no
 // threads, no atomics. The difference to the "tickwheel" peer is what the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """Turns the benchmark suite's raw JSON lines into docs/bench/:
 
   results.json   {"meta": {...}, "results": [one object per (run, metric)]}

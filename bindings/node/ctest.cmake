@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest driver of the Node.js binding (capi_node in capi/CMakeLists.txt):
 # copies the package into the build tree (node_modules never lands in the
 # source tree), installs its locked dependencies with `npm ci` (skipped when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Type declarations of the tickwheel Node.js binding (index.js).
 import { EventEmitter } from 'node:events';
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 'use strict';
 /**
  * tickwheel -- Node.js binding of the tickwheel timer runtime.

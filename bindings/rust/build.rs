@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Links libtickwheel.so (the C API). TICKWHEEL_LIB_DIR names the directory
 // holding it (ctest capi_rust sets it to the build tree's capi/); it is also
 // put in the RPATH of what we build, so tests run without LD_LIBRARY_PATH.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 /// @file
 /// tickwheel/runtime.hpp -- the thread-safe timer runtime (C++ API).
 ///

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /** @file
  * tickwheel/tickwheel.h -- the C API of the tickwheel timer runtime.
  *

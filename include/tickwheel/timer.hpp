@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 /// @file
 /// tickwheel/timer.hpp -- tickwheel::Timer, the handle start() returns and a
 /// callback receives. Its member functions are defined in runtime.hpp.

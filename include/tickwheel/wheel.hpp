@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 /// @file
 /// tickwheel/wheel.hpp -- the single-shard hierarchical timing wheel.
 ///

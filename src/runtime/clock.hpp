@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The runtime's clock and its tick arithmetic.
 //
 // Deadlines are CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock). The

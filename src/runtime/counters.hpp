@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Statistics that many threads update: striped counters and a lateness
 // histogram, with no locked instruction on the hot paths.
 //

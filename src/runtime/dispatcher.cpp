@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 #include "runtime/dispatcher.hpp"
 
 #include <oneapi/tbb/task_arena.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Dispatcher: runs batches of due timers in a oneTBB task_arena. Policy
 // only: it knows neither shards nor timers' states; what running an item
 // means is the function it is handed (the runtime's worker half of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // fork(): a child process has none of its parent's threads, so a runtime
 // created before the fork has no shard drivers and no workers there. Every
 // runtime remembers the process's fork epoch at creation; a pthread_atfork

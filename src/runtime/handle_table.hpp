@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // HandleTable: a shard's timer records, addressed by 32-bit index, and
 // their whole life: allocation (with the first generation), recycling
 // (generation + 1, FREE, back on the free stack), quarantine (a record whose

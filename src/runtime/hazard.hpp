@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Hazard slots: which record each thread is acting on through an id.
 //
 // A thread that does not own a record (a caller with an id, a worker with a

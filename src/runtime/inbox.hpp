@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Inbox: a shard's MPSC queue of 64-bit messages (messages.hpp), with a
 // reserve so that no message a caller cannot take back is ever lost.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // What travels between threads about a timer, besides its word: the 64-bit
 // inbox messages callers (and workers) send to a shard, and the FireItem a
 // shard hands to the dispatcher.

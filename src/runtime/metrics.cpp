@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Runtime::metrics(): the Prometheus text exposition (format 0.0.4) of a
 // runtime's counters, gauges and lateness histogram. See metrics.hpp.
 #include "runtime/metrics.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The runtime's counters, gauges and lateness histogram in the Prometheus
 // text exposition format 0.0.4 (Runtime::metrics(), tw_runtime_metrics()).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 #include "runtime/parker.hpp"
 
 #include <linux/futex.h>

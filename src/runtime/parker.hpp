@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Parker: how a shard's driver thread sleeps until a deadline or a wake-up.
 //
 // A futex word that wakers bump. The sleeper reads the word (prepare), checks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The C++ API: Runtime's public functions (the callers' half of the timer
 // state machine: start, stop, stop_sync, reset, shutdown), and RuntimeCore
 // (its construction and the worker's half: run a due timer, settle after).

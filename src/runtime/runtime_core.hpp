@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // RuntimeCore: what a Runtime is -- its shards, its dispatcher, its counters
 // and its shutdown state -- and the worker's half of the timer state machine
 // (the callers' half is runtime.cpp). The shards and the dispatcher do not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The shard's driver thread: drain the inbox, advance the wheel, decide what
 // fires (TimerState::expire), hand it to the dispatcher, sleep until the
 // next expiry.

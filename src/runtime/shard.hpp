@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Shard: one hierarchical wheel, its handle table, its inbox and the driver
 // thread that owns them.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The process-wide TBB parallelism registry (see tbb_parallelism.hpp).
 #include "runtime/tbb_parallelism.hpp"
 

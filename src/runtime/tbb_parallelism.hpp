@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // How the runtimes of a process share oneTBB's worker threads.
 //
 // TBB's worker threads are one pool per process, shared by every task_arena,

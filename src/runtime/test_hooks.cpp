@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 #include "runtime/test_hooks.hpp"
 
 namespace tickwheel::rt::test_hooks {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // Test-only hooks: places where a test parks a thread at an exact step, or
 // makes a rare failure happen on demand. Each is one relaxed load of a
 // null pointer (or flag) on its path when no test sets it. Never set by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The timer record and the ids that name it.
 //
 // A record lives in a shard's handle table for as long as the process keeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The load/CAS loops around the decisions of timer_state.hpp. Each validates
 // the full generation after every load of the word (a stale id or FireItem
 // is never acted on) and offers the test hook of the lookup-to-CAS window.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The timer state machine: the ONE place where a timer's control word moves.
 //
 // All cross-thread agreement about a timer goes through one atomic 64-bit

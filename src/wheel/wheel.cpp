@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // The hierarchical timing wheel: clock movement (advance), cascading and the
 // next-expiry query. The O(1) insert/remove paths are inline in the header;
 // the design and its invariants are explained at the top of wheel.hpp.

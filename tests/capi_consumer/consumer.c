@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* An out-of-tree program using an installed tickwheel through its C API.
  * Prints "consumer: OK" and exits 0 when a one-shot timer fired. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // An out-of-tree C++ program using an installed tickwheel through its C++ API
 // (tickwheel/runtime.hpp), linked with the shared libtickwheel.so.1 or the
 // static libtickwheel.a. Prints "consumer_cxx: OK ..." and exits 0 when one-shot,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 'use strict';
 // close(), errors from callbacks, argument errors, library loading.
 const test = require('node:test');

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 'use strict';
 // The process exits when it should and cleanly (child processes).
 const test = require('node:test');

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 'use strict';
 // Timers fire on time, on the JavaScript thread; stop, reset, periodic runs.
 const test = require('node:test');

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """ctest capi_python_pip: pip-install bindings/python offline into a fresh venv and
 run the Python test suite against the installed package.
 

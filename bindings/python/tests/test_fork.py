@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """fork(): a runtime of the parent is unusable in the child (ForkedError), none of
 its callbacks or release hooks runs there, exiting the child neither hangs nor
 releases anything of the parent, a runtime created in the child works, and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """How the package finds libtickwheel.so.1 (tickwheel/_loader.py), its version, and
 (under ctest capi_python_pip) that the installed package is the one tested.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """Runtime.metrics(): the Prometheus text exposition (ctest capi_python)."""
 
 import errno

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """tickwheel -- Python binding of the tickwheel timer runtime (ctypes, no compiled code).
 
     import tickwheel

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
 """Finding and loading the C library libtickwheel.so.N for the tickwheel package.
 
 The places searched, in this order (the first library that loads, has every

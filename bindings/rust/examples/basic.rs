@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! cargo run --offline --example basic   (with TICKWHEEL_LIB_DIR set)
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

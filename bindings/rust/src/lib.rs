@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! An example Rust binding of tickwheel's C API (`tickwheel/tickwheel.h`),
 //! written with `extern "C"` declarations only -- no bindgen, no crates.
 //!

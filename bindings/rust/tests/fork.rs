@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! fork(): in the child every method of a runtime created before the fork
 //! returns Err(Error::FORKED), none of its callbacks runs, none of its
 //! closures is dropped, dropping it there does not hang; the parent is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! A runtime created in a fork child fires its timers (ctest capi_rust). Its
 //! own test binary: no callback may have run in this process before the fork
 //! (see child_runtime_fires_after_the_parents_callbacks_ran in fork.rs).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! Starts, stops and fires timers through the C API (ctest capi_rust).
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 // tickwheel/detail/callback.hpp -- the move-only, type-erased callable a timer
 // carries. Not part of the stable API; use Runtime::start with any callable.
 //

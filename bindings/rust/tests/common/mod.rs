@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
 //! fork() for the tests: runs a closure in a child process and returns the
 //! failures it reports through a pipe. libc is declared by hand (no crates).
 #![allow(dead_code)]
