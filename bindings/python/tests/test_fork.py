@@ -413,7 +413,7 @@ def _mp_report(conn):
 
 
 _CHILD_RUNTIME_SCRIPT = textwrap.dedent("""
-    import os, sys, threading, warnings
+    import os, sys, threading, time, warnings
     warnings.simplefilter("ignore", DeprecationWarning)
     import tickwheel
     parent = tickwheel.Runtime(shards=2, workers=2)
@@ -421,6 +421,7 @@ _CHILD_RUNTIME_SCRIPT = textwrap.dedent("""
         ev = threading.Event()
         parent.start(0, ev.set)
         ev.wait(10)
+        time.sleep(0.2)  # the workers go to sleep (forked while they spun, the bug hid)
     pid = os.fork()
     if pid == 0:
         own = tickwheel.Runtime(shards=1, workers=1)

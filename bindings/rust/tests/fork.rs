@@ -113,6 +113,8 @@ fn child_runtime_fires_after_the_parents_callbacks_ran() {
     let (tx, rx) = std::sync::mpsc::channel();
     rt.start(Duration::ZERO, Duration::ZERO, move |_| tx.send(()).unwrap()).unwrap();
     rx.recv_timeout(WAIT).unwrap();
+    // The workers go to sleep (forked while they spun, the library bug hid).
+    std::thread::sleep(Duration::from_millis(200));
     let failures = in_fork_child(Duration::from_secs(60), || {
         let own = Runtime::with_config(1, 1, Duration::ZERO).unwrap();
         let fired = Arc::new(AtomicUsize::new(0));
