@@ -51,7 +51,10 @@
 ///    normally. The parent is unaffected.
 ///  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
 ///    all runtimes come from oneTBB's process-wide pool. worker_count() is
-///    what this runtime can run at once (see there).
+///    what this runtime can run at once (see there). In a fork() child of a
+///    process that had more than one thread (at any depth), oneTBB is not
+///    used: the runtime runs callbacks on up to Config::workers threads of
+///    its own (oneTBB is not fork-safe).
 ///  * Errors. Functions that can fail for a reason the caller must handle
 ///    return bool (stop/reset: false = no such pending timer). Invalid
 ///    arguments, shutdown and the pending limit throw tickwheel::Error from
@@ -419,7 +422,9 @@ public:
     /// runtimes exist, or fewer while the application's own
     /// tbb::global_control(max_allowed_parallelism) is lower (that limit
     /// counts the application's thread: limit - 1, at least 1, shared by
-    /// all runtimes). Read at each call.
+    /// all runtimes). Read at each call. On a runtime's own threads (a fork
+    /// child, see "oneTBB" above): Config::workers, or fewer once the system
+    /// refused a thread.
     unsigned worker_count() const noexcept;
     /// The tick (Config::resolution): deadlines are rounded up to it. Any thread.
     Duration resolution() const noexcept;

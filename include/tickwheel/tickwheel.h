@@ -59,6 +59,11 @@
  *    runtime created in the child works normally; the parent is unaffected.
  *  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
  *    all runtimes come from oneTBB's process-wide pool (tw_stats.workers).
+ *    oneTBB is not fork-safe, so in a process descended through fork() from
+ *    a process that had more than one thread at the fork, runtimes never
+ *    use oneTBB: each runs its callbacks on up to `workers` threads of its
+ *    own, started on demand, with the same guarantees (tw_stats.workers is
+ *    then `workers`, or fewer once the system refused a thread).
  *  * Errors. Every function returning int returns TW_OK (0) or a negative
  *    TW_E* code; none aborts the process or lets an exception escape. When
  *    several checks fail, the code of the first one in the order documented

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/fork.hpp"
 #include "runtime/tbb_parallelism.hpp"
+#include "runtime/worker_pool.hpp"
 
 namespace tickwheel::rt {
 
@@ -27,6 +29,7 @@ struct Dispatcher::Arena {
 };
 
 struct Batch {
+    Dispatcher* owner = nullptr;
     std::atomic<std::size_t> next{0};   // the next item not yet taken
     std::atomic<unsigned> drainers{0};  // drain tasks still holding the batch
     std::size_t n = 0;
@@ -38,20 +41,37 @@ const FireItem* Dispatcher::Cursor::next() noexcept {
     return i < b_.n ? &b_.items[i] : nullptr;
 }
 
-Dispatcher::Dispatcher(unsigned workers, DrainFn drain, void* ctx)
-    : drain_(drain), ctx_(ctx), workers_(workers), arena_(std::make_unique<Arena>(workers)) {}
-
-Dispatcher::~Dispatcher() {
-    if (arena_) wait_idle();
+Dispatcher::Dispatcher(unsigned workers, DrainFn drain, void* ctx) : drain_(drain), ctx_(ctx), workers_(workers) {
+    // Decided once per runtime: whether this process may use oneTBB cannot
+    // change while it runs (only its fork children differ).
+    if (onetbb_usable())
+        arena_ = std::make_unique<Arena>(workers);
+    else
+        pool_ = std::make_unique<WorkerPool>(workers);
 }
 
-unsigned Dispatcher::concurrency() const noexcept { return effective_workers(workers_); }
+Dispatcher::~Dispatcher() {
+    if (arena_ || pool_) wait_idle();
+}
 
-void Dispatcher::abandon() noexcept { (void)arena_.release(); }  // leaked on purpose: see the header
+unsigned Dispatcher::concurrency() const noexcept {
+    return pool_ ? pool_->concurrency() : effective_workers(workers_);
+}
+
+void Dispatcher::abandon() noexcept {  // leaked on purpose: see the header
+    (void)arena_.release();
+    (void)pool_.release();
+}
+
+void Dispatcher::run_task(void* batch) noexcept {
+    auto* b = static_cast<Batch*>(batch);
+    b->owner->run_batch(b);
+}
 
 bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
     auto* b = new (std::nothrow) Batch;
     if (b == nullptr) return false;
+    b->owner = this;
     b->n = n;
     std::memcpy(static_cast<void*>(b->items), items, n * sizeof(FireItem));
     const auto tasks = static_cast<unsigned>(std::min<std::size_t>(n, workers_));
@@ -59,9 +79,13 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
     b->drainers.store(tasks + 1, std::memory_order_relaxed);
     inflight_.fetch_add(1, std::memory_order_relaxed);
     unsigned enqueued = 0;
-    try {
-        for (; enqueued < tasks; ++enqueued) arena_->arena.enqueue([this, b] { run_batch(b); });
-    } catch (...) {  // std::bad_alloc from TBB's task allocation
+    if (pool_) {
+        enqueued = pool_->post(&Dispatcher::run_task, b, tasks);
+    } else {
+        try {
+            for (; enqueued < tasks; ++enqueued) arena_->arena.enqueue([b] { run_task(b); });
+        } catch (...) {  // std::bad_alloc from TBB's task allocation
+        }
     }
     if (enqueued == 0) {  // nothing will run it: hand the items back
         delete b;

@@ -6,6 +6,20 @@
 // load of a read-mostly global): in the child, operations on an inherited
 // runtime fail with errc::forked, and destroying it frees what can be freed
 // without running any callback or release hook (runtime.cpp).
+//
+// A runtime created in the child must work, and oneTBB is not fork-safe:
+// its process-wide worker pool is copied without its threads (tasks
+// enqueued in the child would never run), and a lock held by another
+// thread at the fork (oneTBB's, or tbb_control_mutex() while that thread
+// creates or destroys a runtime) stays held in the child forever. So the
+// handlers also record whether the process had more than one thread when
+// it forked (before the fork, in the forking thread): if it had -- or if
+// any ancestor had, the state is inherited -- onetbb_usable() is false and
+// runtimes created here run their callbacks on threads of their own
+// (dispatcher.hpp, worker_pool.hpp) and never touch oneTBB. A process that
+// was single-threaded when it forked (a daemon forking before it starts
+// any thread) had no oneTBB worker and no other thread inside oneTBB or a
+// tickwheel lock: its child keeps using oneTBB.
 #pragma once
 
 #include <atomic>
@@ -15,10 +29,17 @@ namespace tickwheel::rt {
 
 namespace fork_detail {
 extern std::atomic<std::uint32_t> g_epoch;
-}
+extern std::atomic<bool> g_onetbb_unusable;
+}  // namespace fork_detail
 
 /// The number of fork() children this process descends from (0 in the
 /// original process).
 inline std::uint32_t fork_epoch() noexcept { return fork_detail::g_epoch.load(std::memory_order_relaxed); }
+
+/// False in a process descended through fork() from a process that had
+/// more than one thread when it forked (at any depth): there, oneTBB must
+/// not be used at all (see above). True otherwise. Never changes in a
+/// running process (only in its fork children).
+inline bool onetbb_usable() noexcept { return !fork_detail::g_onetbb_unusable.load(std::memory_order_relaxed); }
 
 }  // namespace tickwheel::rt

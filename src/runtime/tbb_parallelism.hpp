@@ -42,6 +42,11 @@
 // create or remove its limit at any moment). TBB also caps the pool when
 // its scheduler starts (at least 256 workers); active_value(), and so
 // effective_workers(), includes that cap.
+//
+// None of this is used where onetbb_usable() is false (a fork child of a
+// multi-threaded process, fork.hpp): runtimes there hold no lease and never
+// take tbb_control_mutex(), which another thread of the parent may have
+// held at the fork (a child that did hung there: issue 9 follow-up).
 #pragma once
 
 #include <mutex>

@@ -4,17 +4,11 @@ its callbacks or release hooks runs there, exiting the child neither hangs nor
 releases anything of the parent, a runtime created in the child works, and the
 parent is unaffected (ctest capi_python).
 
-Known library limitation (not the binding's): once oneTBB's worker threads
-have run a callback in the parent, a runtime created in a fork child never
-runs a callback (oneTBB's process-wide worker pool is not recreated after
-fork), and closing it after one of its timers fell due hangs. So the tests
-below start, stop and close child runtimes without letting a timer fall due
-wherever the parent's workers have run; the callback firing in a child is
-tested from a parent whose workers never ran, and the other case is an
-expected failure (test_child_runtime_fires_after_the_parents_callbacks_ran).
-And creating a runtime in a child forked while another thread of the parent
-was creating or destroying one can hang in the library (oneTBB state copied
-mid-update): no test creates one in such a child.
+A runtime created in a fork child works even when the parent's oneTBB workers
+had run callbacks, or another thread of the parent was creating or closing a
+runtime at the fork: the library then runs the child's callbacks on threads of
+the runtime's own instead of oneTBB's (test_child_runtime_fires_after_the_
+parents_callbacks_ran; phase A of test_exit_hook_of_fork_children).
 """
 
 import errno
@@ -178,8 +172,8 @@ class TestFork(unittest.TestCase):
                 check(not parent_released, "a parent release hook ran in the child: %r" % parent_released)
                 check(parent_tokens <= set(tickwheel._live), "the parent's callables stay referenced")
                 check(pending_ref() is not None, "the parent's pending callable is not released")
-                # A runtime created in the child takes, stops and releases timers (see
-                # the module docstring for why none falls due here).
+                # A runtime created in the child takes, stops and releases timers,
+                # and fires them (the parent's workers have run callbacks).
                 with Runtime(shards=1, workers=1) as own:
                     fn = Callable()
                     ref = weakref.ref(fn)
@@ -187,6 +181,9 @@ class TestFork(unittest.TestCase):
                     del fn
                     check(t.stop(), "stop in the child's runtime")
                     check(ref() is None, "released by the child's runtime")
+                    fired = threading.Event()
+                    own.start(0.001, fired.set)
+                    check(fired.wait(WAIT), "a timer of the child's runtime fires")
                 return check.failures
 
             self.assertEqual(_run_in_fork_child(child), [])
@@ -206,10 +203,11 @@ class TestFork(unittest.TestCase):
         # and callbacks run, so calls and closes are in flight and locks held at
         # the fork: the exit hook frees the inherited runtimes without hanging or
         # releasing anything of the parent. Phase B: forked with only callbacks
-        # running, each child has a runtime of its own with a timer pending at
-        # exit: the exit hook closes it (releasing that timer once) too. (Not in
-        # phase A: creating a runtime in a child forked while another thread
-        # creates or destroys one can hang in the library -- see the report.)
+        # running. In phase B and in every other child of phase A, the child
+        # has a runtime of its own, fires a timer of it (a child of phase A was
+        # forked while another thread created or closed a runtime) and has a
+        # timer pending at exit: the exit hook closes it (releasing that timer
+        # once) too.
         # An atexit handler registered before tickwheel's runs after it and
         # reports by exit code; each child writes to a pipe as soon as os.fork()
         # returns in it, so a hang inside os.fork() itself (CPython gh-112275,
@@ -274,6 +272,10 @@ class TestFork(unittest.TestCase):
                     del released[:]
                     if own_runtime:
                         own = tickwheel.Runtime(shards=1, workers=1)
+                        fired = threading.Event()
+                        own.start(0.001, fired.set)
+                        if not fired.wait(10):
+                            os._exit(8)  # the child's own runtime did not fire
                         own.start(30, lambda: None)  # pending at exit
                         state["own_token"] = max(tickwheel._live)
                     sys.exit(0)  # runs the exit hooks
@@ -302,7 +304,7 @@ class TestFork(unittest.TestCase):
                 return status == 0
 
             for i in range(12):  # phase A
-                failures += not fork_child(i, own_runtime=False)
+                failures += not fork_child(i, own_runtime=i % 2 == 1)
                 time.sleep(0.01)
             stop.set()
             for th in threads:
@@ -378,13 +380,15 @@ def _mp_start_on_inherited():
 
 
 def _mp_runtime_of_its_own():
-    # Starts, stops (releasing) and closes; no timer falls due: see the module docstring.
+    # Starts, stops (releasing), fires and closes (the parent's workers have run).
     with Runtime(shards=1, workers=1) as rt:
         fn = Callable()
         ref = weakref.ref(fn)
         t = rt.start(10, fn)
         del fn
-        return t.stop() and ref() is None and rt.stats()["started"] == 1
+        fired = threading.Event()
+        rt.start(0.001, fired.set)
+        return t.stop() and ref() is None and fired.wait(WAIT) and rt.stats()["started"] == 2
 
 
 def _mp_report(conn):
@@ -410,7 +414,7 @@ def _mp_report(conn):
 
 
 _CHILD_RUNTIME_SCRIPT = textwrap.dedent("""
-    import os, sys, threading, warnings
+    import os, sys, threading, time, warnings
     warnings.simplefilter("ignore", DeprecationWarning)
     import tickwheel
     parent = tickwheel.Runtime(shards=2, workers=2)
@@ -418,6 +422,7 @@ _CHILD_RUNTIME_SCRIPT = textwrap.dedent("""
         ev = threading.Event()
         parent.start(0, ev.set)
         ev.wait(10)
+        time.sleep(0.2)  # the workers go to sleep (forked while they spun, the bug hid)
     pid = os.fork()
     if pid == 0:
         own = tickwheel.Runtime(shards=1, workers=1)
@@ -444,12 +449,10 @@ class TestRuntimeCreatedInAForkChild(unittest.TestCase):
     def test_child_runtime_fires(self):
         self.assertEqual(self.run_script("cold"), (0, ""))
 
-    @unittest.skip("known library bug (issue 9 follow-up): a runtime created in a fork child after the parent ran callbacks usually never fires (oneTBB pool not recreated); it sometimes works, so no expectedFailure")
     def test_child_runtime_fires_after_the_parents_callbacks_ran(self):
-        # The C library's contract says it works; it does not yet (oneTBB's
-        # worker pool is not recreated in the child: the callback never runs).
-        # When the library is fixed this is an unexpected success, which fails
-        # the suite: then drop the decorator and the docstring note above.
+        # oneTBB's workers exist in the parent: oneTBB is unusable in the child
+        # (its pool is copied without its threads), so the child's runtime runs
+        # its callbacks on threads of its own.
         self.assertEqual(self.run_script("warm"), (0, ""))
 
 

@@ -30,13 +30,8 @@ ForkedError, none of its callbacks runs and none of its callables is
 released (the child's copies are left alone); ``close()`` -- and so
 ``with``, garbage collection and the exit hook -- only frees the child's
 copy of the C runtime, without waiting for anything. A Runtime created in
-the child works normally; the parent's runtimes are unaffected. (Known
-library limitation, tickwheel 1.0.0: if the parent's runtimes have run a
-callback before the fork, a child runtime's callbacks never run and closing
-it after one of its timers fell due hangs -- oneTBB's worker pool is not
-recreated in the child; and creating a Runtime in a child forked while
-another thread was creating or closing one can hang. tests/test_fork.py
-tracks both.)
+the child works normally; the parent's runtimes are unaffected
+(tests/test_fork.py).
 
 The shared library libtickwheel.so.1 is found, in this order, through the
 environment variable TICKWHEEL_LIB (a path; when set, nothing else is tried),

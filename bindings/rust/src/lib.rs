@@ -23,13 +23,8 @@
 //! the fork returns `Err(Error::FORKED)`; none of its callbacks runs and none
 //! of its closures is dropped there (the child's copies are leaked).
 //! Dropping it in the child only frees the child's copy of the C runtime.
-//! A `Runtime` created in the child is independent of the parent's. (Known
-//! library limitation, tickwheel 1.0.0: if the parent's runtimes have run a
-//! callback before the fork, a child runtime's callbacks never run and
-//! dropping it after one of its timers fell due hangs: oneTBB's worker pool
-//! is not recreated in the child; and creating a runtime in a child forked
-//! while another thread was creating or dropping one can hang. tests/fork.rs
-//! tracks the first.)
+//! A `Runtime` created in the child is independent of the parent's and works
+//! normally (tests/fork.rs).
 
 use std::ffi::{c_void, CStr};
 use std::fmt;
