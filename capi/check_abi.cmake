@@ -75,11 +75,25 @@ endif()
 # 2. The dump itself: abidiff filters some changes on purpose (e.g. a field
 #    appended to a struct used through pointers -- compatible under our growth
 #    policy, but still a change the baseline must record). Any difference in
-#    the abidw dump fails too.
+#    the abidw dump fails too. The dump's lines are compared as a sorted
+#    multiset: abidw orders some sibling declarations (e.g. namespace std
+#    before or after namespace tickwheel) differently when the same source
+#    is built in another directory, while every declaration, member and
+#    offset is its own line -- an added, removed, resized, moved or
+#    reordered member still changes the set (each member line carries its
+#    offset).
 set(current "${CMAKE_CURRENT_BINARY_DIR}/libtickwheel.current.abi")
 dump("${current}")
-file(READ "${BASELINE}" want)
-file(READ "${current}" got)
+function(sorted_lines file out)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env LC_ALL=C sort "${file}"
+                  OUTPUT_VARIABLE s RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "sort ${file} failed (${rc})")
+  endif()
+  set(${out} "${s}" PARENT_SCOPE)
+endfunction()
+sorted_lines("${BASELINE}" want)
+sorted_lines("${current}" got)
 if(NOT want STREQUAL got)
   find_program(DIFF diff)
   if(DIFF)
