@@ -12,15 +12,7 @@
 # tickwheel::Error's type information to the library's (TICKWHEEL_CXX_1).
 cmake_policy(VERSION 3.25)
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  string(REPLACE ";" " " cmd "${ARGN}")
-  message("$ ${cmd}\n${out}${err}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${cmd}")
-  endif()
-  set(run_out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/script_run.cmake)  # run()
 
 # Runs a consumer program and checks what it prints.
 function(run_consumer exe expect)

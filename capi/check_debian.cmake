@@ -19,15 +19,7 @@
 # Arguments: SOURCE_DIR WORK CC CXX GENERATOR MAKE_PROGRAM PKG_CONFIG READELF
 cmake_minimum_required(VERSION 3.25)
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  string(REPLACE ";" " " cmd "${ARGN}")
-  message("$ ${cmd}\n${out}${err}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${cmd}")
-  endif()
-  set(run_out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/script_run.cmake)  # run()
 
 function(must_exist path)
   if(NOT EXISTS "${path}" AND NOT IS_SYMLINK "${path}")
