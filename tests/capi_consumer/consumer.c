@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* An out-of-tree program using an installed tickwheel through its C API.
- * Prints "consumer: OK" and exits 0 when a one-shot timer fired. */
+ * Prints "consumer: OK" and exits 0 when a one-shot timer fired and the
+ * runtime's Prometheus metrics (tw_runtime_metrics, TICKWHEEL_1.1) count it. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <tickwheel/tickwheel.h>
@@ -41,6 +44,20 @@ int main(void) {
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
+    /* The pinned metrics call: cap 0 with NULL sizes, cap 1 writes "", then
+     * the whole text, which counts the timer that fired. */
+    const int len = tw_runtime_metrics(rt, NULL, 0);
+    char one = 'x';
+    char *text = len > 0 ? malloc((size_t)len + 1) : NULL;
+    if (len <= 0 || text == NULL || tw_runtime_metrics(rt, &one, 1) != len || one != '\0' ||
+        tw_runtime_metrics(rt, text, (size_t)len + 1) < len ||
+        strstr(text, "tickwheel_timers_started_total 1\n") == NULL) {
+        fprintf(stderr, "consumer: tw_runtime_metrics: %d\n%s\n", len, text != NULL ? text : "");
+        free(text);
+        tw_runtime_destroy(rt);
+        return 1;
+    }
+    free(text);
     rc = tw_runtime_destroy(rt);
     if (!atomic_load(&fired) || rc != TW_OK) {
         fprintf(stderr, "consumer: the timer did not fire (destroy: %s)\n", tw_strerror(rc));
