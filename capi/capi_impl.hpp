@@ -25,6 +25,11 @@ std::uint64_t now_ns() noexcept;
 int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept;
 int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pending, std::uint64_t* inbox) noexcept;
 int runtime_metrics(tw_runtime* rt, char* buf, std::size_t cap) noexcept;
+int queue_create(tw_runtime* rt, tw_queue** out) noexcept;
+int queue_fd(const tw_queue* q) noexcept;
+int queue_run(tw_queue* q, std::size_t max, std::int64_t timeout_ns) noexcept;
+int queue_destroy(tw_queue* q) noexcept;
+int queue_get_stats(tw_queue* q, tw_queue_stats* out) noexcept;
 const char* error_text(int err) noexcept;
 std::uint32_t version() noexcept;
 

@@ -37,7 +37,15 @@ set(cxx_expected
   "tickwheel::Runtime::metrics[abi:cxx11]() const"
   "tickwheel::Runtime::shard_count() const"
   "tickwheel::Runtime::worker_count() const"
-  "tickwheel::Runtime::resolution() const")
+  "tickwheel::Runtime::resolution() const"
+  # 1.2 (TICKWHEEL_CXX_1.2): delivery queues
+  "tickwheel::Queue::Queue(tickwheel::Runtime&)"
+  "tickwheel::Queue::~Queue()"
+  "tickwheel::Queue::fd() const"
+  "tickwheel::Queue::run(unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >)"
+  "tickwheel::Queue::run(unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >, std::error_code&)"
+  "tickwheel::Queue::close(std::error_code&)"
+  "tickwheel::Queue::stats_sized(tickwheel::QueueStats*, unsigned long) const")
 
 execute_process(COMMAND "${NM}" -D --defined-only "${LIB}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -77,9 +85,9 @@ set(nodes TICKWHEEL_1 TICKWHEEL_CXX_1)
 file(READ "${MAP}" map)
 string(REPLACE ";" " " map "${map}")
 string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" map "${map}")  # comments
-string(REGEX MATCHALL "TICKWHEEL_[0-9.]+[ \t\n]*{[^}]*}" blocks "${map}")
+string(REGEX MATCHALL "TICKWHEEL_(CXX_)?[0-9.]+[ \t\n]*{[^}]*}" blocks "${map}")
 foreach(block IN LISTS blocks)
-  string(REGEX MATCH "^TICKWHEEL_[0-9.]+" node "${block}")
+  string(REGEX MATCH "^TICKWHEEL_(CXX_)?[0-9.]+" node "${block}")
   list(APPEND nodes "${node}")
   if(NOT node STREQUAL "TICKWHEEL_1")
     string(REGEX MATCHALL "tw_[a-z0-9_]+" names "${block}")
@@ -134,7 +142,9 @@ foreach(i RANGE ${last})
       set(why "not an intended export")
     endif()
     string(APPEND bad "  ${why}: ${dname} (${line})\n")
-  elseif(NOT ver STREQUAL "TICKWHEEL_CXX_1")
+  elseif(dname MATCHES "^tickwheel::Queue::" AND NOT ver STREQUAL "TICKWHEEL_CXX_1.2")
+    string(APPEND bad "  C++ symbol without version TICKWHEEL_CXX_1.2: ${dname} (${line})\n")
+  elseif(NOT dname MATCHES "^tickwheel::Queue::" AND NOT ver STREQUAL "TICKWHEEL_CXX_1")
     string(APPEND bad "  C++ symbol without version TICKWHEEL_CXX_1: ${dname} (${line})\n")
   elseif(dname MATCHES "^(typeinfo|vtable)" AND NOT type MATCHES "^[VRD]$")
     string(APPEND bad "  ${dname} is not an object: ${line}\n")

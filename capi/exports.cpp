@@ -55,6 +55,18 @@ TW_API int tw_runtime_metrics(tw_runtime* rt, char* buf, size_t cap) TW_NOEXCEPT
     return impl::runtime_metrics(rt, buf, cap);
 }
 
+TW_API int tw_queue_create(tw_runtime* rt, tw_queue** out) TW_NOEXCEPT { return impl::queue_create(rt, out); }
+
+TW_API int tw_queue_fd(const tw_queue* q) TW_NOEXCEPT { return impl::queue_fd(q); }
+
+TW_API int tw_queue_run(tw_queue* q, size_t max, int64_t timeout_ns) TW_NOEXCEPT {
+    return impl::queue_run(q, max, timeout_ns);
+}
+
+TW_API int tw_queue_destroy(tw_queue* q) TW_NOEXCEPT { return impl::queue_destroy(q); }
+
+TW_API int tw_queue_get_stats(tw_queue* q, tw_queue_stats* out) TW_NOEXCEPT { return impl::queue_get_stats(q, out); }
+
 TW_API const char* tw_strerror(int err) TW_NOEXCEPT { return impl::error_text(err); }
 
 TW_API uint32_t tw_version(void) TW_NOEXCEPT { return impl::version(); }

@@ -16,11 +16,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
-#include <string>
+#include <mutex>
 #include <new>
+#include <string>
 #include <system_error>
 #include <type_traits>
+#include <unordered_set>
 #include <utility>
 
 #include "tickwheel/runtime.hpp"
@@ -37,14 +40,29 @@ constexpr std::uint32_t kShut = 0x74775344u;   // "twSD"
 /// (as in the header), even here: the ABI dump (abidw) of the tw_* functions
 /// then shows an opaque pointer, and the runtime's private layout can change
 /// without touching the ABI baseline.
+struct CQueue;
+
 struct Handle {
     explicit Handle(tickwheel::Config c) : rt(std::move(c)) {}
     std::atomic<std::uint32_t> state{kAlive};
     tickwheel::Runtime rt;
+    // The queues tw_queue_create() made and tw_queue_destroy() has not freed:
+    // tw_runtime_destroy() frees them.
+    std::mutex queues_mu;
+    std::unordered_set<CQueue*> queues;
+};
+
+/// What a tw_queue* points to (incomplete in the header, as tw_runtime).
+struct CQueue {
+    CQueue(Handle* h) : owner(h), q(h->rt) {}
+    Handle* const owner;
+    tickwheel::Queue q;
 };
 
 Handle* handle(tw_runtime* p) noexcept { return reinterpret_cast<Handle*>(p); }
 const Handle* handle(const tw_runtime* p) noexcept { return reinterpret_cast<const Handle*>(p); }
+CQueue* cqueue(tw_queue* p) noexcept { return reinterpret_cast<CQueue*>(p); }
+const CQueue* cqueue(const tw_queue* p) noexcept { return reinterpret_cast<const CQueue*>(p); }
 
 }  // namespace
 
@@ -65,10 +83,13 @@ static_assert(TW_MAX_DELAY_NS == static_cast<std::uint64_t>(tickwheel::kMaxDelay
 constexpr std::uint32_t kConfigSizeV1 = 32;
 constexpr std::uint32_t kSpecSizeV1 = 56;
 constexpr std::uint32_t kStatsSizeV1 = 136;
+constexpr std::uint32_t kQueueStatsSizeV12 = 112;  // tw_queue_stats, new in 1.2
 constexpr std::uint32_t kMaxStructSize = 4096;
 #if UINTPTR_MAX == UINT64_MAX
 static_assert(sizeof(tw_config) == kConfigSizeV1 && offsetof(tw_config, max_timers) == 24);
-static_assert(sizeof(tw_timer_spec) == kSpecSizeV1 && offsetof(tw_timer_spec, release) == 48);
+static_assert(offsetof(tw_timer_spec, release) == 48 && kSpecSizeV1 == 56);
+static_assert(sizeof(tw_timer_spec) == 64 && offsetof(tw_timer_spec, queue) == 56);  // 1.2
+static_assert(sizeof(tw_queue_stats) == kQueueStatsSizeV12 && offsetof(tw_queue_stats, run_samples) == 104);
 static_assert(sizeof(tw_stats) == kStatsSizeV1 && offsetof(tw_stats, lateness_samples) == 128);
 #endif
 
@@ -131,8 +152,13 @@ int check_runtime(const tw_runtime* p) noexcept {
 
 /// A size-prefixed input struct: at least the ABI-1 size, at most
 /// kMaxStructSize, and any bytes past what this library knows are zero.
-int check_in_size(const void* p, std::uint32_t size, std::uint32_t v1, std::size_t known) noexcept {
+/// `sizes`: the sizes of the released layouts below `known`, if any; a size
+/// between two of them (or between the last and `known`) would cut a field
+/// in two and is refused.
+int check_in_size(const void* p, std::uint32_t size, std::uint32_t v1, std::size_t known,
+                  std::initializer_list<std::uint32_t> sizes = {}) noexcept {
     if (size < v1 || size > kMaxStructSize) return TW_EINVAL;
+    if (size < known && size != v1 && std::find(sizes.begin(), sizes.end(), size) == sizes.end()) return TW_EINVAL;
     const auto* bytes = static_cast<const unsigned char*>(p);
     for (std::size_t i = known; i < size; ++i)
         if (bytes[i] != 0) return TW_EINVAL;
@@ -207,16 +233,96 @@ int runtime_shutdown(tw_runtime* rt) noexcept {
     return TW_OK;
 }
 
+/// Frees the queues tw_queue_destroy() did not (the runtime is shut down,
+/// or this is a fork() child: ~Queue then cancels nothing and runs no hook).
+void free_queues(Handle* h) noexcept {
+    for (CQueue* q : h->queues) delete q;
+    h->queues.clear();
+}
+
 int runtime_destroy(tw_runtime* rt) noexcept {
     if (rt == nullptr) return TW_EINVAL;
     if (handle(rt)->rt.is_forked()) {  // a fork() child: free the memory only (~Runtime runs nothing)
+        free_queues(handle(rt));
         delete handle(rt);
         return TW_OK;
     }
     // Shut down first: from a callback this fails and nothing is freed.
     if (const int rc = runtime_shutdown(rt); rc != TW_OK) return rc;
     Handle* h = handle(rt);
+    free_queues(h);
     delete h;
+    return TW_OK;
+}
+
+int queue_create(tw_runtime* rt, tw_queue** out) noexcept {
+    if (out != nullptr) *out = nullptr;
+    if (rt == nullptr || out == nullptr) return TW_EINVAL;
+    if (const int rc = check_runtime(rt); rc != TW_OK) return rc;
+    Handle* h = handle(rt);
+    try {
+        auto q = std::make_unique<CQueue>(h);
+        {
+            std::lock_guard<std::mutex> lock(h->queues_mu);
+            h->queues.insert(q.get());
+        }
+        *out = reinterpret_cast<tw_queue*>(q.release());
+        return TW_OK;
+    } catch (...) {
+        return from_current_exception();
+    }
+}
+
+int queue_fd(const tw_queue* q) noexcept { return q == nullptr ? TW_EINVAL : cqueue(q)->q.fd(); }
+
+int queue_run(tw_queue* q, std::size_t max, std::int64_t timeout_ns) noexcept {
+    if (q == nullptr || max == 0) return TW_EINVAL;
+    max = std::min<std::size_t>(max, static_cast<std::size_t>(std::numeric_limits<int>::max()));
+    std::error_code ec;
+    const std::size_t n = cqueue(q)->q.run(max, tickwheel::Duration(timeout_ns), ec);
+    return ec ? from_error_code(ec) : static_cast<int>(n);
+}
+
+int queue_destroy(tw_queue* q) noexcept {
+    if (q == nullptr) return TW_EINVAL;
+    CQueue* cq = cqueue(q);
+    std::error_code ec;
+    cq->q.close(ec);  // would_deadlock from one of its callbacks: nothing done
+    if (ec) return from_error_code(ec);
+    {
+        std::lock_guard<std::mutex> lock(cq->owner->queues_mu);
+        cq->owner->queues.erase(cq);
+    }
+    delete cq;
+    return TW_OK;
+}
+
+int queue_get_stats(tw_queue* q, tw_queue_stats* out) noexcept {
+    if (q == nullptr || out == nullptr) return TW_EINVAL;
+    const std::uint32_t size = out->size;
+    if (size < kQueueStatsSizeV12 || size > kMaxStructSize) return TW_EINVAL;
+    if (cqueue(q)->owner->rt.is_forked()) return TW_EFORKED;
+    const tickwheel::QueueStats st = cqueue(q)->q.stats();
+    tw_queue_stats v;
+    std::memset(&v, 0, sizeof v);
+    v.runners = static_cast<std::uint32_t>(st.runners);
+    v.due = st.due;
+    v.delivered = st.delivered;
+    v.ran = st.ran;
+    v.signal_p50_ns = static_cast<std::uint64_t>(st.signal_p50.count());
+    v.signal_p99_ns = static_cast<std::uint64_t>(st.signal_p99.count());
+    v.signal_p999_ns = static_cast<std::uint64_t>(st.signal_p999.count());
+    v.signal_max_ns = static_cast<std::uint64_t>(st.signal_max.count());
+    v.signal_samples = st.signal_samples;
+    v.run_p50_ns = static_cast<std::uint64_t>(st.run_p50.count());
+    v.run_p99_ns = static_cast<std::uint64_t>(st.run_p99.count());
+    v.run_p999_ns = static_cast<std::uint64_t>(st.run_p999.count());
+    v.run_max_ns = static_cast<std::uint64_t>(st.run_max.count());
+    v.run_samples = st.run_samples;
+    const std::uint32_t filled = std::min<std::uint32_t>(size, sizeof v);
+    v.size = filled;
+    std::memcpy(out, &v, filled);
+    if (size > filled) std::memset(reinterpret_cast<unsigned char*>(out) + filled, 0, size - filled);
     return TW_OK;
 }
 
@@ -250,6 +356,7 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     if (s.shard < -1) return TW_EINVAL;
     if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
     if (s.delay_ns > TW_MAX_DELAY_NS || s.period_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (s.queue != nullptr && cqueue(s.queue)->owner != handle(rt)) return TW_EINVAL;  // another runtime's
     tickwheel::StartOptions o;
     if (s.deadline_ns != 0) {
         if (s.deadline_ns > now_ns() + TW_MAX_DELAY_NS) return TW_EINVAL;
@@ -260,6 +367,7 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     if (state == TW_EFORKED) return state;
     o.period = ns(s.period_ns);
     o.shard = s.shard;
+    if (s.queue != nullptr) o.queue = &cqueue(s.queue)->q;
     // From here on the release hook runs exactly once: when the callable is
     // destroyed -- inside a failed start (TW_ESHUTDOWN, TW_EAGAIN,
     // TW_ENOMEM), or when the runtime is done with the timer.
@@ -378,7 +486,9 @@ const char* error_text(int err) noexcept {
         case TW_ENOENT: return "no such pending timer";
         case TW_EAGAIN: return "timer limit (max_timers) reached";
         case TW_ESHUTDOWN: return "runtime is shut down";
-        case TW_EDEADLK: return "operation would deadlock (shutdown from a callback or release hook)";
+        case TW_EDEADLK:
+            return "operation would deadlock (shutdown from a callback or release hook, or a queue run or "
+                   "destroyed from inside one of its own callbacks)";
         case TW_EFORKED: return "runtime was created in the parent of this fork() child";
         default: return "unknown error";
     }

@@ -8,7 +8,9 @@
 
 #if UINTPTR_MAX == UINT64_MAX
 TW_CHECK(config_size, sizeof(tw_config) == 32);
-TW_CHECK(spec_size, sizeof(tw_timer_spec) == 56);
+TW_CHECK(spec_size, sizeof(tw_timer_spec) == 64); /* 56 in 1.0; 1.2 appended `queue` */
+TW_CHECK(spec_queue, offsetof(tw_timer_spec, queue) == 56);
+TW_CHECK(queue_stats_size, sizeof(tw_queue_stats) == 112);
 TW_CHECK(stats_size, sizeof(tw_stats) == 136);
 TW_CHECK(spec_release, offsetof(tw_timer_spec, release) == 48);
 TW_CHECK(stats_last, offsetof(tw_stats, lateness_samples) == 128);
@@ -54,6 +56,18 @@ int tw_header_c_compiles(void) {
         char text[64];
         rc |= tw_runtime_metrics(rt, text, sizeof text);
         rc |= tw_runtime_metrics(rt, NULL, 0);
+    }
+    {
+        tw_queue *q = NULL;
+        tw_queue_stats qs;
+        rc |= tw_queue_create(rt, &q);
+        spec.queue = q;
+        rc |= tw_timer_start_ex(rt, &spec, &id);
+        rc |= tw_queue_fd(q);
+        rc |= tw_queue_run(q, (size_t)16, (int64_t)-1);
+        qs.size = sizeof qs;
+        rc |= tw_queue_get_stats(q, &qs);
+        rc |= tw_queue_destroy(q);
     }
     rc |= tw_runtime_shutdown(rt);
     rc |= tw_runtime_destroy(rt);

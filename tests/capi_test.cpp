@@ -269,8 +269,9 @@ TEST(CApiStart, StartExNullOrBadSizeSpecIsEinvalWithoutRelease) {
     tw_timer id = 5;
     EXPECT_EQ(tw_timer_start_ex(rt.get(), nullptr, &id), TW_EINVAL);
     EXPECT_EQ(id, 0u);
-    for (std::uint32_t size : {0u, 4u, static_cast<std::uint32_t>(sizeof(tw_timer_spec) - 8),
-                               static_cast<std::uint32_t>(sizeof(tw_timer_spec) - 1), 4097u, 0xFFFFFFFFu}) {
+    // Below the 1.0 size (56), or between released sizes (56, 64): a field cut in two.
+    for (std::uint32_t size : {0u, 4u, 55u, 57u, 60u, static_cast<std::uint32_t>(sizeof(tw_timer_spec) - 1), 4097u,
+                               0xFFFFFFFFu}) {
         Probe p;
         tw_timer_spec s = probe_spec(p, kMs);
         s.size = size;
@@ -1285,6 +1286,6 @@ TEST(CApiMisc, CodesAreNegatedErrno) {
 
 TEST(CApiMisc, Version) {
     EXPECT_EQ(tw_version(), static_cast<std::uint32_t>(TW_VERSION));
-    EXPECT_EQ(tw_version(), (1u << 16) | (0u << 8) | 0u);
+    EXPECT_EQ(tw_version(), (1u << 16) | (2u << 8) | 0u);
     EXPECT_EQ(TW_ABI_VERSION, 1);
 }

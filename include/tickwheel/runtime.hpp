@@ -117,7 +117,9 @@ namespace tickwheel {
 
 namespace rt {
 struct RuntimeCore;
+class DeliveryQueue;
 }
+class Queue;
 
 using Clock = std::chrono::steady_clock;  ///< the runtime's clock: CLOCK_MONOTONIC on Linux
 /// Delays, periods and the resolution, in nanoseconds.
@@ -249,6 +251,12 @@ struct StartOptions {
     /// 1.x option whose 0 means today's behaviour; it keeps the struct free
     /// of tail padding, so that a field appended later grows its sizeof.
     std::uint32_t reserved = 0;
+    /// The delivery queue whose run() runs the callback (and, after the last
+    /// run, destroys the callable) on the thread that calls it; nullptr
+    /// (default) = the runtime's workers. It must be a live (not closed)
+    /// Queue of this runtime: another runtime's, or a closed one, is
+    /// errc::invalid_argument. Since 1.2.
+    Queue* queue = nullptr;
 };
 
 /// The timer runtime: shards (a timing wheel and a driver thread each) and
@@ -445,7 +453,117 @@ private:
                       std::error_code& ec) noexcept;
     void stats_sized(Stats* out, std::size_t out_size) const;
 
+    friend class Queue;
     std::unique_ptr<rt::RuntimeCore> core_;
+};
+
+/// A snapshot of a Queue's counters (Queue::stats()).
+struct QueueStats {
+    std::uint64_t due = 0;        ///< callbacks due and not yet run now (the fd is readable iff > 0)
+    std::uint64_t delivered = 0;  ///< due timers handed to the queue (one per due deadline; a stop or reset may then take one back)
+    std::uint64_t ran = 0;        ///< callbacks run by run()
+    std::uint64_t runners = 0;    ///< threads inside run() now
+    /// @name Lateness
+    /// Deadline (rounded up to the tick) to the fd becoming readable
+    /// (`signal_*`: the shard's delivery) and to the callback's start
+    /// (`run_*`: includes the time the owner took to call run()). Log-linear
+    /// histograms as in Stats (at most 6.25% relative error).
+    /// @{
+
+    Duration signal_p50{0};   ///< deadline to readable: median
+    Duration signal_p99{0};   ///< deadline to readable: 99th percentile
+    Duration signal_p999{0};  ///< deadline to readable: 99.9th percentile
+    Duration signal_max{0};   ///< deadline to readable: the largest
+    std::uint64_t signal_samples = 0;  ///< deliveries measured
+    Duration run_p50{0};      ///< deadline to callback start: median
+    Duration run_p99{0};      ///< deadline to callback start: 99th percentile
+    Duration run_p999{0};     ///< deadline to callback start: 99.9th percentile
+    Duration run_max{0};      ///< deadline to callback start: the largest
+    std::uint64_t run_samples = 0;  ///< runs measured
+    /// @}
+};
+
+/// A delivery queue: callbacks of the timers started with
+/// StartOptions::queue = &queue run on the thread that calls run() -- an
+/// epoll/poll loop (fd()), an asyncio or libuv loop, any thread of the
+/// owner's -- and never on a worker. The timer rules are unchanged: never
+/// early, runs of one timer never overlap, stop() is exact (a due callback
+/// not yet run is stopped: it never runs, its callable is destroyed inside
+/// the stop), stop_sync() from another thread waits for a run in progress on
+/// the queue's thread, reset() of a due one re-arms it.
+///
+/// Lifetime: RAII. The destructor cancels every timer still bound to the
+/// queue (their callables are destroyed on the destroying thread) and frees
+/// the queue; no thread may start timers on it or call run() once it has
+/// begun (threads already waiting in run() return). A Queue may outlive its
+/// Runtime (after the Runtime's destruction run() reports shutting_down);
+/// the Runtime's shutdown() cancels the queue's timers like all others.
+/// Not copyable or movable (timers hold its address). Several queues per
+/// runtime (up to 65535 at once).
+class TW_CXX_API Queue {
+public:
+    /// A queue of `rt`. Throws Error(shutting_down), Error(forked),
+    /// Error(no_memory) (65535 queues alive), std::system_error (no eventfd:
+    /// EMFILE/ENFILE), std::bad_alloc.
+    explicit Queue(Runtime& rt);
+    /// close(); a failure (would_deadlock: from inside one of this queue's
+    /// own callbacks) prints a message and calls std::terminate.
+    ~Queue();
+    Queue(const Queue&) = delete;
+    Queue& operator=(const Queue&) = delete;
+
+    /// Waits without limit (run()'s timeout).
+    static constexpr Duration kForever{-1};
+
+    /// A Linux eventfd that polls readable (POLLIN/EPOLLIN, level-triggered)
+    /// while at least one callback of the queue is due and not yet run; each
+    /// batch of newly due timers is a new edge for EPOLLET users. It stays
+    /// readable for good once the runtime is shut down (run() then reports
+    /// shutting_down), and after close(). Owned by the queue: never close
+    /// it; it is closed by ~Queue. Any thread; O(1).
+    int fd() const noexcept;
+
+    /// Runs up to `max` due callbacks on this thread, in deadline order
+    /// (ties: the order they became due), and returns how many ran. With
+    /// none due it waits up to `timeout` (0: not at all; kForever or any
+    /// negative value: until one is due -- also one started later by another
+    /// thread -- or the runtime shuts down); once one is due it runs those
+    /// due (up to `max`) and returns without waiting for more. Several
+    /// threads may call it at once (callbacks then run on all of them, runs
+    /// of one timer still never overlap). Throws Error: invalid_argument (max
+    /// 0, queue closed), would_deadlock (from inside one of this queue's own
+    /// callbacks, at any depth), shutting_down (the runtime is shut down and
+    /// nothing ran), forked.
+    std::size_t run(std::size_t max, Duration timeout = Duration::zero());
+    /// As run(), without exceptions: `ec` is cleared or set, returning 0.
+    std::size_t run(std::size_t max, Duration timeout, std::error_code& ec) noexcept;
+
+    /// Destroys the queue now: cancels every timer still bound to it (as
+    /// stop() would; each counts in Stats::stopped; the callables are
+    /// destroyed on this thread), waits for callbacks in progress on other
+    /// threads and wakes the threads waiting in run(). Afterwards fd() stays
+    /// readable, run() reports invalid_argument and starting a timer on it
+    /// too; stats() keeps the final values. Idempotent. `ec`:
+    /// would_deadlock from inside one of this queue's callbacks (nothing
+    /// done). Cost: O(timer slots of the runtime).
+    void close(std::error_code& ec) noexcept;
+
+    /// The queue's counters (see QueueStats). Any thread, also after close()
+    /// (the final values; `due` 0).
+    QueueStats stats() const {
+        QueueStats st;
+        stats_sized(&st, sizeof(QueueStats));
+        return st;
+    }
+    /// The runtime the queue belongs to (it may have been destroyed since).
+    Runtime& runtime() const noexcept { return *rt_; }
+
+private:
+    friend class Runtime;
+    void stats_sized(QueueStats* out, std::size_t out_size) const noexcept;
+    // Frozen within 1.x (programs hold Queues): two pointers.
+    Runtime* rt_;
+    rt::DeliveryQueue* impl_;  // holds a reference until ~Queue, also after close()
 };
 
 inline bool Timer::stop() noexcept { return rt_ != nullptr && rt_->stop(id_); }

@@ -25,8 +25,10 @@
  *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
  *    timer fires about one tick plus scheduling noise after its deadline.
  *  * Callback context. Callbacks run on the runtime's worker threads (a
- *    oneTBB arena), never on the thread that started the timer. Runs of one
- *    timer never overlap. Callbacks and release hooks must return normally:
+ *    oneTBB arena), never on the thread that started the timer -- or, for
+ *    a timer started with a delivery queue (tw_timer_spec.queue), only on
+ *    the thread that calls tw_queue_run() on it. Runs of one timer never
+ *    overlap. Callbacks and release hooks must return normally:
  *    no longjmp out of them, and (if written in C++) no exception out of a
  *    release hook.
  *  * Stop. A one-shot timer ends in exactly one of three ways: its callback
@@ -100,7 +102,7 @@
 /** The major version of this header (see TW_VERSION). */
 #define TW_VERSION_MAJOR 1
 /** The minor version of this header (see TW_VERSION). */
-#define TW_VERSION_MINOR 0
+#define TW_VERSION_MINOR 2
 /** The patch version of this header (see TW_VERSION). */
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */
@@ -166,6 +168,11 @@ typedef struct tw_runtime tw_runtime;
 
 /** A timer id. 0 is never a valid id. */
 typedef uint64_t tw_timer;
+
+/** An opaque delivery queue: the callbacks of the timers started with it
+ *  run on the thread that calls tw_queue_run(), never on a worker (see
+ *  "delivery queues" below). Since 1.2. */
+typedef struct tw_queue tw_queue;
 
 /** A timer callback: called on a worker thread with the arg given at start
  *  and the timer's id. May call any tw_* function except shutting down or
@@ -277,6 +284,11 @@ typedef struct tw_timer_spec {
     tw_callback callback; /**< required */
     void *arg;            /**< passed to callback and release */
     tw_release release;   /**< NULL = none; see "Release" in the @ref tw_contract "contract" */
+    /** Since 1.2. NULL (default) = the callback runs on the runtime's
+        workers; else a queue of this runtime (tw_queue_create()): the
+        callback, and after its last run the release hook, run only inside
+        tw_queue_run() of that queue, on the thread calling it. */
+    tw_queue *queue;
 } tw_timer_spec;
 
 /** Sets every field to its default (shard -1, others 0/NULL) and size to
@@ -302,6 +314,7 @@ TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
  *  (see "Release" in the @ref tw_contract "contract") on TW_OK. Returns, in this order:
  *  @retval TW_EINVAL     spec is NULL, or spec->size is invalid (as for tw_config);
  *                 rt, out or spec->callback is NULL; shard < -1;
+ *                 spec->queue belongs to another runtime;
  *                 deadline_ns > INT64_MAX or more than TW_MAX_DELAY_NS in
  *                 the future; delay_ns or period_ns > TW_MAX_DELAY_NS.
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
@@ -348,6 +361,120 @@ TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
  *  @retval TW_ENOENT     the timer is not pending (fired, stopped, stale, 0).
  *  @retval TW_OK         re-armed. */
 TW_API int tw_timer_reset(tw_runtime *rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT;
+
+/* ---- delivery queues ------------------------------------------------------------ */
+/** @name Delivery queues (since 1.2, symbol version TICKWHEEL_1.2)
+ *  A timer started with tw_timer_spec.queue = q runs its callback -- and,
+ *  after its last run, its release hook -- only inside tw_queue_run(q, ...),
+ *  on the thread that calls it: an epoll/poll loop (tw_queue_fd()), a
+ *  libuv or asyncio loop, any thread of the program's. Every other rule
+ *  holds unchanged: never early (against the caller's CLOCK_MONOTONIC),
+ *  runs of one timer never overlap (a periodic one skips missed periods
+ *  as on the workers), and stop is exact: tw_timer_stop() of a timer that
+ *  is due (the fd is readable) but not yet run returns TW_OK, its callback
+ *  never runs and its release hook runs once, inside the stop call.
+ *  tw_timer_stop_sync() from another thread waits for a run in progress on
+ *  the queue's thread; from inside its own callback it does not wait.
+ *  tw_timer_reset() of a due, not-yet-run timer re-arms it (it leaves the
+ *  queue). A runtime may have several queues (up to 65535 at once), a
+ *  process several runtimes.
+ *  @{ */
+
+/** Creates a delivery queue of rt, with its eventfd. Any thread; O(1).
+ *  Returns, in this order:
+ *  @retval TW_EINVAL     rt or out is NULL.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ESHUTDOWN  the runtime is shut down or shutting down.
+ *  @retval TW_ENOMEM     out of memory, of file descriptors (EMFILE/ENFILE)
+ *                 or of queue slots (65535 alive).
+ *  @retval TW_OK         *out holds the queue.
+ *  On failure *out (if out is not NULL) is set to NULL. */
+TW_API int tw_queue_create(tw_runtime *rt, tw_queue **out) TW_NOEXCEPT;
+
+/** The queue's Linux eventfd. It polls readable (POLLIN/EPOLLIN) while at
+ *  least one callback of q is due and not yet run: level-triggered as
+ *  poll()/epoll see it (without EPOLLET) -- not readable for an empty
+ *  queue, before the first deadline, or once tw_queue_run() ran everything
+ *  due (a stop or reset that takes back the last due timer also clears
+ *  it); with EPOLLET each batch of newly due timers is a new edge. Once
+ *  the runtime is shut down it stays readable, so a loop polling it calls
+ *  tw_queue_run() and gets TW_ESHUTDOWN. Owned by q: never read, write or
+ *  close it; it is closed by tw_queue_destroy() / tw_runtime_destroy().
+ *  Any thread; O(1). Returns the fd (>= 0), or TW_EINVAL (negative) for
+ *  q NULL. */
+TW_API int tw_queue_fd(const tw_queue *q) TW_NOEXCEPT;
+
+/** Runs up to max due callbacks of q on the calling thread, in deadline
+ *  order (ties: the order they became due), and returns how many ran.
+ *  With none due it waits up to timeout_ns: 0 = not at all; > 0 = that
+ *  long (the whole timeout if nothing becomes due); < 0 = until one is due
+ *  (also one started later by another thread) or the runtime shuts down.
+ *  Once some are due it runs them (up to max) and returns without waiting
+ *  for more. Several threads may run one queue at once (its callbacks then
+ *  run on all of them; runs of one timer still never overlap). A callback
+ *  may run another queue (nesting). Returns, in this order:
+ *  @retval TW_EINVAL     q is NULL; max is 0; q was destroyed by
+ *                 tw_queue_destroy() (undefined once that returned: q is
+ *                 freed; only a thread already waiting inside gets this).
+ *  @retval TW_EFORKED    in a fork() child of the process that created q.
+ *  @retval TW_EDEADLK    called from inside one of q's own callbacks or
+ *                 release hooks (at any depth of nesting).
+ *  @retval TW_ESHUTDOWN  the runtime is shut down (or shut down while this
+ *                 call waited) and no callback ran.
+ *  @retval >= 0          the number of callbacks run (at most INT_MAX). */
+TW_API int tw_queue_run(tw_queue *q, size_t max, int64_t timeout_ns) TW_NOEXCEPT;
+
+/** Destroys q: every timer still bound to it is cancelled as by
+ *  tw_timer_stop() (counted in tw_stats.stopped; release hooks run once,
+ *  on the calling thread), callbacks of q in progress on other threads are
+ *  waited for, threads waiting in tw_queue_run(q) return, and q and its fd
+ *  are freed. No thread may start a timer on q, or enter tw_queue_run(q),
+ *  once this is called; using q after it returned is undefined (like
+ *  free()). After tw_runtime_shutdown() it only frees q (the shutdown
+ *  cancelled its timers); in a fork() child of the process that created q
+ *  it frees it without running any hook. tw_runtime_destroy() destroys the
+ *  queues still alive. Cost: O(timer slots of the runtime). Returns:
+ *  @retval TW_EINVAL   q is NULL.
+ *  @retval TW_EDEADLK  called from inside one of q's callbacks or release
+ *               hooks: nothing done.
+ *  @retval TW_OK       destroyed. */
+TW_API int tw_queue_destroy(tw_queue *q) TW_NOEXCEPT;
+
+/** A snapshot of a queue's counters (tw_queue_get_stats()). */
+typedef struct tw_queue_stats {
+    uint32_t size;       /**< in: sizeof(tw_queue_stats); out: bytes filled */
+    uint32_t runners;    /**< threads inside tw_queue_run(q) now */
+    uint64_t due;        /**< callbacks due and not yet run now (the fd is readable iff > 0) */
+    /** due timers handed to the queue (one per deadline that came due; a
+        stop or reset may take one back before it runs) */
+    uint64_t delivered;
+    uint64_t ran;        /**< callbacks run by tw_queue_run() */
+    /** @name Lateness
+     *  From the deadline (rounded up to the tick) to the fd becoming
+     *  readable (signal_*: the runtime's part) and to the callback's start
+     *  (run_*: includes the time the program took to call tw_queue_run()),
+     *  in ns; log-linear histograms as in tw_stats. */
+    /** @{ */
+    uint64_t signal_p50_ns;   /**< deadline to readable: median */
+    uint64_t signal_p99_ns;   /**< deadline to readable: 99th percentile */
+    uint64_t signal_p999_ns;  /**< deadline to readable: 99.9th percentile */
+    uint64_t signal_max_ns;   /**< deadline to readable: the largest */
+    uint64_t signal_samples;  /**< deliveries measured */
+    uint64_t run_p50_ns;      /**< deadline to callback start: median */
+    uint64_t run_p99_ns;      /**< deadline to callback start: 99th percentile */
+    uint64_t run_p999_ns;     /**< deadline to callback start: 99.9th percentile */
+    uint64_t run_max_ns;      /**< deadline to callback start: the largest */
+    uint64_t run_samples;     /**< runs measured */
+    /** @} */
+} tw_queue_stats;
+
+/** Fills *out as tw_runtime_stats() does (set out->size first; it comes
+ *  back as the bytes filled). Any thread, also from a callback and after
+ *  shutdown (final values). Returns TW_EINVAL (q or out NULL, out->size
+ *  below the 1.2 size or above 4096), TW_EFORKED (in a fork() child), or
+ *  TW_OK. */
+TW_API int tw_queue_get_stats(tw_queue *q, tw_queue_stats *out) TW_NOEXCEPT;
+/** @} */
 
 /* ---- observation ---------------------------------------------------------------- */
 /** The runtime's clock: CLOCK_MONOTONIC, in nanoseconds. The scale of

@@ -85,20 +85,26 @@ void LatencyHistogram::record(std::uint64_t ns) noexcept {
 }
 
 LatencyHistogram::Summary LatencyHistogram::summarize() const noexcept {
-    Summary out;
     std::uint64_t local[kBuckets] = {};
+    std::uint64_t max = 0;
     for (const Stripe& s : stripes_) {
         for (unsigned b = 0; b < kBuckets; ++b) local[b] += s.bucket[b].load(std::memory_order_relaxed);
         const std::uint64_t m = s.max.load(std::memory_order_relaxed);
-        if (m > out.max) out.max = m;
+        if (m > max) max = m;
     }
-    for (unsigned b = 0; b < kBuckets; ++b) out.count += local[b];
+    return summarize_buckets(local, max);
+}
+
+LatencyHistogram::Summary LatencyHistogram::summarize_buckets(const std::uint64_t* counts, std::uint64_t max) noexcept {
+    Summary out;
+    out.max = max;
+    for (unsigned b = 0; b < kBuckets; ++b) out.count += counts[b];
     if (out.count == 0) return out;
     auto quantile = [&](double q) {
         const auto rank = static_cast<std::uint64_t>(q * static_cast<double>(out.count - 1));
         std::uint64_t seen = 0;
         for (unsigned b = 0; b < kBuckets; ++b) {
-            seen += local[b];
+            seen += counts[b];
             if (seen > rank) {
                 const std::uint64_t mid = bucket_mid(b);
                 return mid < out.max ? mid : out.max;

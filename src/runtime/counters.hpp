@@ -90,6 +90,8 @@ public:
         std::uint64_t count = 0, p50 = 0, p99 = 0, p999 = 0, max = 0;
     };
     Summary summarize() const noexcept;
+    /// The summary of kBuckets log-linear bucket counts and their maximum.
+    static Summary summarize_buckets(const std::uint64_t* counts, std::uint64_t max) noexcept;
 
     /// The export buckets (NOT cumulative: bucket[i] counts the values in
     /// (bound[i-1], bound[i]]; the last one those above every bound), their
@@ -117,6 +119,24 @@ private:
         std::atomic<std::uint64_t> exported[kExportBuckets] = {};
     };
     Stripe stripes_[kStripes];
+};
+
+/// The log-linear buckets of LatencyHistogram without the stripes (4 KB):
+/// for values recorded under a lock the owner holds anyway (a delivery
+/// queue's). Not thread-safe: the owner serialises record() and summarize().
+class LockedHistogram {
+public:
+    void record(std::uint64_t ns) noexcept {
+        ++bucket_[LatencyHistogram::bucket_of(ns)];
+        if (ns > max_) max_ = ns;
+    }
+    LatencyHistogram::Summary summarize() const noexcept {
+        return LatencyHistogram::summarize_buckets(bucket_, max_);
+    }
+
+private:
+    std::uint64_t bucket_[LatencyHistogram::kBuckets] = {};
+    std::uint64_t max_ = 0;
 };
 
 }  // namespace tickwheel::rt

@@ -57,6 +57,8 @@ Error::~Error() = default;  // the key function: Error's vtable and typeinfo liv
 namespace {
 constexpr std::size_t kConfigSizeV1 = 64;
 constexpr std::size_t kStartOptionsSizeV1 = 32;
+constexpr std::size_t kStartOptionsSizeV12 = 40;  // 1.2 appended `queue`
+static_assert(sizeof(StartOptions) == kStartOptionsSizeV12, "a new StartOptions size: add it to read_start_options");
 constexpr std::size_t kStatsSizeV1 = 152;
 static_assert(sizeof(Config) >= kConfigSizeV1 && sizeof(StartOptions) >= kStartOptionsSizeV1 &&
                   sizeof(Stats) >= kStatsSizeV1,
@@ -88,7 +90,7 @@ static_assert(offsetof(Config, shards) == 0 && offsetof(Config, workers) == 4 &&
               offsetof(Config, on_callback_error) == 32);
 static_assert(offsetof(StartOptions, deadline) == 0 && offsetof(StartOptions, delay) == 8 &&
               offsetof(StartOptions, period) == 16 && offsetof(StartOptions, shard) == 24 &&
-              offsetof(StartOptions, reserved) == 28);
+              offsetof(StartOptions, reserved) == 28 && offsetof(StartOptions, queue) == 32);
 static_assert(offsetof(Stats, pending_per_shard) == 0 && offsetof(Stats, inbox_per_shard) == 24 &&
               offsetof(Stats, live) == 48 && offsetof(Stats, slots) == 56 && offsetof(Stats, started) == 64 &&
               offsetof(Stats, fired) == 72 && offsetof(Stats, stopped) == 80 && offsetof(Stats, reset) == 88 &&
@@ -125,7 +127,8 @@ Config read_config(const Config* p, std::size_t size) {
 /// A caller's StartOptions of another size than ours, into `to` (which holds
 /// the defaults). False if refused.
 bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& to) noexcept {
-    if (p == nullptr || size < kStartOptionsSizeV1 || size > sizeof(StartOptions)) return false;
+    // Only the sizes of released layouts: any other one would cut a field.
+    if (p == nullptr || (size != kStartOptionsSizeV1 && size != kStartOptionsSizeV12)) return false;
     std::memcpy(&to, p, size);  // trivially copyable; the fields past `size` keep their defaults
     return true;
 }
@@ -148,6 +151,18 @@ namespace rt {
 
 thread_local CurrentRun t_current;
 thread_local int t_release_depth = 0;
+
+bool inside_callback_of(const RuntimeCore* core) noexcept {
+    for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
+        if (f->core == core) return true;
+    return false;
+}
+
+bool inside_callback_of(const Record* r) noexcept {
+    for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
+        if (f->rec == r) return true;
+    return false;
+}
 
 namespace {
 unsigned online_cpus() noexcept {
@@ -182,7 +197,8 @@ RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
       created_in_epoch(fork_epoch()) {
     dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);
     shards.reserve(config.shards);
-    for (unsigned i = 0; i < config.shards; ++i) shards.push_back(std::make_unique<Shard>(i, clock, *dispatcher));
+    for (unsigned i = 0; i < config.shards; ++i)
+        shards.push_back(std::make_unique<Shard>(i, clock, *dispatcher, queues));
     const unsigned cpus = online_cpus();
     for (unsigned i = 0; i < config.shards; ++i)
         shards[i]->start(config.pin_shards ? static_cast<int>(i % cpus) : -1);
@@ -191,10 +207,15 @@ RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
 RuntimeCore::~RuntimeCore() {
     if (forked()) {
         abandon();
-        return;  // members free only memory now
+        queues.drop_all();  // no lock taken: a parent's thread may have held one at the fork
+        return;             // members free only memory now
     }
     for (auto& s : shards) s->stop_and_join();
     dispatcher->wait_idle();
+    // Queues still alive (a tickwheel::Queue may outlive its Runtime): they
+    // are closed already (shutdown) and now forget the runtime.
+    queues.for_each([](DeliveryQueue& q) { q.detach(); });
+    queues.drop_all();
 }
 
 void RuntimeCore::abandon() noexcept {
@@ -239,18 +260,23 @@ void RuntimeCore::drain(void* self, Dispatcher::Cursor& items) noexcept {
 }
 
 void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
+    if (begin_run(item)) run_begun(item, freed, nullptr);
+}
+
+bool RuntimeCore::begin_run(const FireItem& item) noexcept {
+    // DISPATCHED -> RUNNING, unless a stop or reset got there first.
+    HazardScope acting_on(item.rec);
+    return TimerState::begin_run(*item.rec, item.gen);
+}
+
+void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
     Record& r = *item.rec;
-    {
-        // DISPATCHED -> RUNNING, unless a stop or reset got there first.
-        HazardScope acting_on(&r);
-        if (!TimerState::begin_run(r, item.gen)) return;
-    }
     const std::int64_t start_ns = monotonic_ns();
     const std::int64_t due_ns = clock.tick_start_ns(item.due);
     lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
 
     const CurrentRun saved = t_current;
-    t_current = CurrentRun{this, &r};
+    t_current = CurrentRun{this, &r, queue, &saved};
     const std::uint64_t id = Id::make(item.gen, item.shard, HandleTable::index_of(&r));
     try {
         r.cb(Timer(owner, id));
@@ -295,6 +321,57 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
             s.post_cancel(Msg::make(MsgType::Cancel, item.gen, index));
             return;
     }
+}
+
+// ---- delivery queues (delivery_queue.hpp) ---------------------------------------
+DeliveryQueue* RuntimeCore::create_queue() {
+    if (forked()) throw Error(errc::forked);
+    if (shutting_down.load(std::memory_order_acquire)) throw Error(errc::shutting_down);
+    return queues.create(*this);
+}
+
+void RuntimeCore::undue(const Record& r) noexcept {
+    const std::uint16_t slot = r.queue_slot();
+    if (slot == 0) return;
+    if (DeliveryQueue* q = queues.get(slot)) q->undue();
+}
+
+void RuntimeCore::destroy_queue(DeliveryQueue& q) noexcept {
+    // 1. Nothing runs on it any more (runs in progress end, waiting runners return).
+    q.close();
+    // 2. Nobody finds it by its slot any more...
+    const std::uint16_t slot = q.slot();
+    queues.clear(slot);
+    // 3. ...and every timer bound to it is cancelled, as by stop(): the
+    //    generation first, then the word (acquire: start() wrote the slot
+    //    before publishing it), then the slot; try_cancel re-validates the
+    //    generation, so a recycled record is never acted on. Runs after a
+    //    shutdown find none (its sweep cancelled them all).
+    for (auto& sp : shards) {
+        Shard& s = *sp;
+        const std::uint32_t hw = s.table().high_water();
+        for (std::uint32_t i = 0; i < hw; ++i) {
+            Record* r = s.table().find(i);
+            if (r == nullptr) continue;
+            const std::uint32_t gen = r->gen();
+            const Word c = TimerState::load(*r);
+            if (Ctl::gen10(c) != (gen & Ctl::kGenMask) || r->queue_slot() != slot) continue;
+            CancelOutcome out;
+            {
+                HazardScope acting_on(r);
+                out = TimerState::try_cancel(*r, gen);
+            }
+            if (out != CancelOutcome::Cancelled) continue;  // not pending, or a concurrent stop owns it
+            release(*r);
+            counters.add(kStopped);
+            TimerState::finish_cancel(*r);
+            s.post_cancel(Msg::make(MsgType::Cancel, gen, i));
+        }
+    }
+    // 4. No thread that may have found it by its slot is still using it.
+    queues.quiesce();
+    queues.release_slot(slot);
+    q.unref();  // the slot's reference
 }
 
 }  // namespace rt
@@ -367,6 +444,12 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         if (opts == nullptr || !cb) return errc::invalid_argument;
         const StartOptions& o = *opts;
         if (o.reserved != 0) return errc::invalid_argument;
+        std::uint16_t queue_slot = 0;
+        if (o.queue != nullptr) {
+            // Another runtime's queue, or one closed by its owner: refused.
+            if (o.queue->rt_ != this || o.queue->impl_->destroyed()) return errc::invalid_argument;
+            queue_slot = o.queue->impl_->slot();
+        }
         tick_t tick;
         std::uint64_t period;
         if (const errc bad = start_args(core.clock, o, tick, period); bad != errc{}) return bad;
@@ -403,6 +486,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             return errc::no_memory;
         }
         r->period.store(period, std::memory_order_relaxed);
+        r->set_queue_slot(queue_slot);
         r->cb = std::move(cb);
         TimerState::publish(*r, gen, tick);
         if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), tick)) {
@@ -431,9 +515,18 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
 namespace {
 /// What a stop attempt did. On Cancelled the caller owns the record (the
 /// word is RELEASING): stop_cancelled() finishes the job.
-rt::CancelOutcome try_stop(Record& r, std::uint32_t gen) noexcept {
-    HazardScope acting_on(&r);
-    return TimerState::try_cancel(r, gen);
+rt::CancelOutcome try_stop(rt::RuntimeCore& core, Record& r, std::uint32_t gen) noexcept {
+    // A due timer of a delivery queue leaves DISPATCHED here: the queue
+    // counts it no more (inside a section: the queue cannot go away).
+    rt::QueueTable::Section in_queues(core.queues);
+    State from = State::Free;
+    rt::CancelOutcome out;
+    {
+        HazardScope acting_on(&r);
+        out = TimerState::try_cancel(r, gen, &from);
+    }
+    if (out == rt::CancelOutcome::Cancelled && from == State::Dispatched) core.undue(r);
+    return out;
 }
 
 /// After a successful try_cancel: release (the hook), CANCELLED, and ask the
@@ -452,7 +545,7 @@ bool Runtime::stop(std::uint64_t id) noexcept {
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
     if (r == nullptr) return false;
-    switch (try_stop(*r, Id::gen(id))) {
+    switch (try_stop(core, *r, Id::gen(id))) {
         case rt::CancelOutcome::Cancelled: stop_cancelled(core, *shard, *r, Id::gen(id)); return true;
         case rt::CancelOutcome::StoppedDuringRun: core.counters.add(rt::kStopped); return true;
         default: return false;
@@ -466,10 +559,10 @@ bool Runtime::stop_sync(std::uint64_t id) noexcept {
     Record* r = core.lookup(id, &shard);
     if (r == nullptr) return false;
     const std::uint32_t gen = Id::gen(id);
-    const bool own_callback = rt::t_current.rec == r;
+    const bool own_callback = rt::inside_callback_of(r);
     bool stopped = false;
     for (;;) {
-        switch (try_stop(*r, gen)) {
+        switch (try_stop(core, *r, gen)) {
             case rt::CancelOutcome::Cancelled:
                 stop_cancelled(core, *shard, *r, gen);  // no run was in progress; the hook has returned
                 return true;
@@ -519,8 +612,12 @@ bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexc
     const tick_t tick = core.clock.deadline_tick(rt::monotonic_ns() + delay.count());
     rt::ResetStep step;
     {
-        HazardScope acting_on(r);
-        step = TimerState::reset(*r, Id::gen(id), tick, rt::t_current.rec == r);
+        rt::QueueTable::Section in_queues(core.queues);  // as in try_stop()
+        {
+            HazardScope acting_on(r);
+            step = TimerState::reset(*r, Id::gen(id), tick, rt::t_current.rec == r);
+        }
+        if (step.rearmed && step.from == State::Dispatched) core.undue(*r);
     }
     if (!step.rearmed) return false;
     if (step.post != rt::Post::None)
@@ -545,7 +642,7 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
         ec = make_error_code(errc::forked);
         return;
     }
-    if (rt::t_current.core == &core || rt::t_release_depth != 0) {
+    if (rt::inside_callback_of(&core) || rt::t_release_depth != 0) {
         ec = make_error_code(errc::would_deadlock);
         return;
     }
@@ -557,8 +654,10 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
         while (g.n.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
     // 2. Drivers stop: nothing new is dispatched.
     for (auto& s : core.shards) s->stop_and_join();
-    // 3. Runs in progress finish.
+    // 3. Runs in progress finish: on the workers, and on the threads that
+    //    run delivery queues (which start no run any more).
     core.dispatcher->wait_idle();
+    core.queues.for_each([](rt::DeliveryQueue& q) { q.close(); });
     // 4. Every timer still pending is cancelled and released here, by the
     //    same transition as stop() (nothing recycles records any more, and a
     //    concurrent stop() loses or wins the same CAS).

@@ -14,6 +14,7 @@
 
 #include "runtime/clock.hpp"
 #include "runtime/counters.hpp"
+#include "runtime/delivery_queue.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/fork.hpp"
 #include "runtime/shard.hpp"
@@ -21,12 +22,22 @@
 
 namespace tickwheel::rt {
 
-/// Which timer (if any) this thread is running the callback of.
+class DeliveryQueue;
+
+/// Which timer (if any) this thread is running the callback of, and through
+/// `prev` the runs this one is nested in (a callback that runs a delivery
+/// queue, tw_queue_run(), runs other callbacks inside its own).
 struct CurrentRun {
     const RuntimeCore* core = nullptr;
     const Record* rec = nullptr;
+    const DeliveryQueue* queue = nullptr;  // the queue that runs it; nullptr on a worker
+    const CurrentRun* prev = nullptr;
 };
 extern thread_local CurrentRun t_current;
+/// Whether this thread is inside a callback of `core` (at any depth).
+bool inside_callback_of(const RuntimeCore* core) noexcept;
+/// Whether this thread is inside the callback of record `r` (at any depth).
+bool inside_callback_of(const Record* r) noexcept;
 /// How many release hooks (callables' destructors run by a runtime) this
 /// thread is inside. Shutting a runtime down from one is refused
 /// (would_deadlock): a hook may run on a worker, inside a stop, inside a
@@ -55,10 +66,29 @@ struct RuntimeCore {
     /// The dispatcher's DrainFn: runs the items of one drain task.
     static void drain(void* self, Dispatcher::Cursor& items) noexcept;
     void run_one(const FireItem& item, FreeChain& freed) noexcept;
+    /// DISPATCHED -> RUNNING for `item`, unless a stop or reset got there
+    /// first (then false: the item is stale). Any thread.
+    bool begin_run(const FireItem& item) noexcept;
+    /// Runs a begun item's callback on this thread and settles after it
+    /// (finish_run). `queue`: the delivery queue running it, if any.
+    void run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept;
     void finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept;
 
     /// In a fork() child: forget threads, arena and callables (see fork.hpp).
     void abandon() noexcept;
+
+    /// A new delivery queue (tickwheel::Queue); carries a reference for the
+    /// caller. Throws Error(shutting_down), std::bad_alloc, std::system_error.
+    DeliveryQueue* create_queue();
+    /// tw_queue_destroy(): closes `q`, cancels every timer bound to it
+    /// (release hooks on this thread), waits until no thread can touch it,
+    /// and drops the runtime's reference (the caller keeps its own).
+    /// Cost: O(timer slots of the runtime). Not from inside one of q's
+    /// callbacks (the caller checks: would_deadlock).
+    void destroy_queue(DeliveryQueue& q) noexcept;
+    /// A bound timer left DISPATCHED otherwise than by a run: tell its queue.
+    /// Inside a QueueTable::Section.
+    void undue(const Record& r) noexcept;
 
     Runtime* const owner;
     const Config config;
@@ -66,6 +96,7 @@ struct RuntimeCore {
     const std::uint64_t max_timers;
     const std::uint32_t created_in_epoch;
     std::unique_ptr<Dispatcher> dispatcher;
+    QueueTable queues;  // declared before the shards, which deliver to them
     std::vector<std::unique_ptr<Shard>> shards;
     Counters counters;
     LatencyHistogram lateness;

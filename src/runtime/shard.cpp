@@ -4,6 +4,7 @@
 // next expiry.
 #include "runtime/shard.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -12,8 +13,8 @@
 
 namespace tickwheel::rt {
 
-Shard::Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher)
-    : index_(index), clock_(clock), dispatcher_(dispatcher), wheel_(clock.now_tick()) {}
+Shard::Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher, const QueueTable& queues)
+    : index_(index), clock_(clock), dispatcher_(dispatcher), queues_(queues), wheel_(clock.now_tick()) {}
 
 Shard::~Shard() { stop_and_join(); }
 
@@ -110,28 +111,63 @@ bool Shard::flush_fired() {
     return true;
 }
 
+// Delivers the queue-bound due timers to their queues, grouped by queue (one
+// eventfd edge per queue and pass). False if a queue had no memory for them:
+// they stay here, and so does the section, for the next pass.
+bool Shard::flush_queued(std::int64_t now_ns) {
+    if (queued_n_ != 0) {
+        std::stable_sort(queued_, queued_ + queued_n_,
+                         [](const Queued& a, const Queued& b) { return a.slot < b.slot; });
+        FireItem group[kFireBatch];
+        std::size_t i = 0;
+        while (i < queued_n_) {
+            std::size_t j = i, n = 0;
+            for (; j < queued_n_ && queued_[j].slot == queued_[i].slot; ++j) group[n++] = queued_[j].fire;
+            // A cleared slot: the queue is being destroyed and cancels these.
+            DeliveryQueue* q = queues_.get(queued_[i].slot);
+            if (q != nullptr && !q->deliver(group, n, now_ns)) {
+                std::copy(queued_ + i, queued_ + queued_n_, queued_);
+                queued_n_ -= i;
+                return false;
+            }
+            i = j;
+        }
+        queued_n_ = 0;
+    }
+    section_.reset();
+    return true;
+}
+
 // Pops every expired node and lets TimerState decide, with one CAS on its
 // word, whether it fires, moves (lazy re-arm), skips a period, or was
 // stopped. False if due timers could not be handed over (no memory): the
 // rest stay on the wheel's expired list for the next pass.
-bool Shard::expire(tick_t now) {
-    if (!flush_fired()) return false;
+bool Shard::expire(tick_t now, std::int64_t now_ns) {
+    if (!flush_fired() || !flush_queued(now_ns)) return false;
     while (WheelNode* node = wheel_.pop_expired()) {
         Record& r = static_cast<Record&>(*node);
         const std::uint32_t gen = r.gen();
+        const std::uint16_t slot = r.queue_slot();
+        // A queue-bound timer's transition and its delivery happen inside one
+        // section (delivery_queue.hpp: a queue is never freed in between).
+        if (slot != 0 && !section_) section_.emplace(queues_);
         const ExpireStep s = TimerState::expire(r, now);
         switch (s.out) {
             case ExpireOutcome::Fire:
                 if (r.periodic()) wheel_.insert(&r, s.file_at);  // the wheel keeps the rhythm
-                fired_[fired_n_++] = FireItem{&r, gen, index_, s.due};
+                if (slot != 0)
+                    queued_[queued_n_++] = Queued{FireItem{&r, gen, index_, s.due}, slot};
+                else
+                    fired_[fired_n_++] = FireItem{&r, gen, index_, s.due};
                 break;
             case ExpireOutcome::Skip:
             case ExpireOutcome::Later: wheel_.insert(&r, s.file_at); break;
             case ExpireOutcome::Drop: break;  // stopped: out of the wheel; its Cancel recycles it
         }
         if (fired_n_ == kFireBatch && !flush_fired()) return false;
+        if (queued_n_ == kFireBatch && !flush_queued(now_ns)) return false;
     }
-    return flush_fired();
+    return flush_fired() && flush_queued(now_ns);
 }
 
 // Checked builds (TICKWHEEL_CHECK_WHEEL, src/CMakeLists.txt): the wheel's
@@ -163,7 +199,7 @@ void Shard::run(int cpu) {
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);
         wheel_.advance(now);
-        const bool handed_over = expire(now);
+        const bool handed_over = expire(now, now_ns);
         pending_.store(wheel_.size(), std::memory_order_relaxed);
         check_wheel();
         if (table_.quarantine_due(now_ns)) table_.reclaim_quarantine();
@@ -185,6 +221,10 @@ void Shard::run(int cpu) {
         parker_.park_until(seen, wake_ns);
         sleep_until_.store(0, std::memory_order_relaxed);
     }
+    // Stopping (shutdown): queue-bound timers not yet delivered are left to
+    // shutdown's sweep, which cancels them after closing their queues.
+    queued_n_ = 0;
+    section_.reset();
 }
 
 }  // namespace tickwheel::rt

@@ -17,9 +17,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "runtime/clock.hpp"
+#include "runtime/delivery_queue.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/handle_table.hpp"
 #include "runtime/inbox.hpp"
@@ -38,8 +40,9 @@ public:
     static constexpr std::size_t kDrainBatch = 512;
     static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
 
-    /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`.
-    Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher);
+    /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
+    /// or to their delivery queue in `queues` (timers bound to one).
+    Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher, const QueueTable& queues);
     ~Shard();
     Shard(const Shard&) = delete;
     Shard& operator=(const Shard&) = delete;
@@ -81,13 +84,15 @@ private:
     void check_wheel() const noexcept;
     bool drain_inbox();
     void handle(std::uint64_t msg, FreeChain& freed);
-    bool expire(tick_t now);
+    bool expire(tick_t now, std::int64_t now_ns);
     bool flush_fired();
+    bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
 
     const unsigned index_;
     const TickClock& clock_;
     Dispatcher& dispatcher_;
+    const QueueTable& queues_;
     HandleTable table_;
     Wheel wheel_;
     Inbox inbox_;
@@ -102,6 +107,17 @@ private:
     // (kept here if the dispatcher had no memory for them).
     FireItem fired_[kFireBatch];
     std::size_t fired_n_ = 0;
+    // Due timers bound to a delivery queue, with the queue's slot, not yet
+    // delivered. The shard holds a QueueTable::Section from the first such
+    // transition until all are delivered (across passes if a queue had no
+    // memory for them): the slots stay valid meanwhile.
+    struct Queued {
+        FireItem fire;
+        std::uint16_t slot;
+    };
+    Queued queued_[kFireBatch];
+    std::size_t queued_n_ = 0;
+    std::optional<QueueTable::Section> section_;
     std::unique_ptr<std::thread> thread_;
 };
 

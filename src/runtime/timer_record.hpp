@@ -40,6 +40,18 @@ public:
         std::atomic_ref<std::uint32_t>(user32).store(g, std::memory_order_release);
     }
 
+    /// The slot of the delivery queue the timer is bound to
+    /// (delivery_queue.hpp); 0 = the runtime's workers. Stored in the node's
+    /// spare 16 bits; written by start() before ctl is published (so read it
+    /// after an acquire of ctl shows the timer's generation), or read by the
+    /// shard, which owns the records in its wheel.
+    std::uint16_t queue_slot() const noexcept {
+        return std::atomic_ref<const std::uint16_t>(user16).load(std::memory_order_relaxed);
+    }
+    void set_queue_slot(std::uint16_t slot) noexcept {
+        std::atomic_ref<std::uint16_t>(user16).store(slot, std::memory_order_relaxed);
+    }
+
 private:
     friend struct TimerState;
     std::atomic<std::uint64_t> ctl{0};

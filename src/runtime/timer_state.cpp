@@ -16,7 +16,7 @@ constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kAcqRel = std::memory_order_acq_rel;
 }  // namespace
 
-CancelOutcome TimerState::try_cancel(Record& r, std::uint32_t gen) noexcept {
+CancelOutcome TimerState::try_cancel(Record& r, std::uint32_t gen, State* from) noexcept {
     Word c = r.ctl.load(kAcq);
     bool hooked = false;
     for (;;) {
@@ -27,7 +27,10 @@ CancelOutcome TimerState::try_cancel(Record& r, std::uint32_t gen) noexcept {
             hooked = true;
             test_hooks::window(&r, 'c');
         }
-        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s.out;
+        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) {
+            if (from != nullptr) *from = Ctl::state(c);
+            return s.out;
+        }
     }
 }
 
@@ -41,13 +44,16 @@ ResetStep TimerState::reset(Record& r, std::uint32_t gen, tick_t tick, bool own_
     bool hooked = false;
     for (;;) {
         if (r.gen() != gen) return {false, c, Post::None};
-        const ResetStep s = decide_reset(c, gen, tick, r.periodic(), own_run);
+        ResetStep s = decide_reset(c, gen, tick, r.periodic(), own_run);
         if (!s.rearmed) return s;
         if (!hooked) {
             hooked = true;
             test_hooks::window(&r, 'r');
         }
-        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s;
+        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) {
+            s.from = Ctl::state(c);
+            return s;
+        }
     }
 }
 

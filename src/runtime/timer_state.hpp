@@ -167,6 +167,7 @@ struct ResetStep {
     bool rearmed;
     Word next;
     Post post;
+    State from = State::Free;  // the state it left (set by TimerState::reset on success)
 };
 constexpr ResetStep decide_reset(Word c, std::uint32_t gen10, tick_t tick, bool periodic, bool own_run) noexcept {
     if (Ctl::gen10(c) != (gen10 & Ctl::kGenMask)) return {false, c, Post::None};
@@ -268,13 +269,15 @@ struct TimerState {
     /// stop / stop_sync / the shutdown sweep. Caller: inside a HazardScope
     /// (or quiescent shutdown). On Cancelled the caller owns the record: it
     /// must release it, then call finish_cancel().
-    static CancelOutcome try_cancel(Record& r, std::uint32_t gen) noexcept;
+    /// `from` (if not null) receives the state the word left on Cancelled
+    /// or StoppedDuringRun (DISPATCHED: a delivery queue counted it due).
+    static CancelOutcome try_cancel(Record& r, std::uint32_t gen, State* from = nullptr) noexcept;
     /// RELEASING -> CANCELLED, after the release hook returned (owner). Wakes
     /// stop_sync() waiters.
     static void finish_cancel(Record& r) noexcept;
 
     /// reset. Caller: inside a HazardScope. Returns the step taken
-    /// (rearmed == false: nothing changed).
+    /// (rearmed == false: nothing changed; else `from` is the state left).
     static ResetStep reset(Record& r, std::uint32_t gen, tick_t tick, bool own_run) noexcept;
 
     /// The shard's decision for a record popped from its wheel at `now`

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#include "runtime/delivery_queue.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <system_error>
+#include <thread>
+
+#include "runtime/clock.hpp"
+#include "runtime/runtime_core.hpp"
+
+namespace tickwheel::rt {
+
+// ---- DeliveryQueue -----------------------------------------------------------------
+DeliveryQueue::DeliveryQueue(RuntimeCore& core, std::uint16_t slot)
+    : core_(&core), slot_(slot), epoch_(fork_epoch()) {
+    fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+}
+
+DeliveryQueue::~DeliveryQueue() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void DeliveryQueue::unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+RuntimeCore* DeliveryQueue::core() const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    return core_;
+}
+
+bool DeliveryQueue::closed() const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+}
+
+bool DeliveryQueue::destroyed() const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    return destroyed_;
+}
+
+void DeliveryQueue::signal_locked() noexcept {
+    const std::uint64_t one = 1;
+    // Non-blocking: fails only when the counter would overflow (never: it
+    // is drained whenever nothing is due).
+    [[maybe_unused]] const ssize_t n = ::write(fd_, &one, sizeof one);
+    signalled_ = true;
+}
+
+void DeliveryQueue::drain_fd_locked() noexcept {
+    if (!signalled_) return;
+    std::uint64_t v;
+    [[maybe_unused]] const ssize_t n = ::read(fd_, &v, sizeof v);  // EAGAIN if already 0
+    signalled_ = false;
+}
+
+bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || core_ == nullptr) return true;  // being cancelled: dropped
+    try {
+        heap_.reserve(heap_.size() + n);
+    } catch (...) {
+        return false;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        heap_.push_back(Item{items[i], seq_++});
+        std::push_heap(heap_.begin(), heap_.end(), Later{});
+        const std::int64_t due_ns = core_->clock.tick_start_ns(items[i].due);
+        signal_lateness_.record(now_ns > due_ns ? static_cast<std::uint64_t>(now_ns - due_ns) : 0);
+    }
+    delivered_ += n;
+    due_ += static_cast<std::int64_t>(n);
+    // One new edge per batch (EPOLLET users), and readable while due_ > 0.
+    if (due_ > 0) signal_locked();
+    if (waiting_ != 0) cv_.notify_all();
+    return true;
+}
+
+void DeliveryQueue::undue() noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    if (--due_ <= 0) drain_fd_locked();
+}
+
+bool DeliveryQueue::running_on_this_thread() const noexcept {
+    for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
+        if (f->queue == this) return true;
+    return false;
+}
+
+std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexcept {
+    using Steady = std::chrono::steady_clock;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (destroyed_) return -static_cast<std::int64_t>(errc::invalid_argument);
+    if (closed_ || core_ == nullptr) return -static_cast<std::int64_t>(errc::shutting_down);
+    RuntimeCore& core = *core_;
+    ++runners_;
+    const Steady::time_point until =
+        timeout_ns > 0 ? Steady::now() + std::chrono::nanoseconds(timeout_ns) : Steady::time_point::max();
+    std::size_t ran = 0;
+    while (!closed_ && ran < max) {
+        if (heap_.empty()) {
+            if (ran > 0 || timeout_ns == 0) break;
+            ++waiting_;
+            if (timeout_ns < 0) {
+                cv_.wait(lock);
+            } else if (cv_.wait_until(lock, until) == std::cv_status::timeout && heap_.empty()) {
+                --waiting_;
+                break;
+            }
+            --waiting_;
+            continue;
+        }
+        std::pop_heap(heap_.begin(), heap_.end(), Later{});
+        const FireItem item = heap_.back().fire;
+        heap_.pop_back();
+        lock.unlock();
+        const bool mine = core.begin_run(item);  // DISPATCHED -> RUNNING, unless a stop/reset got there first
+        lock.lock();
+        if (!mine) continue;  // stale: not counted in due_, never runs
+        if (!closed_ && --due_ <= 0) drain_fd_locked();
+        ++running_;
+        const std::int64_t start_ns = monotonic_ns();
+        const std::int64_t due_ns = core.clock.tick_start_ns(item.due);
+        run_lateness_.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
+        lock.unlock();
+        {
+            FreeChain freed(core.shard(item.shard).table());
+            core.run_begun(item, freed, this);
+        }
+        lock.lock();
+        --running_;
+        ++ran_;
+        ++ran;
+        if (closed_ && running_ == 0) cv_.notify_all();  // close() waits for the runs in progress
+    }
+    --runners_;
+    if (closed_ && runners_ == 0) cv_.notify_all();
+    if (ran == 0 && closed_) return -static_cast<std::int64_t>(errc::shutting_down);
+    return static_cast<std::int64_t>(ran);
+}
+
+bool DeliveryQueue::claim_destroy() noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (destroyed_) return false;
+    destroyed_ = true;
+    return true;
+}
+
+void DeliveryQueue::close() noexcept {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!closed_) {
+        closed_ = true;
+        heap_.clear();
+        heap_.shrink_to_fit();
+        due_ = 0;
+        signal_locked();  // readable for good: a loop polling it learns of the end
+        cv_.notify_all();
+    }
+    // Callbacks in progress, and threads still inside run() (they leave at
+    // once: nothing more runs), unless this thread is one of them.
+    if (running_on_this_thread()) return;
+    cv_.wait(lock, [this] { return running_ == 0 && runners_ == 0; });
+}
+
+void DeliveryQueue::detach() noexcept {
+    close();
+    std::lock_guard<std::mutex> lock(mu_);
+    core_ = nullptr;
+}
+
+QueueCounters DeliveryQueue::counters() const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    QueueCounters c;
+    c.due = due_ > 0 ? static_cast<std::uint64_t>(due_) : 0;
+    c.delivered = delivered_;
+    c.ran = ran_;
+    c.runners = runners_;
+    c.signal = signal_lateness_.summarize();
+    c.run = run_lateness_.summarize();
+    return c;
+}
+
+// ---- QueueTable ------------------------------------------------------------------
+QueueTable::~QueueTable() {
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+}
+
+DeliveryQueue* QueueTable::get(std::uint16_t slot) const noexcept {
+    const std::atomic<DeliveryQueue*>* c = chunk(slot / kChunk);
+    return c == nullptr ? nullptr : c[slot % kChunk].load(std::memory_order_seq_cst);
+}
+
+DeliveryQueue* QueueTable::create(RuntimeCore& core) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::uint32_t slot;
+    if (!free_.empty()) {
+        slot = free_.back();
+    } else {
+        slot = next_.load(std::memory_order_relaxed);
+        if (slot > kMaxQueues) throw Error(errc::no_memory);
+    }
+    std::atomic<DeliveryQueue*>* c = chunk(slot / kChunk);
+    if (c == nullptr) {
+        c = new std::atomic<DeliveryQueue*>[kChunk]();
+        chunks_[slot / kChunk].store(c, std::memory_order_release);
+    }
+    auto* q = new DeliveryQueue(core, static_cast<std::uint16_t>(slot));
+    q->ref();  // the caller's
+    if (!free_.empty())
+        free_.pop_back();
+    else
+        next_.store(slot + 1, std::memory_order_release);
+    in_use_.store(true, std::memory_order_seq_cst);
+    c[slot % kChunk].store(q, std::memory_order_seq_cst);
+    return q;
+}
+
+void QueueTable::clear(std::uint16_t slot) noexcept {
+    std::atomic<DeliveryQueue*>* c = chunk(slot / kChunk);
+    if (c != nullptr) c[slot % kChunk].store(nullptr, std::memory_order_seq_cst);
+}
+
+void QueueTable::release_slot(std::uint16_t slot) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+        free_.push_back(slot);
+    } catch (...) {
+        // No memory to remember it: the slot is not reused (one of 65535).
+    }
+}
+
+void QueueTable::drop_all() noexcept {
+    const std::uint32_t n = next_.load(std::memory_order_acquire);
+    for (std::uint32_t s = 1; s < n; ++s) {
+        std::atomic<DeliveryQueue*>* c = chunk(s / kChunk);
+        if (c == nullptr) continue;
+        if (DeliveryQueue* q = c[s % kChunk].exchange(nullptr, std::memory_order_acq_rel)) q->unref();
+    }
+}
+
+QueueTable::Section::Section(const QueueTable& t) noexcept {
+    if (!t.in_use()) return;
+    const unsigned s = this_thread_stripe();
+    cell_ = &t.sections_[s].v;
+    shared_ = s == kShared;
+    cell_->fetch_add(1, std::memory_order_seq_cst);  // before every load of a slot in the section
+}
+
+QueueTable::Section::~Section() {
+    if (cell_ == nullptr) return;
+    if (shared_)
+        cell_->fetch_sub(1, std::memory_order_release);
+    else
+        cell_->fetch_add(1, std::memory_order_release);  // even again: outside
+}
+
+void QueueTable::quiesce() const noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // after clear(): pairs with a Section's entry
+    for (unsigned s = 0; s < kStripes; ++s) {
+        const std::atomic<std::uint64_t>& cell = sections_[s].v;
+        const std::uint64_t v = cell.load(std::memory_order_seq_cst);
+        if (s == kShared) {
+            while (cell.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+        } else if (v % 2 != 0) {
+            while (cell.load(std::memory_order_acquire) == v) std::this_thread::yield();
+        }
+    }
+}
+
+}  // namespace tickwheel::rt

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Delivery queues: due timers handed to a thread of the user's (an epoll
+// loop, asyncio, libuv, Node's JavaScript thread) instead of the runtime's
+// workers. The public faces are tw_queue (tickwheel.h) and tickwheel::Queue
+// (runtime.hpp); this is the machinery.
+//
+// A timer started with a queue carries the queue's slot number (1..65535)
+// in its record's spare 16 bits (WheelNode::user16): records stay 80 bytes.
+// When it comes due, its shard does what it does for every timer -- the
+// PENDING -> DISPATCHED transition of timer_state.hpp -- and then, instead
+// of handing the FireItem to the dispatcher, delivers it to the queue: a
+// min-heap by deadline (ties: delivery order) under the queue's mutex, and
+// an eventfd that the owner polls. tw_queue_run() pops items on the
+// caller's thread and runs each with the workers' own code
+// (RuntimeCore::run_one: DISPATCHED -> RUNNING, the callback, finish_run),
+// so every rule of the state machine -- stop exactness, stop_sync,
+// reset of a due timer, release after the last run, periodic skips -- holds
+// unchanged; only the thread differs.
+//
+// The fd is level-triggered "is anything due": readable iff `due_` > 0, the
+// number of bound timers in DISPATCHED whose item was delivered. `due_`
+// moves only with the state machine: +1 per item delivered (shard), -1 when
+// a timer leaves DISPATCHED -- its run begins (run()), or a stop, reset or
+// shutdown takes it back (undue()). The eventfd is written on 0 -> positive
+// and on every delivery (a new edge for EPOLLET users: one per batch of
+// newly due timers), and drained (read) on positive -> 0. A stop that
+// lands between a shard's transition and its delivery makes `due_` dip to
+// -1 for that moment; the delivery brings it back. Items whose timer left
+// DISPATCHED stay in the heap until a run pops them and finds them stale
+// (begin_run fails): they are not counted and never run.
+//
+// Lifetime. A queue is reference-counted: its slot in the runtime's
+// QueueTable holds one reference, a tickwheel::Queue the other. Destroying
+// a queue (RuntimeCore::destroy_queue) closes it, clears its slot, cancels
+// its timers and then waits until no thread is inside a QueueTable::Section
+// -- the span in which a shard, a stop or a reset may look a queue up by
+// slot and touch it -- before dropping the slot's reference. So a slot can
+// be reused at once and no thread ever touches a freed queue.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/counters.hpp"
+#include "runtime/fork.hpp"
+#include "runtime/messages.hpp"
+
+namespace tickwheel::rt {
+
+struct RuntimeCore;
+
+/// Counters of one queue (tickwheel::QueueStats, tw_queue_stats).
+struct QueueCounters {
+    std::uint64_t due = 0;        // callbacks due and not yet run now
+    std::uint64_t delivered = 0;  // due timers handed to the queue
+    std::uint64_t ran = 0;        // callbacks run by run()
+    std::uint64_t runners = 0;    // threads inside run() now
+    LatencyHistogram::Summary signal;  // deadline -> delivered (fd readable)
+    LatencyHistogram::Summary run;     // deadline -> callback start
+};
+
+class DeliveryQueue {
+public:
+    /// A queue of `core` in slot `slot`. Throws std::system_error when no
+    /// eventfd can be had (EMFILE, ENFILE, ENOMEM). Starts with one
+    /// reference (the slot's).
+    DeliveryQueue(RuntimeCore& core, std::uint16_t slot);
+    ~DeliveryQueue();
+    DeliveryQueue(const DeliveryQueue&) = delete;
+    DeliveryQueue& operator=(const DeliveryQueue&) = delete;
+
+    void ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+    /// Drops a reference; the last one frees the queue.
+    void unref() noexcept;
+
+    int fd() const noexcept { return fd_; }
+    /// True in a fork() child of the process that created the queue.
+    bool forked() const noexcept { return fork_epoch() != epoch_; }
+    /// Marks the queue destroyed by its owner; true for the first caller
+    /// only (who then runs RuntimeCore::destroy_queue).
+    bool claim_destroy() noexcept;
+    std::uint16_t slot() const noexcept { return slot_; }
+    /// The runtime, or nullptr once it is gone (detach()).
+    RuntimeCore* core() const noexcept;
+
+    // ---- the shard's side ----------------------------------------------------
+    /// Takes due items (all bound to this queue) at `now_ns`. False if no
+    /// memory could be had for them: nothing taken, the caller retries. A
+    /// closed queue drops them (their timers are being cancelled).
+    bool deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept;
+
+    // ---- the state machine's side ---------------------------------------------
+    /// A bound timer whose item was (or is about to be) delivered left
+    /// DISPATCHED otherwise than by a run of this queue: a stop, a reset, a
+    /// cancel. Any thread, inside a QueueTable::Section.
+    void undue() noexcept;
+
+    // ---- the owner's side -----------------------------------------------------
+    /// tw_queue_run() (see tickwheel.h): runs up to `max` (> 0) due
+    /// callbacks in deadline order on this thread; waits up to `timeout_ns`
+    /// (< 0: no limit) while none is due. Returns how many ran, or
+    /// -errc::shutting_down if the queue is closed and none ran. The caller
+    /// checked the arguments, fork and re-entry.
+    std::int64_t run(std::size_t max, std::int64_t timeout_ns) noexcept;
+    /// Whether this thread is inside a callback (or release hook) run by
+    /// this queue, at any depth.
+    bool running_on_this_thread() const noexcept;
+
+    // ---- lifecycle --------------------------------------------------------------
+    /// No run starts any more: wakes the threads waiting in run() (they
+    /// return), waits for the callbacks in progress (unless one is on this
+    /// thread's stack: would_deadlock is the caller's check), drops the items
+    /// and makes the fd readable for good, so a loop polling it calls run()
+    /// and learns that it is closed. Idempotent.
+    void close() noexcept;
+    /// close(), and forget the runtime (it is being destroyed).
+    void detach() noexcept;
+    bool closed() const noexcept;
+    bool destroyed() const noexcept;
+
+    QueueCounters counters() const noexcept;
+
+private:
+    struct Item {
+        FireItem fire;
+        std::uint64_t seq;  // delivery order: ties of `due` run first-delivered first
+    };
+    struct Later {  // heap order: the earliest deadline on top
+        bool operator()(const Item& a, const Item& b) const noexcept {
+            return a.fire.due != b.fire.due ? a.fire.due > b.fire.due : a.seq > b.seq;
+        }
+    };
+    void signal_locked() noexcept;   // write the eventfd (a new edge)
+    void drain_fd_locked() noexcept;  // read it back to 0 (not readable)
+
+    RuntimeCore* core_;  // nullptr once detached; guarded by mu_
+    const std::uint16_t slot_;
+    const std::uint32_t epoch_;
+    int fd_ = -1;
+    std::atomic<std::int32_t> refs_{1};
+
+    mutable std::mutex mu_;
+    std::condition_variable cv_;  // runners wait for items; close() for runs in progress
+    std::vector<Item> heap_;
+    std::uint64_t seq_ = 0;
+    std::int64_t due_ = 0;       // see the top of the file
+    std::uint32_t waiting_ = 0;  // runners asleep in cv_
+    std::uint32_t running_ = 0;  // callbacks in progress
+    std::uint32_t runners_ = 0;  // threads inside run()
+    bool closed_ = false;
+    bool destroyed_ = false;
+    bool signalled_ = false;     // the eventfd's counter is non-zero
+    std::uint64_t delivered_ = 0, ran_ = 0;
+    LockedHistogram signal_lateness_, run_lateness_;
+};
+
+/// The runtime's queues by slot, and the sections that make dropping one
+/// safe (see the top of the file). Slots are 1..kMaxQueues; 0 is "no queue".
+class QueueTable {
+public:
+    static constexpr std::uint32_t kMaxQueues = 65535;
+
+    QueueTable() = default;
+    ~QueueTable();
+    QueueTable(const QueueTable&) = delete;
+    QueueTable& operator=(const QueueTable&) = delete;
+
+    /// The queue in `slot`, or nullptr. Inside a Section (the queue then
+    /// stays alive until the section ends).
+    DeliveryQueue* get(std::uint16_t slot) const noexcept;
+    /// A new queue of `core` in a free slot. Throws std::bad_alloc,
+    /// std::system_error (no eventfd), or Error(no_memory) when every slot
+    /// is taken. The returned queue carries a reference for the caller.
+    DeliveryQueue* create(RuntimeCore& core);
+    /// Clears `slot` (its queue is being destroyed); the caller then waits
+    /// with quiesce() before dropping the slot's reference and release_slot().
+    void clear(std::uint16_t slot) noexcept;
+    /// Makes a cleared slot free for reuse (after quiesce()).
+    void release_slot(std::uint16_t slot) noexcept;
+    /// Waits until every Section that was open when it was called has ended.
+    void quiesce() const noexcept;
+    /// Calls f(DeliveryQueue&) for every queue in a slot, holding a
+    /// reference to it meanwhile (a concurrent destroy cannot free it).
+    /// Takes no lock: f may block. Runtime shutdown and destruction.
+    template <class F>
+    void for_each(F&& f) const {
+        const std::uint32_t n = next_.load(std::memory_order_acquire);
+        for (std::uint32_t s = 1; s < n; ++s) {
+            DeliveryQueue* q;
+            {
+                Section in(*this);
+                q = get(static_cast<std::uint16_t>(s));
+                if (q != nullptr) q->ref();
+            }
+            if (q == nullptr) continue;
+            f(*q);
+            q->unref();
+        }
+    }
+    /// Clears every slot and drops its reference (the runtime's destructor,
+    /// single-threaded as far as the table goes; no lock taken, so it also
+    /// serves a fork() child).
+    void drop_all() noexcept;
+    /// True once a queue was ever created: before that, nobody opens Sections.
+    bool in_use() const noexcept { return in_use_.load(std::memory_order_acquire); }
+
+    /// While alive, the queues looked up through get() stay alive. Cost: a
+    /// locked add on this thread's own stripe on entry and a store on exit,
+    /// and only while in_use(). Sections do not nest.
+    class Section {
+    public:
+        explicit Section(const QueueTable& t) noexcept;
+        ~Section();
+        Section(const Section&) = delete;
+        Section& operator=(const Section&) = delete;
+
+    private:
+        std::atomic<std::uint64_t>* cell_ = nullptr;
+        bool shared_ = false;
+    };
+
+private:
+    static constexpr std::uint32_t kChunk = 256;
+    std::atomic<DeliveryQueue*>* chunk(std::uint32_t c) const noexcept {
+        return chunks_[c].load(std::memory_order_acquire);
+    }
+    // slot s lives in chunks_[s / kChunk][s % kChunk]; chunks are made on
+    // first use and never freed before the table.
+    std::atomic<std::atomic<DeliveryQueue*>*> chunks_[kMaxQueues / kChunk + 1] = {};
+    std::mutex mu_;  // create/release_slot/all: not on any hot path
+    std::vector<std::uint16_t> free_;
+    std::atomic<std::uint32_t> next_{1};  // slots below it were handed out once
+    std::atomic<bool> in_use_{false};
+    // Per stripe (counters.hpp's leases): a leased stripe counts sections
+    // entered + left (odd: inside; only its thread writes it); the shared
+    // stripe counts the sections open on it.
+    struct alignas(64) Cell {
+        std::atomic<std::uint64_t> v{0};
+    };
+    mutable Cell sections_[kStripes];
+};
+
+}  // namespace tickwheel::rt
