@@ -198,7 +198,8 @@ TEST(QueueFd, LevelTriggeredNeverEarlyAndOnTheCallersThread) {
     EXPECT_FALSE(readable(fd)) << "an empty queue";
     Probe p;
     start_on(rt.get(), q, p, 30 * kMs);
-    EXPECT_FALSE(readable(fd)) << "before the deadline";
+    const bool looked = readable(fd);
+    if (tw_now_ns() < p.deadline_ns) EXPECT_FALSE(looked) << "readable before the deadline";
     ASSERT_TRUE(readable(fd, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kWait).count())));
     EXPECT_GE(tw_now_ns(), p.deadline_ns) << "readable before the deadline";
     EXPECT_TRUE(readable(fd)) << "level-triggered: still readable";
@@ -346,11 +347,17 @@ TEST(QueueReset, ADueTimerIsReArmed) {
     const std::uint64_t t = tw_now_ns();
     ASSERT_EQ(tw_timer_reset(rt.get(), id, 30 * kMs), TW_OK);
     p.deadline_ns = t + 30 * kMs;
-    EXPECT_FALSE(readable(tw_queue_fd(q))) << "taken back";
-    EXPECT_EQ(tw_queue_run(q, 8, 0), 0);
-    ASSERT_TRUE(readable(tw_queue_fd(q), 10000));
+    // Taken back: not due (unless this thread was descheduled past the new
+    // deadline, as a loaded machine may do).
+    const bool looked = readable(tw_queue_fd(q));
+    const int ran = tw_queue_run(q, 8, 0);
+    if (tw_now_ns() < p.deadline_ns) {
+        EXPECT_FALSE(looked) << "taken back";
+        EXPECT_EQ(ran, 0);
+        ASSERT_TRUE(readable(tw_queue_fd(q), 10000));
+    }
     EXPECT_GE(tw_now_ns(), p.deadline_ns);
-    EXPECT_EQ(tw_queue_run(q, 8, 0), 1);
+    EXPECT_EQ(ran + tw_queue_run(q, 8, 0), 1);
     EXPECT_EQ(p.runs.load(), 1);
     EXPECT_EQ(p.early.load(), 0);
     EXPECT_EQ(p.released.load(), 1);
