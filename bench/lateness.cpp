@@ -4,13 +4,24 @@
 // the deadline the caller computed (Clock::now() + delay before start()).
 // Prints p50/p99/p99.9/max and the number of early firings (must be 0).
 //
-//   lateness [rate=100000] [seconds=5] [resolution_us=1000] [max_delay_ms=2000]
+//   lateness [rate=100000] [seconds=5] [resolution_us=1000] [max_delay_ms=2000] [delivery=workers]
+//
+// delivery: `workers` (callbacks on the runtime's oneTBB workers), `queue`
+// (a delivery queue whose fd an epoll thread polls, running the due
+// callbacks with Queue::run on that thread), or `both`: the two, one after
+// the other, in one process (the same machine state, for an A/B).
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,13 +30,16 @@
 using namespace std::chrono;
 using tickwheel::Clock;
 
-int main(int argc, char** argv) {
-    const long rate = argc > 1 ? std::atol(argv[1]) : 100000;
-    const int secs = argc > 2 ? std::atoi(argv[2]) : 5;
-    const long res_us = argc > 3 ? std::atol(argv[3]) : 1000;
-    const long max_delay_ms = argc > 4 ? std::atol(argv[4]) : 2000;
-    const std::size_t total = static_cast<std::size_t>(rate) * static_cast<std::size_t>(secs);
+namespace {
 
+struct Result {
+    std::size_t fired = 0;
+    long early = 0;
+    double p50 = 0, p99 = 0, p999 = 0, max = 0;  // us
+};
+
+Result measure(long rate, int secs, long res_us, long max_delay_ms, bool queue) {
+    const std::size_t total = static_cast<std::size_t>(rate) * static_cast<std::size_t>(secs);
     tickwheel::Config cfg;
     cfg.resolution = microseconds(res_us);
     std::vector<std::int64_t> late(total, -1);
@@ -33,20 +47,40 @@ int main(int argc, char** argv) {
     std::atomic<long> early{0};
     {
         tickwheel::Runtime rt(cfg);
+        std::optional<tickwheel::Queue> q;  // only in queue mode: no queue, no queue costs
+        if (queue) q.emplace(rt);
+        std::atomic<bool> stop_loop{false};
+        std::thread loop;
+        if (queue) {
+            // The program's event loop: epoll on the queue's fd, runs what is due.
+            loop = std::thread([&] {
+                const int ep = epoll_create1(EPOLL_CLOEXEC);
+                epoll_event ev{};
+                ev.events = EPOLLIN;
+                epoll_ctl(ep, EPOLL_CTL_ADD, q->fd(), &ev);
+                epoll_event out{};
+                while (!stop_loop.load(std::memory_order_relaxed)) {
+                    if (epoll_wait(ep, &out, 1, 50) == 1) q->run(4096);
+                }
+                ::close(ep);
+            });
+        }
         std::mt19937_64 rng(1);
         std::uniform_int_distribution<std::int64_t> delay_ns(0, max_delay_ms * 1'000'000);
+        tickwheel::StartOptions o;
+        o.queue = queue ? &*q : nullptr;
         const auto t0 = Clock::now();
         std::size_t started = 0;
-        // Pace: every millisecond, start the timers that are due by now.
+        // Pace: every half millisecond, start the timers that are due by now.
         while (started < total) {
             const auto target = static_cast<std::size_t>(
                 std::min<double>(static_cast<double>(total),
                                  duration<double>(Clock::now() - t0).count() * static_cast<double>(rate)));
             for (; started < target; ++started) {
-                const nanoseconds d(delay_ns(rng));
-                const auto deadline = Clock::now() + d;
+                o.delay = nanoseconds(delay_ns(rng));
+                const auto deadline = Clock::now() + o.delay;
                 const std::size_t slot = started;
-                rt.start(d, [deadline, slot, &late, &done, &early] {
+                rt.start(o, [deadline, slot, &late, &done, &early] {
                     const auto l = duration_cast<nanoseconds>(Clock::now() - deadline).count();
                     if (l < 0) early++;
                     late[slot] = l;
@@ -57,12 +91,46 @@ int main(int argc, char** argv) {
         }
         while (done.load() < total && Clock::now() - t0 < seconds(secs + max_delay_ms / 1000 + 10))
             std::this_thread::sleep_for(milliseconds(10));
+        stop_loop.store(true);
+        if (loop.joinable()) loop.join();
     }
     std::vector<std::int64_t> v(late.begin(), late.end());
     std::sort(v.begin(), v.end());
-    auto q = [&](double p) { return static_cast<double>(v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))]) / 1000.0; };
-    std::printf("rate=%ld/s seconds=%d resolution=%ld us timers=%zu fired=%zu early=%ld\n", rate, secs, res_us, total,
-                done.load(), early.load());
-    std::printf("lateness us: p50=%.0f p99=%.0f p99.9=%.0f max=%.0f\n", q(0.5), q(0.99), q(0.999), q(1.0));
-    return early.load() == 0 && done.load() == total ? 0 : 1;
+    auto at = [&](double p) {
+        return static_cast<double>(v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))]) / 1000.0;
+    };
+    Result r;
+    r.fired = done.load();
+    r.early = early.load();
+    r.p50 = at(0.5);
+    r.p99 = at(0.99);
+    r.p999 = at(0.999);
+    r.max = at(1.0);
+    return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const long rate = argc > 1 ? std::atol(argv[1]) : 100000;
+    const int secs = argc > 2 ? std::atoi(argv[2]) : 5;
+    const long res_us = argc > 3 ? std::atol(argv[3]) : 1000;
+    const long max_delay_ms = argc > 4 ? std::atol(argv[4]) : 2000;
+    const std::string delivery = argc > 5 ? argv[5] : "workers";
+    if (rate <= 0 || secs <= 0 || res_us <= 0 || max_delay_ms < 0 ||
+        (delivery != "workers" && delivery != "queue" && delivery != "both")) {
+        std::fprintf(stderr, "usage: lateness [rate] [seconds] [resolution_us] [max_delay_ms] [workers|queue|both]\n");
+        return 2;
+    }
+    const std::size_t total = static_cast<std::size_t>(rate) * static_cast<std::size_t>(secs);
+    bool ok = true;
+    for (const bool queue : {false, true}) {
+        if ((queue && delivery == "workers") || (!queue && delivery == "queue")) continue;
+        const Result r = measure(rate, secs, res_us, max_delay_ms, queue);
+        std::printf("delivery=%s rate=%ld/s seconds=%d resolution=%ld us timers=%zu fired=%zu early=%ld\n",
+                    queue ? "queue(epoll)" : "workers", rate, secs, res_us, total, r.fired, r.early);
+        std::printf("  lateness us: p50=%.0f p99=%.0f p99.9=%.0f max=%.0f\n", r.p50, r.p99, r.p999, r.max);
+        ok = ok && r.early == 0 && r.fired == total;
+    }
+    return ok ? 0 : 1;
 }
