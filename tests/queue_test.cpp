@@ -9,6 +9,7 @@
 // lookup-to-CAS test hook (src/runtime/test_hooks.hpp), not hoped for.
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,6 +170,39 @@ TEST(QueueApi, BadInput) {
     EXPECT_EQ(tw_queue_destroy(q), TW_OK);
 }
 
+TEST(QueueApi, NoFileDescriptorIsEnomem) {
+    RtPtr rt = make_runtime();
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+    const int lowest_free = ::dup(0);
+    ASSERT_GE(lowest_free, 0);
+    ::close(lowest_free);
+    rlimit low = old;
+    low.rlim_cur = static_cast<rlim_t>(lowest_free);  // no new fd can be opened
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    tw_queue* q = reinterpret_cast<tw_queue*>(1);
+    const int rc = tw_queue_create(rt.get(), &q);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+    EXPECT_EQ(rc, TW_ENOMEM);
+    EXPECT_EQ(q, nullptr);
+    ASSERT_EQ(tw_queue_create(rt.get(), &q), TW_OK);
+    EXPECT_EQ(tw_queue_destroy(q), TW_OK);
+}
+
+TEST(QueueApiDeathTest, CxxQueueDestroyedFromItsOwnCallbackTerminates) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(
+        {
+            tickwheel::Runtime rt(tw_test::small_config(1, 1));
+            auto* q = new tickwheel::Queue(rt);
+            tickwheel::StartOptions o;
+            o.queue = q;
+            rt.start(o, [q] { delete q; });
+            q->run(1, tickwheel::Queue::kForever);
+        },
+        "destroyed from inside one of its own callbacks");
+}
+
 TEST(QueueApi, ASpecOfTheOldSizeStartsOnTheWorkers) {
     RtPtr rt = make_runtime();
     tw_queue* q = make_queue(rt.get());
@@ -199,7 +233,9 @@ TEST(QueueFd, LevelTriggeredNeverEarlyAndOnTheCallersThread) {
     Probe p;
     start_on(rt.get(), q, p, 30 * kMs);
     const bool looked = readable(fd);
-    if (tw_now_ns() < p.deadline_ns) EXPECT_FALSE(looked) << "readable before the deadline";
+    if (tw_now_ns() < p.deadline_ns) {
+        EXPECT_FALSE(looked) << "readable before the deadline";
+    }
     ASSERT_TRUE(readable(fd, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kWait).count())));
     EXPECT_GE(tw_now_ns(), p.deadline_ns) << "readable before the deadline";
     EXPECT_TRUE(readable(fd)) << "level-triggered: still readable";
