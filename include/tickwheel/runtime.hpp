@@ -503,8 +503,8 @@ struct QueueStats {
 class TW_CXX_API Queue {
 public:
     /// A queue of `rt`. Throws Error(shutting_down), Error(forked),
-    /// Error(no_memory) (65535 queues alive), std::system_error (no eventfd:
-    /// EMFILE/ENFILE), std::bad_alloc.
+    /// Error(no_memory) (65535 queues alive, or no eventfd: EMFILE/ENFILE),
+    /// std::bad_alloc.
     explicit Queue(Runtime& rt);
     /// close(); a failure (would_deadlock: from inside one of this queue's
     /// own callbacks) prints a message and calls std::terminate.

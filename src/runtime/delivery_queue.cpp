@@ -19,7 +19,8 @@ namespace tickwheel::rt {
 DeliveryQueue::DeliveryQueue(RuntimeCore& core, std::uint16_t slot)
     : core_(&core), slot_(slot), epoch_(fork_epoch()) {
     fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+    // EMFILE, ENFILE, ENOMEM: out of a resource, as the C API reports it.
+    if (fd_ < 0) throw Error(errc::no_memory);
 }
 
 DeliveryQueue::~DeliveryQueue() {

@@ -66,7 +66,7 @@ struct QueueCounters {
 
 class DeliveryQueue {
 public:
-    /// A queue of `core` in slot `slot`. Throws std::system_error when no
+    /// A queue of `core` in slot `slot`. Throws Error(no_memory) when no
     /// eventfd can be had (EMFILE, ENFILE, ENOMEM). Starts with one
     /// reference (the slot's).
     DeliveryQueue(RuntimeCore& core, std::uint16_t slot);
@@ -173,9 +173,8 @@ public:
     /// The queue in `slot`, or nullptr. Inside a Section (the queue then
     /// stays alive until the section ends).
     DeliveryQueue* get(std::uint16_t slot) const noexcept;
-    /// A new queue of `core` in a free slot. Throws std::bad_alloc,
-    /// std::system_error (no eventfd), or Error(no_memory) when every slot
-    /// is taken. The returned queue carries a reference for the caller.
+    /// A new queue of `core` in a free slot. Throws std::bad_alloc, or
+    /// Error(no_memory) when no eventfd can be had or every slot is taken. The returned queue carries a reference for the caller.
     DeliveryQueue* create(RuntimeCore& core);
     /// Clears `slot` (its queue is being destroyed); the caller then waits
     /// with quiesce() before dropping the slot's reference and release_slot().
