@@ -44,6 +44,11 @@ pub mod ffi {
         _private: [u8; 0],
     }
     pub type tw_timer = u64;
+    /// Opaque (since 1.2).
+    #[repr(C)]
+    pub struct tw_queue {
+        _private: [u8; 0],
+    }
     pub type tw_callback = Option<unsafe extern "C" fn(arg: *mut c_void, id: tw_timer)>;
     pub type tw_release = Option<unsafe extern "C" fn(arg: *mut c_void)>;
 
@@ -80,6 +85,29 @@ pub mod ffi {
         pub callback: tw_callback,
         pub arg: *mut c_void,
         pub release: tw_release,
+        /// Since 1.2 (`size` 64): NULL = the workers.
+        pub queue: *mut tw_queue,
+    }
+
+    /// `tw_queue_stats` (since 1.2).
+    #[repr(C)]
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct tw_queue_stats {
+        pub size: u32,
+        pub runners: u32,
+        pub due: u64,
+        pub delivered: u64,
+        pub ran: u64,
+        pub signal_p50_ns: u64,
+        pub signal_p99_ns: u64,
+        pub signal_p999_ns: u64,
+        pub signal_max_ns: u64,
+        pub signal_samples: u64,
+        pub run_p50_ns: u64,
+        pub run_p99_ns: u64,
+        pub run_p999_ns: u64,
+        pub run_max_ns: u64,
+        pub run_samples: u64,
     }
 
     #[repr(C)]
@@ -128,6 +156,11 @@ pub mod ffi {
         pub fn tw_runtime_stats(rt: *mut tw_runtime, out: *mut tw_stats) -> c_int;
         pub fn tw_strerror(err: c_int) -> *const c_char;
         pub fn tw_version() -> u32;
+        pub fn tw_queue_create(rt: *mut tw_runtime, out: *mut *mut tw_queue) -> c_int;
+        pub fn tw_queue_fd(q: *const tw_queue) -> c_int;
+        pub fn tw_queue_run(q: *mut tw_queue, max: usize, timeout_ns: i64) -> c_int;
+        pub fn tw_queue_destroy(q: *mut tw_queue) -> c_int;
+        pub fn tw_queue_get_stats(q: *mut tw_queue, out: *mut tw_queue_stats) -> c_int;
     }
 }
 
@@ -279,12 +312,31 @@ impl Runtime {
     where
         F: FnMut(TimerId) + Send + 'static,
     {
-        let boxed: Box<BoxedFn> = Box::new(Box::new(f));
+        self.start_spec(delay, period, std::ptr::null_mut(), Box::new(f))
+    }
+
+    /// As start(), but the closure runs only inside `queue.run()`, on the
+    /// thread calling it (a delivery queue of this runtime; another
+    /// runtime's is `Error::INVALID`). The closure is still `Send`: a stop
+    /// from another thread drops it there.
+    pub fn start_on<F>(&self, queue: &Queue<'_>, delay: Duration, period: Duration, f: F) -> Result<TimerId, Error>
+    where
+        F: FnMut(TimerId) + Send + 'static,
+    {
+        self.start_spec(delay, period, queue.ptr, Box::new(f))
+    }
+
+    fn start_spec(&self, delay: Duration, period: Duration, queue: *mut ffi::tw_queue, f: BoxedFn) -> Result<TimerId, Error> {
+        let boxed: Box<BoxedFn> = Box::new(f);
+        // The 1.2 layout: tw_timer_spec_init (the exported one) writes the
+        // 1.0 fields and size; the queue field is ours.
         let mut spec = unsafe {
-            let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::uninit();
+            let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::zeroed();
             ffi::tw_timer_spec_init(s.as_mut_ptr());
             s.assume_init()
         };
+        spec.size = std::mem::size_of::<ffi::tw_timer_spec>() as u32;
+        spec.queue = queue;
         spec.delay_ns = nanos(delay);
         spec.period_ns = nanos(period);
         spec.callback = Some(on_fire);
@@ -334,6 +386,76 @@ impl Runtime {
         };
         check(unsafe { ffi::tw_runtime_stats(self.ptr, &mut st) })?;
         Ok(st)
+    }
+}
+
+impl Runtime {
+    /// A delivery queue of this runtime: see `Queue`.
+    pub fn queue(&self) -> Result<Queue<'_>, Error> {
+        let mut ptr = std::ptr::null_mut();
+        check(unsafe { ffi::tw_queue_create(self.ptr, &mut ptr) })?;
+        Ok(Queue { ptr, _rt: std::marker::PhantomData })
+    }
+}
+
+/// A delivery queue (`tw_queue`): the closures of the timers started with
+/// `Runtime::start_on(&queue, ..)` run only inside `run()`, on the thread
+/// that calls it -- an event loop polling `fd()` (an eventfd, readable while
+/// a callback is due), or any thread of yours. Stop stays exact: stopping a
+/// due timer that has not run yet returns `Ok(true)` and it never runs.
+/// Dropping the queue cancels its timers (their closures are dropped on the
+/// dropping thread). It borrows its runtime, which therefore outlives it.
+pub struct Queue<'rt> {
+    ptr: *mut ffi::tw_queue,
+    _rt: std::marker::PhantomData<&'rt Runtime>,
+}
+
+// SAFETY: every tw_queue_* function may be called from any thread.
+unsafe impl Send for Queue<'_> {}
+unsafe impl Sync for Queue<'_> {}
+
+impl Queue<'_> {
+    /// The eventfd to poll (POLLIN): readable while a callback is due. Owned by the queue.
+    pub fn fd(&self) -> std::os::raw::c_int {
+        unsafe { ffi::tw_queue_fd(self.ptr) }
+    }
+
+    /// Runs up to `max` due callbacks here, in deadline order; returns how
+    /// many ran. With none due, waits up to `timeout` (`Some(ZERO)`: not at
+    /// all; `None`: until one is due or the runtime shuts down).
+    /// Errors: `INVALID` (max 0), `DEADLOCK` (from one of its own
+    /// callbacks), `SHUTDOWN` (nothing ran, runtime shut down), `FORKED`.
+    pub fn run(&self, max: usize, timeout: Option<Duration>) -> Result<usize, Error> {
+        let t = match timeout {
+            None => -1,
+            Some(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        };
+        let rc = unsafe { ffi::tw_queue_run(self.ptr, max, t) };
+        if rc < 0 {
+            Err(Error(rc))
+        } else {
+            Ok(rc as usize)
+        }
+    }
+
+    /// The queue's counters and lateness (`tw_queue_stats`).
+    pub fn stats(&self) -> Result<ffi::tw_queue_stats, Error> {
+        let mut st = ffi::tw_queue_stats {
+            size: std::mem::size_of::<ffi::tw_queue_stats>() as u32,
+            ..Default::default()
+        };
+        check(unsafe { ffi::tw_queue_get_stats(self.ptr, &mut st) })?;
+        Ok(st)
+    }
+}
+
+impl Drop for Queue<'_> {
+    fn drop(&mut self) {
+        // TW_EDEADLK if dropped inside one of its own callbacks: leaked then.
+        let rc = unsafe { ffi::tw_queue_destroy(self.ptr) };
+        if rc != ffi::TW_OK {
+            eprintln!("tickwheel: tw_queue_destroy: {}", Error(rc));
+        }
     }
 }
 
