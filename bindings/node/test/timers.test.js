@@ -170,15 +170,21 @@ test('reset() moves a pending timer', async () => {
 test('reset() from a one-shot timer\'s own callback re-arms it', async () => {
   let runs = 0;
   const ids = new Set();
+  let activeInside = null;
   const t = rt.start(1, (timer) => {
     ids.add(timer.id);
-    if (++runs < 3) assert.equal(timer.reset(2), true);
+    if (++runs < 3) {
+      assert.equal(timer.reset(2), true);
+      activeInside = timer.active;
+    }
   });
   await until(() => runs >= 3);
   await sleep(30);
   assert.equal(runs, 3);
-  assert.equal(ids.size, 3, 'each re-arm is a new C timer');
+  assert.equal(activeInside, true);
+  assert.equal(ids.size, 1, 'the same C timer is re-armed');
   assert.equal(t.active, false);
+  assert.equal(t.reset(1), false, 'ran its last run');
 });
 
 test('reset() of a periodic timer, also from its own callback, moves its next run', async () => {
