@@ -4,8 +4,9 @@
 //
 //   TICKWHEEL_LIB=.../libtickwheel.so.1 node scripts/measure.js [binding dir] [n]
 //
+// 0. start and stop cost of n timers that stay pending (10 s);
 // 1. start cost: n one-shot timers (delay 0) started in one synchronous
-//    loop, ns per start();
+//    loop, ns per start() (the shards deliver them meanwhile);
 // 2. fire cost: from the end of that loop until the n-th callback ran, ns
 //    per callback (all due at once: the binding's delivery throughput);
 // 3. lateness: n / 10 timers with delays spread over 1 s, started at once,
@@ -29,6 +30,17 @@ async function main() {
     for (let i = 0; i < 2000; i++) rt.start(0, () => { if (--left === 0) resolve(); });
   });
 
+  // 0: start and stop of pending timers (10 s: none comes due)
+  {
+    const ts = new Array(n);
+    const a = hr();
+    for (let i = 0; i < n; i++) ts[i] = rt.start(10000, () => {});
+    const b = hr();
+    for (let i = 0; i < n; i++) ts[i].stop();
+    const c = hr();
+    console.log(`start (pending): ${(Number(b - a) / n).toFixed(0)} ns/timer; stop: ${(Number(c - b) / n).toFixed(0)} ns/timer`);
+  }
+
   // 1 + 2
   let fired = 0;
   let done;
@@ -37,7 +49,7 @@ async function main() {
   for (let i = 0; i < n; i++) rt.start(0, () => { if (++fired === n) done(hr()); });
   const t1 = hr();
   const t2 = await allFired;
-  console.log(`start: ${(Number(t1 - t0) / n).toFixed(0)} ns/timer; fire (all due at once): ${(Number(t2 - t1) / n).toFixed(0)} ns/timer`);
+  console.log(`start (delay 0): ${(Number(t1 - t0) / n).toFixed(0)} ns/timer; fire (all due at once): ${(Number(t2 - t1) / n).toFixed(0)} ns/timer`);
 
   // 3 + 4
   const m = Math.max(100, Math.floor(n / 10));

@@ -137,7 +137,8 @@ test('stop() returns true for a pending timer, false once it fired', async () =>
 test('stop() while the run is queued to the event loop prevents it', async () => {
   let ran = 0;
   const t = rt.start(0, () => { ran++; });
-  // Keep the thread busy until the C run has started (it waits for us).
+  // Keep the thread busy until the timer is due (its callback waits for the
+  // event loop; test/queue.test.js checks the C side of this exactly).
   const end = Date.now() + 50;
   while (Date.now() < end) { /* busy */ }
   assert.equal(rt.stop(t), true);
