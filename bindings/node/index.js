@@ -89,7 +89,7 @@ const errorCodes = Object.freeze({
   TW_EFORKED: -1001,
 });
 const CODE_NAMES = new Map(Object.entries(errorCodes).map(([k, v]) => [v, k]));
-const { TW_OK, TW_EINVAL, TW_ENOENT, TW_ESHUTDOWN } = errorCodes;
+const { TW_OK, TW_ENOMEM, TW_ENOENT, TW_ESHUTDOWN } = errorCodes;
 const TW_PIN_SHARDS = 0x1;
 const TW_MAX_DELAY_NS = 1n << 60n;
 /** The longest delay or period accepted, in milliseconds (2^60 ns, about 36.5 years). */
