@@ -42,8 +42,9 @@ export declare class LibraryLoadError extends Error {
 export interface RuntimeOptions {
   /** Timing wheels, one driver thread each; 0 (default) = one per CPU; at most 256. */
   shards?: number;
-  /** Callback worker threads; 0 (default) = one per CPU; at most 4096 (and the
-   *  open runtimes together at most koffi's max_async_calls - 8). */
+  /** Worker threads of the C runtime: 1 (default); 0 = one per CPU; at most
+   *  4096. This binding runs no callback on them (every timer is delivered
+   *  to the JavaScript thread through the runtime's delivery queue). */
   workers?: number;
   /** The tick in milliseconds, 0.001 .. 1000; 0 (default) = 1 ms. */
   resolution?: number;
@@ -67,10 +68,32 @@ export interface StartPeriodicOptions {
   shard?: number;
 }
 
+/** A snapshot of the counters of a runtime's delivery queue (tw_queue_stats). */
+export interface QueueStats {
+  /** Callbacks due and not yet run now. */
+  due: number;
+  /** Due timers handed to the queue (a stop or reset may take one back before it runs). */
+  delivered: number;
+  /** Callbacks run on the JavaScript thread. */
+  ran: number;
+  /** From the deadline to the queue's fd polling readable (the C runtime's part), ns. */
+  signalP50Ns: number;
+  signalP99Ns: number;
+  signalP999Ns: number;
+  signalMaxNs: number;
+  signalSamples: number;
+  /** From the deadline to the callback's start on the JavaScript thread, ns. */
+  runP50Ns: number;
+  runP99Ns: number;
+  runP999Ns: number;
+  runMaxNs: number;
+  runSamples: number;
+}
+
 /** A snapshot of a runtime's counters (tw_stats), totals since creation. */
 export interface RuntimeStats {
   shards: number;
-  /** Callbacks that can run at once. */
+  /** Worker threads of the C runtime (no callback of this binding runs on them). */
   workers: number;
   shutDown: boolean;
   resolutionNs: number;
@@ -95,6 +118,8 @@ export interface RuntimeStats {
   latenessP999Ns: number;
   latenessMaxNs: number;
   latenessSamples: number;
+  /** The runtime's delivery queue, through which every callback runs. */
+  queue: QueueStats;
 }
 
 /** The callback of a timer: called on the JavaScript thread with its Timer. */
@@ -103,8 +128,7 @@ export type TimerCallback = (this: Timer, timer: Timer) => void;
 /** A started timer. */
 export declare class Timer {
   private constructor();
-  /** The C timer id (never 0n). A one-shot timer re-armed by reset() from its
-   *  own callback (or while its run is queued) gets a new id. */
+  /** The C timer id (never 0n); reset() keeps it. */
   readonly id: bigint;
   /** True for a periodic timer. */
   readonly periodic: boolean;
@@ -118,8 +142,11 @@ export declare class Timer {
 
 /**
  * A tickwheel runtime: shards (timing wheels with a driver thread each) and
- * worker threads that fire timers. Every callback runs on the JavaScript
- * thread that created the Runtime, queued to its event loop.
+ * a delivery queue watched by the event loop of the JavaScript thread that
+ * created the Runtime: every callback runs on that thread, in its own
+ * setImmediate() turn (process.nextTick() callbacks and promise reactions
+ * queued by one callback run before the next one), never on another thread;
+ * no thread ever waits for JavaScript.
  *
  * Events: 'error' (error: unknown, timer: Timer) -- a callback threw. Without
  * a listener the exception is rethrown asynchronously (an uncaught
@@ -146,15 +173,19 @@ export declare class Runtime extends EventEmitter {
    *  time after options.delay ms (default: one period). Throws as start(). */
   startPeriodic(period: number, fn: TimerCallback, options?: StartPeriodicOptions): Timer;
   /** Cancels a timer; never blocks. True if this call prevented a run (the
-   *  one run of a one-shot timer, or every further run of a periodic one);
-   *  false if it already ran (or is running), was stopped, is unknown, or
-   *  the runtime is closed. Either way no run starts after it returns. */
+   *  one run of a one-shot timer, also one already due whose callback waits
+   *  for the event loop, or every further run of a periodic one); false if
+   *  it already ran (or is running), was stopped, is unknown, or the runtime
+   *  is closed. Either way no run starts after it returns. */
   stop(timer: Timer | bigint): boolean;
   /** Re-arms a timer to fire ms from now (a periodic one: its next run, then
    *  every period). True if re-armed; false if it is not pending (ran,
-   *  stopped, unknown, runtime closed). Never blocks. */
+   *  stopped, unknown, runtime closed). A due timer whose callback has not
+   *  run yet is pending, and so is a one-shot timer inside its own callback
+   *  (re-armed with the same id). Never blocks. */
   reset(timer: Timer | bigint, ms: number): boolean;
-  /** The runtime's counters; after close() has finished, the final ones. */
+  /** The runtime's counters (and its queue's, in `queue`); after close() has
+   *  finished, the final ones. */
   stats(): RuntimeStats;
 
   /** Live timers keep the process alive (the default). */
@@ -164,10 +195,12 @@ export declare class Runtime extends EventEmitter {
   /** True if live timers keep the process alive. */
   hasRef(): boolean;
 
-  /** Shuts the runtime down and frees it. Pending timers are cancelled and
-   *  released (their callbacks never run) and no callback starts after this
-   *  call. Resolves once the C runtime is freed. Idempotent (same Promise).
-   *  Safe from inside a callback: it never blocks the JavaScript thread. */
+  /** Shuts the runtime down and frees it. Pending timers, also due ones, are
+   *  cancelled and released (their callbacks never run) and no callback
+   *  starts after this call. The C runtime is freed before close() returns
+   *  or, called from one of this runtime's callbacks, as soon as that
+   *  callback has returned; the Promise then resolves (rejects if the C
+   *  calls failed). Idempotent (same Promise). */
   close(): Promise<void>;
   /** Same as close() (for `await using`). */
   [Symbol.asyncDispose](): Promise<void>;

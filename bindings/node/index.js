@@ -4,7 +4,7 @@
  * tickwheel -- Node.js binding of the tickwheel timer runtime.
  *
  *     const { Runtime } = require('tickwheel');
- *     const rt = new Runtime({ workers: 2 });
+ *     const rt = new Runtime();
  *     rt.start(50, () => console.log('50 ms later'));
  *     const tick = rt.startPeriodic(10, () => console.log('every 10 ms'));
  *     setTimeout(async () => { tick.stop(); await rt.close(); }, 100);
@@ -15,22 +15,31 @@
  * never runs before its delay has passed on CLOCK_MONOTONIC (the clock of
  * process.hrtime.bigint() and of now()).
  *
- * Threading. The C library fires timers on its worker threads; koffi queues
- * each call to the JavaScript thread that created the Runtime (a thread-safe
- * function on that thread's event loop) and the worker waits until the
- * JavaScript callback has returned. So every callback runs on the JavaScript
- * thread, between other event-loop work, never concurrently with other
- * JavaScript; runs of one timer never overlap. A busy event loop delays
- * callbacks (as it delays setTimeout) and holds the runtime's workers while
- * they wait. One pair of koffi trampolines (fire, release) is registered for
- * the whole process; each timer is an integer key into a Map holding its
- * JavaScript function, dropped when the C library's release hook reports the
- * timer released: no koffi registration per timer.
+ * Threading. Every Runtime has one delivery queue of the C library
+ * (tw_queue, issue 11) and starts all its timers on it: a timer that comes
+ * due is handed to the queue, never to a worker thread. The queue's eventfd
+ * is watched by the JavaScript thread's own event loop (a libuv poll handle,
+ * koffi.node.poll: no thread of the libuv pool, no helper thread); when it
+ * polls readable the binding runs the due callbacks on that thread with
+ * tw_queue_run(), each in its own setImmediate() turn, so process.nextTick()
+ * callbacks and promise reactions queued by one callback run before the
+ * next callback, as with setTimeout. So every callback runs on the
+ * JavaScript thread that created the Runtime, between other event-loop work,
+ * never concurrently with other JavaScript; runs of one timer never
+ * overlap, and no worker thread ever waits for JavaScript: a busy event loop
+ * delays the callbacks (as it delays setTimeout) and nothing else. One pair
+ * of koffi trampolines (fire, release) is registered for the whole process
+ * and only ever called synchronously, from tw_queue_run(), tw_timer_stop()
+ * and the like on this thread; each timer is an integer key into a Map
+ * holding its JavaScript function, dropped when the C library's release
+ * hook reports the timer released: no koffi registration per timer.
  *
- * Because a worker that fires a timer waits for the JavaScript thread, the
- * binding never makes that thread wait for a worker: stop() and reset() do
- * not block, and close() shuts the C runtime down on a koffi worker thread
- * (returning a Promise) whenever a callback might be in flight.
+ * Because callbacks run inside tw_queue_run() on this thread, stop() is
+ * exact: a timer that is due but whose callback has not run yet is
+ * cancelled by the C library itself and its callback never runs; stop()
+ * and reset() never block, and close() frees the C runtime before it
+ * returns (from inside one of the runtime's own callbacks: as soon as that
+ * callback has returned).
  *
  * Errors. A failed call throws a TickwheelError (code 'TW_ESHUTDOWN',
  * 'TW_EAGAIN', ...); bad arguments throw TypeError or RangeError with code
@@ -41,20 +50,21 @@
  * go on (a periodic timer keeps running).
  *
  * Process lifetime. Like Node's timers, a Runtime keeps the process alive
- * while it has live timers (pending, or released but not yet reported);
- * rt.unref() stops that, rt.ref() restores it. A Runtime without live timers
- * never keeps the process alive, and a closing one keeps it alive until it
- * is freed. When the event loop runs out of work ('beforeExit') every
+ * while it has live timers (started and not yet released); rt.unref()
+ * stops that, rt.ref() restores it (the queue's poll handle is ref'd or
+ * unref'd accordingly). A Runtime without live timers never keeps the
+ * process alive. When the event loop runs out of work ('beforeExit') every
  * Runtime still open is closed: its pending timers are cancelled, no
  * callback runs. On process.exit() (or a fatal exception) the open runtimes
- * are cancelled the same way and freed unless a run is queued to the (now
- * gone) event loop; then they are left to the end of the process.
+ * are cancelled the same way and freed, except one whose callback called
+ * process.exit(): its timers are cancelled and it is left to the end of the
+ * process.
  *
  * The shared library is found through the TICKWHEEL_LIB environment
  * variable (a path; nothing else is tried when it is set), else
  * "libtickwheel.so.1" through the dynamic loader's search path, else in the
  * libdir that `pkg-config tickwheel` reports. Its major version must equal
- * this package's major version.
+ * this package's major version; 1.2 or later (the delivery queues).
  */
 
 const { EventEmitter } = require('node:events');
@@ -64,6 +74,7 @@ const koffi = require('koffi');
 
 const PACKAGE_VERSION = require('./package.json').version;
 const PACKAGE_MAJOR = Number(PACKAGE_VERSION.split('.')[0]);
+const MIN_MINOR = 2; // the library's minor version must be at least this: 1.2 has the delivery queues
 const ABI_VERSION = 1; // the N of libtickwheel.so.N this binding speaks
 
 // ---- the C API's constants (include/tickwheel/tickwheel.h) --------------------
@@ -78,7 +89,7 @@ const errorCodes = Object.freeze({
   TW_EFORKED: -1001,
 });
 const CODE_NAMES = new Map(Object.entries(errorCodes).map(([k, v]) => [v, k]));
-const { TW_OK, TW_EINVAL, TW_ENOENT, TW_ESHUTDOWN } = errorCodes;
+const { TW_OK, TW_ENOMEM, TW_ENOENT, TW_ESHUTDOWN } = errorCodes;
 const TW_PIN_SHARDS = 0x1;
 const TW_MAX_DELAY_NS = 1n << 60n;
 /** The longest delay or period accepted, in milliseconds (2^60 ns, about 36.5 years). */
@@ -186,7 +197,9 @@ const Config = defineType('tw_config', (n) => koffi.struct(n, {
 // passes an integer key as arg, so it is declared uintptr_t (same ABI class).
 const Callback = defineType('tw_callback', (n) => koffi.proto(n, 'void', ['uintptr_t', 'uint64_t']));
 const Release = defineType('tw_release', (n) => koffi.proto(n, 'void', ['uintptr_t']));
-const Spec = defineType('tw_timer_spec', (n) => koffi.struct(n, {
+// The 1.2 layout (64 bytes), with the delivery queue at its end. Only its
+// size and offsets are used: each Runtime fills one Buffer with it.
+const Spec = defineType('tw_timer_spec_1_2', (n) => koffi.struct(n, {
   size: 'uint32_t',
   shard: 'int32_t',
   deadline_ns: 'uint64_t',
@@ -195,7 +208,11 @@ const Spec = defineType('tw_timer_spec', (n) => koffi.struct(n, {
   callback: koffi.pointer(Callback),
   arg: 'uintptr_t',
   release: koffi.pointer(Release),
+  queue: 'void *',
 }));
+const SPEC_SIZE = koffi.sizeof(Spec);
+const SPEC_AT = Object.fromEntries(['shard', 'delay_ns', 'period_ns', 'callback', 'arg', 'release', 'queue']
+  .map((k) => [k, koffi.offsetof(Spec, k)]));
 const STAT_FIELDS = {
   size: 'uint32_t',
   shards: 'uint32_t',
@@ -218,17 +235,31 @@ const STAT_FIELDS = {
   lateness_samples: 'uint64_t',
 };
 const Stats = defineType('tw_stats', (n) => koffi.struct(n, STAT_FIELDS));
+// tw_queue_stats (1.2), read from a Buffer: the binding asks for `due` on
+// every wake-up, so no object is built for it.
+const QUEUE_STAT_FIELDS = [
+  'due', 'delivered', 'ran',
+  'signal_p50_ns', 'signal_p99_ns', 'signal_p999_ns', 'signal_max_ns', 'signal_samples',
+  'run_p50_ns', 'run_p99_ns', 'run_p999_ns', 'run_max_ns', 'run_samples',
+];
+const QUEUE_STATS_SIZE = 8 + 8 * QUEUE_STAT_FIELDS.length; // size, runners, then uint64_t fields
+const QUEUE_DUE_OFFSET = 8;
 
 // ---- loading the library ------------------------------------------------------
 let lib = null; // { path, tw_*: functions }
 
 /** Throws unless the encoded version v (major << 16 | minor << 8 | patch) has
- *  this package's major version. */
+ *  this package's major version and a minor version of at least MIN_MINOR. */
 function checkVersion(v, where) {
   const major = v >>> 16;
-  const text = `${major}.${(v >>> 8) & 0xff}.${v & 0xff}`;
+  const minor = (v >>> 8) & 0xff;
+  const text = `${major}.${minor}.${v & 0xff}`;
   if (major !== PACKAGE_MAJOR) {
     throw new Error(`${where} is tickwheel ${text}; this binding (tickwheel ${PACKAGE_VERSION}) needs ${PACKAGE_MAJOR}.x`);
+  }
+  if (minor < MIN_MINOR) {
+    throw new Error(`${where} is tickwheel ${text}; this binding (tickwheel ${PACKAGE_VERSION}) needs ` +
+      `${PACKAGE_MAJOR}.${MIN_MINOR} or later (delivery queues)`);
   }
   return text;
 }
@@ -247,20 +278,28 @@ function pkgConfigLibdir() {
 function bind(handle, where) {
   const f = (name, ret, args) => handle.func(name, ret, args);
   const rtPtr = 'void *';
+  // The version first: an older library lacks the later functions.
+  const ver = checkVersion(f('tw_version', 'uint32_t', [])(), where);
   const fns = {
-    tw_version: f('tw_version', 'uint32_t', []),
     tw_runtime_create: f('tw_runtime_create', 'int', [koffi.pointer(Config), koffi.out(koffi.pointer(rtPtr))]),
     tw_runtime_shutdown: f('tw_runtime_shutdown', 'int', [rtPtr]),
     tw_runtime_destroy: f('tw_runtime_destroy', 'int', [rtPtr]),
-    tw_timer_start_ex: f('tw_timer_start_ex', 'int', [rtPtr, koffi.pointer(Spec), koffi.out(koffi.pointer('uint64_t'))]),
+    // The spec and the id are passed as Buffers (see Runtime._spec): a koffi
+    // struct built from an object per start costs several times more.
+    tw_timer_start_ex: f('tw_timer_start_ex', 'int', [rtPtr, 'uint8_t *', 'uint8_t *']),
     tw_timer_stop: f('tw_timer_stop', 'int', [rtPtr, 'uint64_t']),
     tw_timer_reset: f('tw_timer_reset', 'int', [rtPtr, 'uint64_t', 'uint64_t']),
     tw_runtime_stats: f('tw_runtime_stats', 'int', [rtPtr, koffi.inout(koffi.pointer(Stats))]),
+    tw_queue_create: f('tw_queue_create', 'int', [rtPtr, koffi.out(koffi.pointer('void *'))]),
+    tw_queue_fd: f('tw_queue_fd', 'int', ['void *']),
+    tw_queue_run: f('tw_queue_run', 'int', ['void *', 'size_t', 'int64_t']),
+    tw_queue_destroy: f('tw_queue_destroy', 'int', ['void *']),
+    tw_queue_get_stats: f('tw_queue_get_stats', 'int', ['void *', 'uint8_t *']),
     tw_now_ns: f('tw_now_ns', 'uint64_t', []),
     tw_strerror: f('tw_strerror', 'const char *', [ 'int' ]),
   };
   fns.path = where;
-  fns.version = checkVersion(fns.tw_version(), where);
+  fns.version = ver;
   return fns;
 }
 
@@ -273,22 +312,13 @@ function candidates() {
   return list;
 }
 
-function raiseAsyncLimit() {
-  // Each callback in flight holds one koffi "async call" slot while its
-  // worker waits for the JavaScript thread (256 by default, 4096 at most).
-  // Raise the limit to the C library's worker maximum; this is only possible
-  // before koffi loads any library in this thread, so it may fail harmlessly.
-  try {
-    if (koffi.config().max_async_calls < MAX_WORKERS) koffi.config({ max_async_calls: MAX_WORKERS });
-  } catch {
-    // another koffi user loaded a library first: keep its limit
-  }
-}
-
 /** Loads the library (once) and returns its bound functions. */
 function load() {
   if (lib) return lib;
-  raiseAsyncLimit();
+  if (!koffi.node || typeof koffi.node.poll !== 'function') {
+    throw new LibraryLoadError(`tickwheel: koffi ${koffi.version} has no koffi.node.poll (koffi 2.15 or later ` +
+      'is needed to watch the delivery queue from the event loop)', []);
+  }
   const tried = [];
   for (const where of candidates()) {
     let handle;
@@ -328,7 +358,9 @@ function now() {
 
 // ---- the shared trampolines ------------------------------------------------------
 // One registered pair for the whole process (registered on first use); the C
-// arg of every timer is a key into `entries`.
+// arg of every timer is a key into `entries`. Both are only ever called on
+// the JavaScript thread, synchronously, from inside a C call the binding
+// made there (tw_queue_run, tw_timer_stop, tw_queue_destroy, ...).
 const entries = new Map(); // key -> Entry
 let nextKey = 1;
 let trampolines = null;
@@ -337,13 +369,14 @@ function onFire(key) {
   const e = entries.get(key);
   if (e === undefined || e.cancelled || e.rt._closed) return;
   e.running = true;
+  e.rearmed = false;
   try {
     e.fn.call(e.timer, e.timer);
   } catch (err) {
     e.rt._callbackError(err, e.timer);
   } finally {
     e.running = false;
-    if (!e.periodic) e.ran = true;
+    if (!e.periodic && !e.rearmed) e.ran = true;
   }
 }
 
@@ -368,20 +401,12 @@ function getTrampolines() {
   return trampolines;
 }
 
-// ---- open runtimes, the async-slot budget and process exit -------------------------
+// ---- open runtimes and process exit ------------------------------------------------
 const openRuntimes = new Set();
-let workersInUse = 0; // sum of tw_stats.workers of the open runtimes
 let exitHookInstalled = false;
 
-function asyncBudget() {
-  // A few slots stay free for the koffi calls close() makes.
-  return koffi.config().max_async_calls - 8;
-}
-
 // The event loop is about to end (nothing keeps it alive): close the open
-// runtimes. A close() that has to wait for callbacks queued to the loop keeps
-// it alive until they are drained (koffi must not find calls queued when the
-// environment is torn down), then 'beforeExit' comes again with none open.
+// runtimes (they have no live timers, or are unref()ed).
 function onBeforeExit() {
   for (const rt of [...openRuntimes]) {
     if (rt._closePromise === null) rt.close().catch((err) => process.emitWarning(err));
@@ -394,8 +419,7 @@ function onProcessExit() {
 }
 
 // ---- Timer ---------------------------------------------------------------------
-/** A started timer. `id` is its current C id (a BigInt); one-shot timers
- *  re-armed by reset() from their own callback get a new id. */
+/** A started timer. `id` is its C id (a BigInt). */
 class Timer {
   constructor(rt, periodic) {
     this._rt = rt;
@@ -431,12 +455,25 @@ class Timer {
 const RUNTIME_OPTIONS = ['shards', 'workers', 'resolution', 'maxTimers', 'pinShards'];
 const START_OPTIONS = ['period', 'shard'];
 const PERIODIC_OPTIONS = ['delay', 'shard'];
+// Callbacks run per wake-up of the queue's poll handle, at most; more due
+// ones are run on the next turns of the event loop (the fd stays readable).
+const MAX_BATCH = 1024;
+
+// tw_queue_stats field names in camelCase: signal_p50_ns -> signalP50Ns.
+const QUEUE_STAT_NAMES = QUEUE_STAT_FIELDS.map((f) => f.replace(/_([a-z0-9])/g, (m, c) => c.toUpperCase()));
+
+function queueStatsFrom(buf) {
+  const out = {};
+  for (let i = 0; i < QUEUE_STAT_NAMES.length; i++) out[QUEUE_STAT_NAMES[i]] = Number(buf.readBigUInt64LE(8 + 8 * i));
+  return out;
+}
 
 class Runtime extends EventEmitter {
   /**
    * @param {object} [options]
    * @param {number} [options.shards=0] timing wheels (one driver thread each); 0 = one per CPU; at most 256
-   * @param {number} [options.workers=0] callback worker threads; 0 = one per CPU; at most 4096
+   * @param {number} [options.workers=1] worker threads of the C runtime (this binding runs no callback
+   *   on them); 0 = one per CPU; at most 4096
    * @param {number} [options.resolution=1] the tick in milliseconds, 0.001 .. 1000 (0 = 1 ms)
    * @param {number|bigint} [options.maxTimers=0] live timers allowed at once; 0 = unlimited
    * @param {boolean} [options.pinShards=false] pin shard i's driver thread to CPU i
@@ -444,7 +481,7 @@ class Runtime extends EventEmitter {
   constructor(options) {
     super();
     const o = checkOptions(options, RUNTIME_OPTIONS, 'Runtime options');
-    const cfg = { size: koffi.sizeof(Config), shards: 0, workers: 0, flags: 0, resolution_ns: 0, max_timers: 0 };
+    const cfg = { size: koffi.sizeof(Config), shards: 0, workers: 1, flags: 0, resolution_ns: 0, max_timers: 0 };
     if (o.shards !== undefined) cfg.shards = checkInteger(o.shards, 'shards', 0, MAX_SHARDS);
     if (o.workers !== undefined) cfg.workers = checkInteger(o.workers, 'workers', 0, MAX_WORKERS);
     if (o.resolution !== undefined && o.resolution !== 0) {
@@ -475,29 +512,51 @@ class Runtime extends EventEmitter {
     const l = load();
     getTrampolines();
     const out = [null];
-    const rc = l.tw_runtime_create(cfg, out);
+    let rc = l.tw_runtime_create(cfg, out);
     if (rc !== TW_OK) throw new TickwheelError(rc, 'tw_runtime_create');
     this._ptr = out[0];
     this._entries = new Map(); // key -> Entry, this runtime's live timers
     this._byId = new Map(); // id (BigInt) -> Entry
     this._closed = false;
     this._closePromise = null;
+    this._settle = null; // { resolve, reject } of _closePromise
     this._finalStats = null;
     this._refed = true;
-    this._keepAlive = setInterval(() => {}, 0x7fffffff);
-    this._keepAlive.unref();
+    this._queue = null; // the tw_queue every timer of this runtime is started on
+    this._poll = null; // koffi.node.poll handle on the queue's fd
+    this._pollRefed = false;
+    this._turns = 0; // setImmediate turns scheduled to run a due callback, not yet taken
+    this._inRun = 0; // > 0 while tw_queue_run() runs on this runtime's queue
+    this._qbuf = Buffer.alloc(QUEUE_STATS_SIZE); // tw_queue_stats, read by offset
 
-    const workers = this._rawStats().workers;
-    if (workersInUse + workers > asyncBudget()) {
-      l.tw_runtime_destroy(this._ptr);
-      this._ptr = null;
-      this._closed = true;
-      clearInterval(this._keepAlive);
-      throw invalid(RangeError, `workers: the open runtimes would have ${workersInUse + workers} callback workers, ` +
-        `more than koffi's ${asyncBudget()} callbacks in flight (koffi.config().max_async_calls - 8)`);
+    const qout = [null];
+    rc = l.tw_queue_create(this._ptr, qout);
+    if (rc === TW_OK) {
+      this._queue = qout[0];
+      try {
+        this._poll = koffi.node.poll(l.tw_queue_fd(this._queue), { readable: true }, () => this._onReadable());
+      } catch (err) {
+        this._poll = null;
+        this._destroyNative();
+        throw err;
+      }
+      if (this._poll === null) rc = TW_ENOMEM;
     }
-    this._workers = workers;
-    workersInUse += workers;
+    if (rc !== TW_OK) {
+      this._destroyNative();
+      throw new TickwheelError(rc, 'tw_queue_create');
+    }
+    this._poll.unref(); // ref'd while live timers are (see _syncRef)
+    // tw_timer_spec of this runtime's timers: size, the trampolines and the
+    // queue stay; each start writes shard, delay, period and arg (the key).
+    const t = getTrampolines();
+    this._spec = Buffer.alloc(SPEC_SIZE);
+    this._spec.writeUInt32LE(SPEC_SIZE, 0);
+    this._spec.writeBigUInt64LE(koffi.address(t.fire), SPEC_AT.callback);
+    this._spec.writeBigUInt64LE(koffi.address(t.release), SPEC_AT.release);
+    this._spec.writeBigUInt64LE(koffi.address(this._queue), SPEC_AT.queue);
+    this._idOut = Buffer.alloc(8);
+    this._runTurn = () => this._turn();
     openRuntimes.add(this);
     if (!exitHookInstalled) {
       process.on('beforeExit', onBeforeExit);
@@ -511,10 +570,40 @@ class Runtime extends EventEmitter {
     return this._closed;
   }
 
-  /** Timers started and not yet released (the C library's view may lag by
-   *  the release notices queued to the event loop). */
+  /** Timers started and not yet released. */
   get liveTimers() {
     return this._entries.size;
+  }
+
+  // The queue's fd polls readable: callbacks are due. Each runs in its own
+  // setImmediate() turn (Node drains process.nextTick() and the microtask
+  // queue between immediates, as it does between setTimeout callbacks; a
+  // poll handle's callback runs outside any such callback scope). The turns
+  // run in this loop iteration's check phase; if more came due meanwhile,
+  // the fd is still readable and the next iteration schedules them.
+  _onReadable() {
+    if (this._turns > 0 || this._closed) return;
+    let n = 1;
+    if (this._queueStatsRaw() === TW_OK) {
+      const due = Number(this._qbuf.readBigUInt64LE(QUEUE_DUE_OFFSET));
+      n = Math.max(1, Math.min(due, MAX_BATCH));
+    }
+    this._turns = n;
+    for (let i = 0; i < n; i++) setImmediate(this._runTurn);
+  }
+
+  _turn() {
+    this._turns--;
+    if (this._closed) return;
+    this._inRun++;
+    try {
+      lib.tw_queue_run(this._queue, 1, 0); // the earliest due callback, if any is still due
+    } finally {
+      this._inRun--;
+    }
+    // close() from inside that callback (or its error listener) left the
+    // C side to us: the queue could not be destroyed from inside its run.
+    if (this._closed && this._inRun === 0 && this._ptr !== null && this._settle !== null) this._finishClose();
   }
 
   /**
@@ -548,36 +637,32 @@ class Runtime extends EventEmitter {
     const s = shard === undefined ? -1 : checkInteger(shard, 'shard', -1, 0x7fffffff);
     if (this._closed) throw new TickwheelError(TW_ESHUTDOWN, 'start');
     const timer = new Timer(this, periodic);
-    this._arm(timer, fn, delayNs, periodNs, s);
-    return timer;
-  }
-
-  // Starts a C timer for `timer` and makes it the timer's current entry.
-  _arm(timer, fn, delayNs, periodNs, shard) {
     const key = nextKey++;
-    const e = { key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n, shard, running: false, ran: false, cancelled: false };
+    const e = {
+      key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n,
+      running: false, rearmed: false, ran: false, cancelled: false,
+    };
     entries.set(key, e);
     this._entries.set(key, e);
-    const t = getTrampolines();
-    const spec = {
-      size: koffi.sizeof(Spec), shard, deadline_ns: 0, delay_ns: delayNs, period_ns: periodNs,
-      callback: t.fire, arg: key, release: t.release,
-    };
-    const out = [0];
-    const rc = lib.tw_timer_start_ex(this._ptr, spec, out);
+    const spec = this._spec;
+    spec.writeInt32LE(s, SPEC_AT.shard);
+    spec.writeBigUInt64LE(delayNs, SPEC_AT.delay_ns);
+    spec.writeBigUInt64LE(periodNs, SPEC_AT.period_ns);
+    spec.writeUInt32LE(key % 0x100000000, SPEC_AT.arg);
+    spec.writeUInt32LE(Math.floor(key / 0x100000000), SPEC_AT.arg + 4);
+    const rc = lib.tw_timer_start_ex(this._ptr, spec, this._idOut);
     if (rc !== TW_OK) {
       // EINVAL/EFORKED: the hook was not called; otherwise it already ran.
       entries.delete(key);
       this._entries.delete(key);
       throw new TickwheelError(rc, 'start');
     }
-    e.id = BigInt(out[0]);
+    e.id = this._idOut.readBigUInt64LE(0);
     this._byId.set(e.id, e);
-    if (timer._entry !== null) timer._entry.moved = true;
     timer._entry = e;
     timer._lastId = e.id;
     this._syncRef();
-    return e;
+    return timer;
   }
 
   _lookup(timer, what) {
@@ -591,45 +676,37 @@ class Runtime extends EventEmitter {
 
   /**
    * Cancels a timer (a Timer or its BigInt id). Never blocks. Returns true if
-   * this call prevented a run: the callback of a one-shot timer will not run,
-   * a periodic timer will not run again. Returns false if it already ran (or
-   * is running now, for a one-shot timer), was already stopped, is unknown, or
-   * the runtime is closed. When stop() returns, the callback will not start
+   * this call prevented a run: the callback of a one-shot timer will not run
+   * (also when it is due and only waits for the event loop), a periodic
+   * timer will not run again. Returns false if it already ran (or is running
+   * now, for a one-shot timer), was already stopped, is unknown, or the
+   * runtime is closed. When stop() returns, the callback will not start
    * again either way.
    */
   stop(timer) {
     const e = this._lookup(timer, 'stop');
-    if (this._closed || e === null || e.moved || e.cancelled || e.ran) return false;
+    if (this._closed || e === null || e.cancelled || e.ran) return false;
     e.cancelled = true; // no run is delivered to JavaScript any more
-    const rc = lib.tw_timer_stop(this._ptr, e.id);
+    const rc = lib.tw_timer_stop(this._ptr, e.id); // TW_OK: released in this call, unless running
     if (rc === TW_OK) return true;
-    if (rc === TW_ENOENT) {
-      // A one-shot timer whose run is queued to the event loop (the C run has
-      // started, the JavaScript one not): cancelling it here prevents it.
-      // Called from its own callback: it is running, nothing was prevented.
-      return !e.periodic && !e.running;
-    }
+    if (rc === TW_ENOENT) return false; // a one-shot timer stopped from its own callback
     throw new TickwheelError(rc, 'stop');
   }
 
   /**
    * Re-arms a timer to fire ms from now (a periodic one: its next run then,
    * then every period). Returns true if re-armed, false if the timer is not
-   * pending (ran, stopped, unknown, or the runtime is closed). From a
-   * one-shot timer's own callback (or while its run is queued) it re-arms it
-   * as a new C timer: timer.id changes.
+   * pending (ran, stopped, unknown, or the runtime is closed). A timer that
+   * is due but has not run yet is pending; so is a one-shot timer inside its
+   * own callback (it is re-armed, with the same id).
    */
   reset(timer, ms) {
     const ns = msToNs(ms, 'ms');
     const e = this._lookup(timer, 'reset');
-    if (this._closed || e === null || e.moved || e.cancelled || e.ran) return false;
+    if (this._closed || e === null || e.cancelled || e.ran) return false;
     const rc = lib.tw_timer_reset(this._ptr, e.id, ns);
-    if (rc === TW_OK) return true;
-    if (rc === TW_ENOENT && !e.periodic) {
-      // Its C run has started: it is running now, or queued to the event loop.
-      // Re-arm it as a new C timer (and drop the queued run, if any).
-      e.cancelled = true;
-      this._arm(e.timer, e.fn, ns, 0n, e.shard);
+    if (rc === TW_OK) {
+      if (e.running) e.rearmed = true; // a one-shot timer stays alive past this run
       return true;
     }
     if (rc === TW_ENOENT) return false;
@@ -644,14 +721,15 @@ class Runtime extends EventEmitter {
     return st;
   }
 
-  /**
-   * A snapshot of the runtime's counters (totals since creation). After
-   * close() has finished: the final counters.
-   */
-  stats() {
-    if (this._finalStats !== null) return { ...this._finalStats };
-    if (this._ptr === null) throw new TickwheelError(TW_ESHUTDOWN, 'stats');
+  _queueStatsRaw() {
+    this._qbuf.writeUInt32LE(QUEUE_STATS_SIZE, 0);
+    return lib.tw_queue_get_stats(this._queue, this._qbuf);
+  }
+
+  _snapshot() {
     const s = this._rawStats();
+    const rc = this._queueStatsRaw();
+    if (rc !== TW_OK) throw new TickwheelError(rc, 'stats');
     const n = (v) => Number(v);
     return {
       shards: s.shards,
@@ -672,7 +750,19 @@ class Runtime extends EventEmitter {
       latenessP999Ns: n(s.lateness_p999_ns),
       latenessMaxNs: n(s.lateness_max_ns),
       latenessSamples: n(s.lateness_samples),
+      queue: queueStatsFrom(this._qbuf),
     };
+  }
+
+  /**
+   * A snapshot of the runtime's counters (totals since creation), with those
+   * of its delivery queue in `queue`. After close() has finished: the final
+   * counters.
+   */
+  stats() {
+    if (this._finalStats !== null) return { ...this._finalStats, queue: { ...this._finalStats.queue } };
+    if (this._ptr === null) throw new TickwheelError(TW_ESHUTDOWN, 'stats');
+    return this._snapshot();
   }
 
   /** Makes live timers keep the process alive (the default). Returns this. */
@@ -695,17 +785,19 @@ class Runtime extends EventEmitter {
     return this._refed;
   }
 
+  // The poll handle keeps the event loop alive iff live timers should.
   _syncRef() {
-    if (this._keepAlive === null) return;
-    const keep = this._closePromise !== null || (this._refed && this._entries.size > 0);
-    if (keep) this._keepAlive.ref();
-    else this._keepAlive.unref();
+    if (this._poll === null) return;
+    const keep = this._refed && this._entries.size > 0;
+    if (keep === this._pollRefed) return;
+    this._pollRefed = keep;
+    if (keep) this._poll.ref();
+    else this._poll.unref();
   }
 
   _released(e) {
     this._entries.delete(e.key);
     if (this._byId.get(e.id) === e) this._byId.delete(e.id);
-    if (e.timer._entry === e) e.timer._entry = null;
     this._syncRef();
   }
 
@@ -722,86 +814,99 @@ class Runtime extends EventEmitter {
   }
 
   // Cancels every timer this runtime knows; their release hooks run inside
-  // the stop calls, except for runs in progress (queued to the event loop).
+  // the stop calls, except for a run in progress (a callback that called
+  // close()): its hook runs when it returns.
   _stopAll() {
     for (const e of [...this._entries.values()]) {
       e.cancelled = true;
-      lib.tw_timer_stop(this._ptr, e.id);
+      if (e.id !== 0n) lib.tw_timer_stop(this._ptr, e.id);
     }
   }
 
+  // Frees the C side (never from inside a run of the queue). Order: the poll
+  // handle stops watching the fd; the shutdown cancels what is left (hooks
+  // on this thread); the final counters; the queue (and its fd) and the
+  // runtime are freed.
   _finish() {
+    if (this._poll !== null) {
+      this._poll.close();
+      this._poll = null;
+    }
+    const rcShutdown = this._ptr === null ? TW_OK : lib.tw_runtime_shutdown(this._ptr);
     try {
-      this._finalStats = this.stats();
+      this._finalStats = this._snapshot();
     } catch {
       this._finalStats = null;
     }
-    const rc = lib.tw_runtime_destroy(this._ptr);
+    const rcQueue = this._queue === null ? TW_OK : lib.tw_queue_destroy(this._queue);
+    this._queue = null;
+    const rc = this._ptr === null ? TW_OK : lib.tw_runtime_destroy(this._ptr);
     this._ptr = null;
     openRuntimes.delete(this);
-    workersInUse -= this._workers;
-    if (this._keepAlive !== null) {
-      clearInterval(this._keepAlive);
-      this._keepAlive = null;
-    }
+    if (rcShutdown !== TW_OK) throw new TickwheelError(rcShutdown, 'close');
+    if (rcQueue !== TW_OK) throw new TickwheelError(rcQueue, 'tw_queue_destroy');
     if (rc !== TW_OK) throw new TickwheelError(rc, 'tw_runtime_destroy');
+  }
+
+  // The constructor failed half-way.
+  _destroyNative() {
+    this._closed = true;
+    if (this._queue !== null) lib.tw_queue_destroy(this._queue);
+    this._queue = null;
+    if (this._ptr !== null) lib.tw_runtime_destroy(this._ptr);
+    this._ptr = null;
+  }
+
+  _finishClose() {
+    const { resolve, reject } = this._settle;
+    try {
+      this._finish();
+    } catch (err) {
+      reject(err);
+      return;
+    }
+    resolve();
   }
 
   /**
    * Shuts the runtime down and frees it: pending timers are cancelled and
-   * released (their callbacks never run), no callback starts after this call
-   * returns. Returns a Promise that resolves when the C runtime is freed.
-   * Idempotent: later calls return the same Promise. Never blocks the
-   * JavaScript thread on a worker: when a callback may be in flight (e.g.
-   * close() is called from a callback) the C shutdown runs on a koffi worker
-   * thread and the Promise resolves after it.
+   * released (their callbacks never run, also those already due), no
+   * callback starts after this call returns. Returns a Promise that
+   * resolves when the C runtime is freed: at once, or, when called from
+   * inside one of this runtime's callbacks, as soon as that callback has
+   * returned. Idempotent: later calls return the same Promise. Never blocks
+   * the JavaScript thread for more than the C shutdown (joining its
+   * threads; no callback can be in flight on them).
    * @returns {Promise<void>}
    */
   close() {
     if (this._closePromise !== null) return this._closePromise;
     this._closed = true;
     this._closePromise = new Promise((resolve, reject) => {
-      this._stopAll();
-      if (this._entries.size === 0) {
-        // Nothing in flight: no worker waits for this thread.
-        const rc = lib.tw_runtime_shutdown(this._ptr);
-        try {
-          this._finish();
-        } catch (err) {
-          reject(err);
-          return;
-        }
-        if (rc !== TW_OK) reject(new TickwheelError(rc, 'close'));
-        else resolve();
-        return;
-      }
-      lib.tw_runtime_shutdown.async(this._ptr, (err, rc) => {
-        try {
-          this._finish();
-        } catch (err2) {
-          reject(err || err2);
-          return;
-        }
-        if (err) reject(err);
-        else if (rc !== TW_OK) reject(new TickwheelError(rc, 'close'));
-        else resolve();
-      });
+      this._settle = { resolve, reject };
     });
-    this._syncRef();
+    this._stopAll();
+    if (this._inRun === 0) this._finishClose();
+    // else: _turn() finishes once the callback in progress has returned.
     return this._closePromise;
   }
 
-  // process 'exit': the event loop is gone, so nothing may wait for it.
+  // process 'exit': the event loop is gone, nothing may wait for it.
   _closeForExit() {
     if (this._ptr === null) return;
     this._closed = true;
     this._stopAll();
-    if (this._closePromise === null && this._entries.size === 0) {
-      lib.tw_runtime_shutdown(this._ptr);
-      try { this._finish(); } catch { /* exiting anyway */ }
+    if (this._inRun > 0) {
+      // process.exit() from one of this runtime's callbacks: its queue
+      // cannot be destroyed from inside its own run. Nothing is left to
+      // fire; the runtime is left to the end of the process.
+      if (this._poll !== null) {
+        this._poll.close();
+        this._poll = null;
+      }
+      return;
     }
-    // Otherwise a run is queued to the event loop that will never run it:
-    // its worker waits until the process ends; nothing else fires.
+    try { this._finish(); } catch { /* exiting anyway */ }
   }
 }
 

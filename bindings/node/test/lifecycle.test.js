@@ -25,6 +25,10 @@ test('the library has this package\'s major version', () => {
   assert.throws(() => checkVersion(((major + 1) << 16), 'libx.so'),
     { message: new RegExp(`libx.so is tickwheel ${major + 1}\\.0\\.0; this binding \\(tickwheel ${pkg.version.replace(/\./g, '\\.')}\\) needs ${major}\\.x`) });
   assert.throws(() => checkVersion(0x000200, 'liby.so'), /liby.so is tickwheel 0\.2\.0/);
+  // The delivery queues came with 1.2: an older 1.x library is refused.
+  assert.throws(() => checkVersion((1 << 16) | (1 << 8) | 4, 'libz.so'),
+    /libz.so is tickwheel 1\.1\.4; this binding .* needs 1\.2 or later \(delivery queues\)/);
+  assert.equal(checkVersion((1 << 16) | (2 << 8), 'x'), '1.2.0');
 });
 
 test('close() cancels and releases pending timers; it is idempotent', async () => {

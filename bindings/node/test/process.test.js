@@ -48,6 +48,13 @@ test('an unref()ed runtime lets the process exit; its timers are cancelled', asy
   }
 });
 
+test('an unref()ed runtime whose callbacks are due all the time lets the process exit', async () => {
+  for (const r of await runs('unrefBusy', 2)) {
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'ran true\n');
+  }
+});
+
 test('an open runtime without timers does not keep the process alive', async () => {
   const r = await run('open');
   assert.equal(r.status, 0, r.stderr);

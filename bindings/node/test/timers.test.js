@@ -137,7 +137,8 @@ test('stop() returns true for a pending timer, false once it fired', async () =>
 test('stop() while the run is queued to the event loop prevents it', async () => {
   let ran = 0;
   const t = rt.start(0, () => { ran++; });
-  // Keep the thread busy until the C run has started (it waits for us).
+  // Keep the thread busy until the timer is due (its callback waits for the
+  // event loop; test/queue.test.js checks the C side of this exactly).
   const end = Date.now() + 50;
   while (Date.now() < end) { /* busy */ }
   assert.equal(rt.stop(t), true);
@@ -170,15 +171,21 @@ test('reset() moves a pending timer', async () => {
 test('reset() from a one-shot timer\'s own callback re-arms it', async () => {
   let runs = 0;
   const ids = new Set();
+  let activeInside = null;
   const t = rt.start(1, (timer) => {
     ids.add(timer.id);
-    if (++runs < 3) assert.equal(timer.reset(2), true);
+    if (++runs < 3) {
+      assert.equal(timer.reset(2), true);
+      activeInside = timer.active;
+    }
   });
   await until(() => runs >= 3);
   await sleep(30);
   assert.equal(runs, 3);
-  assert.equal(ids.size, 3, 'each re-arm is a new C timer');
+  assert.equal(activeInside, true);
+  assert.equal(ids.size, 1, 'the same C timer is re-armed');
   assert.equal(t.active, false);
+  assert.equal(t.reset(1), false, 'ran its last run');
 });
 
 test('reset() of a periodic timer, also from its own callback, moves its next run', async () => {
