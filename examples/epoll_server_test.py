@@ -12,8 +12,9 @@ gives up after 10 s per step):
      4 KB buffer), read each echo back and close;
    * 6 "idle" clients connect (half of them send one message) and then
      wait, and must be closed by the server -- never before 300 ms after
-     their last byte was sent (measured here, on CLOCK_MONOTONIC like the
-     server; only lateness is tolerated, never earliness);
+     the last bytes they sent that the server read (measured here, on
+     CLOCK_MONOTONIC like the server; only lateness is tolerated, never
+     earliness);
    * 6 "keepalive" clients send five messages 100 ms apart (500 ms in all,
      more than the timeout: the server's reset on each read keeps them
      open), then go idle and are closed as above.
@@ -93,19 +94,28 @@ class Server:
 
 
 class Client:
-    """One connection; records what it saw."""
+    """One connection; records what it saw.
+
+    last_activity_ns is the time just before the client last did something
+    the server surely saw: connecting, or sending bytes of which at least
+    some came back. The server's idle timer was (re-)armed after it, so the
+    server may not close the connection before last_activity_ns + timeout.
+    (A send that got nothing back does not count: the server may have
+    closed the connection before it, legitimately, when this client was
+    stalled between two sends for longer than the timeout.)"""
 
     def __init__(self, port, name):
         self.name = name
         self.received = 0          # echoed bytes received
-        self.last_send_ns = now_ns()  # before connect: the server's timer starts later
+        self.last_activity_ns = now_ns()  # before connect: the server's timer starts later
         self.closed_by = None      # "client" or "server"
         self.idle_before_close_ns = None
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=STEP_TIMEOUT)
 
     def echo(self, payload):
         """Sends payload and reads it back. False if the server closed the connection."""
-        self.last_send_ns = now_ns()  # before sending: the server reads it later
+        sent_at = now_ns()  # before sending: the server reads it later
+        got = b""
         try:
             self.sock.sendall(payload)
             got = b""
@@ -115,12 +125,13 @@ class Client:
                     break
                 got += chunk
         except (ConnectionResetError, BrokenPipeError):
-            got = None
-        if got is not None:
-            self.received += len(got)
-        if got is not None and got == payload:
+            pass  # got holds what came back before the reset
+        self.received += len(got)
+        if got:
+            self.last_activity_ns = sent_at  # the server read (some of) it
+        if got == payload:
             return True
-        if got is not None and len(got) == len(payload):
+        if len(got) == len(payload):
             fail(f"{self.name}: echo differs from what was sent")
         self.saw_server_close(now_ns())
         return False
@@ -142,11 +153,11 @@ class Client:
 
     def saw_server_close(self, t):
         self.closed_by = "server"
-        self.idle_before_close_ns = t - self.last_send_ns
+        self.idle_before_close_ns = t - self.last_activity_ns
         self.sock.close()
 
     def close(self):
-        self.idle_before_close_ns = now_ns() - self.last_send_ns
+        self.idle_before_close_ns = now_ns() - self.last_activity_ns
         self.closed_by = "client"
         self.sock.close()
 
@@ -230,12 +241,12 @@ def run_idle_timeouts(exe):
 
     by_server = [c for c in clients if c.closed_by == "server"]
     by_client = [c for c in clients if c.closed_by == "client"]
-    # A client that closed less than the timeout after its last send was
+    # A client that closed less than the timeout after its last activity was
     # certainly seen closing by the server (its timer was not due yet).
     surely_peer = [c for c in by_client if c.idle_before_close_ns < idle_ns]
     for c in by_server:
         if c.idle_before_close_ns < idle_ns:
-            fail(f"{c.name}: closed by the server {c.idle_before_close_ns / 1e6:.3f} ms after its last send, "
+            fail(f"{c.name}: closed by the server {c.idle_before_close_ns / 1e6:.3f} ms after its last activity, "
                  f"before the {idle_ms} ms timeout")
     if len(clients) != 20 or len(by_server) + len(by_client) != 20:
         fail(f"{what}: {len(clients)} clients, {len(by_server)} closed by the server, {len(by_client)} by themselves")
@@ -330,10 +341,12 @@ def main():
     exe = sys.argv[1]
     start = time.monotonic()
     for step in (run_idle_timeouts, run_shutdown, run_max_conns, run_bad_usage):
+        t = time.monotonic()
         try:
             step(exe)
         except Exception as e:
             fail(f"{step.__name__}: {e!r}")
+        print(f"{step.__name__}: {time.monotonic() - t:.2f} s", flush=True)
     print(f"epoll_server_test: {time.monotonic() - start:.2f} s, {len(failures)} failure(s)")
     return 1 if failures else 0
 
