@@ -31,6 +31,8 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <pthread.h>
 #include <thread>
 #include <vector>
 
@@ -345,3 +347,25 @@ TEST(TbbParallelism, ConcurrentCreateAndDestroy) {
 }
 
 }  // namespace
+
+// oneTBB starts its workers from the thread that first enqueues (a shard):
+// without the arena's observer they would be named "tw-shard-N".
+TEST(TbbWorkers, AreNamedTwWorker) {
+    tickwheel::Runtime rt(tw_test::small_config(1, 2));
+    std::mutex m;
+    std::vector<std::string> names;
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 20; ++i)
+        rt.start(std::chrono::milliseconds(1), [&] {
+            char name[16] = {};
+            pthread_getname_np(pthread_self(), name, sizeof name);
+            {
+                std::lock_guard<std::mutex> lock(m);
+                names.emplace_back(name);
+            }
+            ran.fetch_add(1);
+        });
+    ASSERT_TRUE(tw_test::wait_until([&] { return ran.load() == 20; }));
+    std::lock_guard<std::mutex> lock(m);
+    for (const std::string& n : names) EXPECT_EQ(n, "tw-worker");
+}

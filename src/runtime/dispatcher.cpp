@@ -2,16 +2,30 @@
 #include "runtime/dispatcher.hpp"
 
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
 
 #include <algorithm>
 #include <cstring>
 #include <new>
 
 #include "runtime/fork.hpp"
+#include "runtime/parker.hpp"
 #include "runtime/tbb_parallelism.hpp"
 #include "runtime/worker_pool.hpp"
 
 namespace tickwheel::rt {
+
+/// Names the oneTBB workers that join a runtime's arena "tw-worker" (top -H,
+/// ps, gdb): oneTBB starts them from the thread that first enqueues -- a
+/// shard -- and they would otherwise show as "tw-shard-N".
+class WorkerNamer final : public tbb::task_scheduler_observer {
+public:
+    explicit WorkerNamer(tbb::task_arena& a) : tbb::task_scheduler_observer(a) { observe(true); }
+    ~WorkerNamer() override { observe(false); }
+    void on_scheduler_entry(bool is_worker) override {
+        if (is_worker) set_thread_name("tw-worker");
+    }
+};
 
 struct Dispatcher::Arena {
     // TBB's worker threads are one pool shared by every arena in the process,
@@ -21,10 +35,12 @@ struct Dispatcher::Arena {
     // given back after it is gone.
     ParallelismLease lease;
     tbb::task_arena arena;
+    std::unique_ptr<WorkerNamer> namer;  // after the arena: stops observing before it goes
     explicit Arena(unsigned workers)
         : lease(workers), arena(static_cast<int>(workers), /*reserved_for_masters=*/0) {
         std::lock_guard<std::mutex> lock(tbb_control_mutex());  // see tbb_control_mutex()
         arena.initialize();
+        namer = std::make_unique<WorkerNamer>(arena);
     }
 };
 
