@@ -601,14 +601,17 @@ bool run_soak(const Options& opt) {
     return live_ok && slots_ok && rss_ok;
 }
 
-
 // ---- delivery queues -----------------------------------------------------------------------
 // Producers start timers bound to 1..4 delivery queues (each run by its own
 // poller thread: epoll + run(n, 0), poll + run(n, 0), or run(n, timeout > 0)
 // blocking), mixed with worker-delivered ones, and stop / stop_sync / reset
 // them at random -- mostly recently started short ones, while pollers
 // sometimes sit on a readable fd before running it, so that many stops and
-// resets land on timers that are due but not yet run. Callbacks stop and
+// resets land on timers that are due but not yet run; and a probe thread
+// owns one more queue that nobody else runs, where "due and not yet run" is
+// certain (stats().due counts them), and checks that stop of such a timer
+// returns true and releases it inside the call, reset re-arms it, and the fd
+// stops being readable once every due timer was taken back. Callbacks stop and
 // reset siblings, periodic ones stop themselves, and each checks that it
 // runs on its queue's poller (pthread id) or, for worker-delivered timers,
 // on none of the harness's threads. Meanwhile the harness destroys a queue
