@@ -7,6 +7,17 @@
 // start_ex rejected with TW_EINVAL never calls it, and any other failed
 // start_ex calls it once before it returns.
 //
+// Delivery queues (since 1.2): queues are created and destroyed, timers
+// started on one (spec.queue), on none, or on another runtime's queue
+// (TW_EINVAL, hook not called), tw_queue_run() with random max and a zero or
+// tiny timeout, tw_queue_fd() polled, tw_queue_get_stats() with fuzzed
+// sizes. Checked besides: a queue-bound callback and its release hook run
+// only on the thread calling tw_queue_run() / stop / destroy / shutdown (this
+// one: the fuzzer's only thread), worker-bound callbacks never on it; from
+// inside its own callback tw_queue_run() and tw_queue_destroy() of that queue
+// are TW_EDEADLK; a readable fd means tw_queue_run() runs at least one (only
+// this thread stops or runs a queue's timers); return codes as documented.
+//
 // Build: the `asan` preset (clang) builds it with -fsanitize=fuzzer,address,undefined.
 // Run:   build/asan/fuzz/fuzz_capi build/asan/fuzz/corpus fuzz/corpus -max_total_time=600
 // The runtime uses a 10 us tick and delays of at most a few ms, so timers
@@ -19,6 +30,8 @@
 #include <chrono>
 #include <thread>
 #include <vector>
+
+#include <poll.h>
 
 #include "tickwheel/tickwheel.h"
 
@@ -68,14 +81,41 @@ struct Ctx {
     std::atomic<int> released{0};
     std::atomic<int> runs{0};
     tw_runtime* rt = nullptr;
+    tw_queue* q = nullptr;  // the queue it was started on (nullptr: the workers)
     std::uint8_t behaviour = 0;
 };
 
 std::atomic<long> g_bad{0};
+std::thread::id g_main;  // the thread running the inputs (and every tw_queue_run)
+
+// TW_FUZZ_TRACE=1: print each queue operation and its result (to see what a seed does).
+const bool g_trace = std::getenv("TW_FUZZ_TRACE") != nullptr;
+void trace(const char* op, long a, long r) {
+    if (g_trace) std::fprintf(stderr, "  %-16s %ld -> %ld\n", op, a, r);
+}
+
+void bad(const char* what) {
+    std::fprintf(stderr, "fuzz_capi: %s\n", what);
+    g_bad++;
+}
 
 void on_fire(void* arg, tw_timer id) {
     auto* c = static_cast<Ctx*>(arg);
     c->runs++;
+    const bool on_main = std::this_thread::get_id() == g_main;
+    if (c->q != nullptr && !on_main) bad("a queue-bound callback ran off the thread calling tw_queue_run()");
+    if (c->q == nullptr && on_main) bad("a worker-bound callback ran on the fuzzer's thread");
+    if (c->q != nullptr) {
+        switch (c->behaviour / 8 % 4) {
+            case 1:
+                if (tw_queue_run(c->q, 1, 0) != TW_EDEADLK) bad("tw_queue_run of its own queue from a callback: not TW_EDEADLK");
+                break;
+            case 2:
+                if (tw_queue_destroy(c->q) != TW_EDEADLK) bad("tw_queue_destroy of its own queue from a callback: not TW_EDEADLK");
+                break;
+            default: break;
+        }
+    }
     switch (c->behaviour % 5) {
         case 1: tw_timer_stop(c->rt, id); break;
         case 2: tw_timer_reset(c->rt, id, 10'000); break;  // a one-shot re-arms itself
@@ -86,7 +126,13 @@ void on_fire(void* arg, tw_timer id) {
         default: break;
     }
 }
-void on_release(void* arg) { static_cast<Ctx*>(arg)->released++; }
+void on_release(void* arg) {
+    auto* c = static_cast<Ctx*>(arg);
+    // A queue-bound timer ends inside tw_queue_run, a stop, tw_queue_destroy
+    // or the shutdown: all called on this thread only (callbacks act on their own ids only).
+    if (c->q != nullptr && std::this_thread::get_id() != g_main) bad("a queue-bound release hook ran on a worker");
+    c->released++;
+}
 
 }  // namespace
 
@@ -94,12 +140,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Input in{data, size};
     std::vector<Ctx*> ctxs;          // every context handed to a start_ex (owned here)
     std::vector<tw_timer> ids;       // ids we got (valid at some point)
+    std::vector<tw_timer> qids;      // the queue-bound ones among them
     std::vector<Ctx*> must_release;  // contexts whose release hook must run exactly once
+    g_main = std::this_thread::get_id();
     tw_runtime* rt = nullptr;
+    bool shut = false;            // rt was shut down
+    std::vector<tw_queue*> qs;    // rt's live queues (tw_runtime_destroy destroys them)
+    tw_runtime* other = nullptr;  // another runtime, with a queue: foreign to rt
+    tw_queue* other_q = nullptr;
     auto destroy = [&] {
         if (rt == nullptr) return;
         if (tw_runtime_destroy(rt) != TW_OK) g_bad++;
         rt = nullptr;
+        shut = false;
+        qs.clear();
+    };
+    auto destroy_other = [&] {
+        if (other == nullptr) return;
+        if (tw_runtime_destroy(other) != TW_OK) g_bad++;  // destroys other_q too
+        other = nullptr;
+        other_q = nullptr;
+    };
+    // A queue of rt, or NULL, or (where allowed) another runtime's.
+    auto pick_queue = [&](bool foreign_ok) -> tw_queue* {
+        const std::uint8_t k = in.u8();
+        if (k % 8 == 0) return nullptr;
+        if (foreign_ok && k % 8 == 1 && other_q != nullptr) return other_q;
+        return qs.empty() ? nullptr : qs[k / 8 % qs.size()];
     };
     auto pick_id = [&]() -> tw_timer {
         switch (in.u8() % 4) {
@@ -110,7 +177,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     };
     int ops = 0;
     while (!in.empty() && ops++ < 64) {
-        switch (in.u8() % 12) {
+        switch (in.u8() % 20) {
             case 0: {  // (re)create, with a fuzzed config
                 destroy();
                 alignas(8) unsigned char buf[Input::kBuf] = {};
@@ -152,12 +219,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 spec.callback = in.u8() % 16 == 0 ? nullptr : on_fire;
                 spec.arg = c;
                 spec.release = on_release;
+                // Mostly a queue of rt (when there is one), sometimes none or another runtime's.
+                spec.queue = pick_queue(true);
+                const bool foreign = spec.queue != nullptr && spec.queue == other_q;
+                // The queue field is read only from a spec of the 1.2 size or larger.
+                const bool has_queue = spec.size >= sizeof spec && spec.size <= 4096;
+                c->q = has_queue ? spec.queue : nullptr;
                 tw_timer id = 0;
                 const bool pass_spec = in.u8() % 16 != 0;
-                const int r = tw_timer_start_ex(in.u8() % 16 == 0 ? nullptr : rt, pass_spec ? &spec : nullptr,
-                                                in.u8() % 16 == 0 ? nullptr : &id);
+                tw_runtime* srt = in.u8() % 16 == 0 ? nullptr : rt;
+                const int r = tw_timer_start_ex(srt, pass_spec ? &spec : nullptr, in.u8() % 16 == 0 ? nullptr : &id);
+                trace(foreign ? "start_ex(foreign)" : c->q != nullptr ? "start_ex(queue)" : "start_ex",
+                      static_cast<long>(spec.delay_ns), r);
+                if (foreign && has_queue && pass_spec && srt != nullptr && r != TW_EINVAL)
+                    bad("start_ex with another runtime's queue: not TW_EINVAL");
                 if (r == TW_OK) {
                     ids.push_back(id);
+                    if (c->q != nullptr) qids.push_back(id);
                     must_release.push_back(c);
                 } else {
                     // The rule of tickwheel.h, from the return code alone:
@@ -178,7 +256,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 tw_runtime_stats(in.u8() % 8 == 0 ? nullptr : rt, in.u8() % 8 == 0 ? nullptr : &st);
                 break;
             }
-            case 8: tw_runtime_shutdown(rt); break;
+            case 8:
+                if (tw_runtime_shutdown(rt) == TW_OK) shut = true;
+                trace("shutdown", 0, shut);
+                break;
             case 9: destroy(); break;  // destroy in the middle; later calls get rt == NULL
             case 10: {
                 const char* s = tw_strerror(static_cast<int>(in.u64()));
@@ -186,9 +267,133 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 break;
             }
             case 11: std::this_thread::sleep_for(std::chrono::microseconds(in.u8() * 20)); break;  // let timers fire
+            case 12: {  // create a queue
+                tw_queue* out = reinterpret_cast<tw_queue*>(&out);  // garbage: must come back NULL on failure
+                tw_runtime* qrt = in.u8() % 8 == 0 ? nullptr : rt;
+                const bool pass_out = in.u8() % 16 != 0;
+                const int r = tw_queue_create(qrt, pass_out ? &out : nullptr);
+                trace("queue_create", 0, r);
+                if (qrt == nullptr || !pass_out) {
+                    if (r != TW_EINVAL) bad("tw_queue_create(NULL): not TW_EINVAL");
+                } else if (shut) {
+                    if (r != TW_ESHUTDOWN) bad("tw_queue_create after shutdown: not TW_ESHUTDOWN");
+                } else if (r != TW_OK && r != TW_ENOMEM) {
+                    bad("tw_queue_create: unexpected code");
+                }
+                if (pass_out && (r == TW_OK) != (out != nullptr)) bad("tw_queue_create: *out wrong");
+                if (r == TW_OK) qs.push_back(out);
+                break;
+            }
+            case 13: {  // destroy a queue (its timers are cancelled, hooks here)
+                if (qs.empty() || in.u8() % 8 == 0) {
+                    if (tw_queue_destroy(nullptr) != TW_EINVAL) bad("tw_queue_destroy(NULL): not TW_EINVAL");
+                    break;
+                }
+                const std::size_t k = in.u8() % qs.size();
+                const int r = tw_queue_destroy(qs[k]);
+                trace("queue_destroy", static_cast<long>(k), r);
+                if (r != TW_OK) bad("tw_queue_destroy: not TW_OK");
+                qs.erase(qs.begin() + static_cast<std::ptrdiff_t>(k));
+                break;
+            }
+            case 14:
+            case 15: {  // run a queue: random max, a zero or tiny timeout
+                tw_queue* q = pick_queue(false);
+                std::size_t max;
+                switch (in.u8() % 4) {
+                    case 0: max = 0; break;
+                    case 1: max = 1; break;
+                    case 2: max = SIZE_MAX; break;
+                    default: max = in.u8(); break;
+                }
+                const std::int64_t timeout = in.u8() % 4 == 0 ? static_cast<std::int64_t>(in.u8()) * 1000 : 0;  // < 256 us
+                const int r = tw_queue_run(q, max, timeout);
+                trace("queue_run", static_cast<long>(max), r);
+                if (q == nullptr || max == 0) {
+                    if (r != TW_EINVAL) bad("tw_queue_run(NULL or max 0): not TW_EINVAL");
+                } else if (shut) {
+                    if (r != TW_ESHUTDOWN) bad("tw_queue_run after shutdown: not TW_ESHUTDOWN");
+                } else if (r < 0 || static_cast<std::size_t>(r) > max) {
+                    bad("tw_queue_run: unexpected result");
+                }
+                break;
+            }
+            case 16: {  // the fd: level-triggered "something is due"
+                tw_queue* q = pick_queue(false);
+                const int fd = tw_queue_fd(q);
+                if (q == nullptr) {
+                    if (fd >= 0) bad("tw_queue_fd(NULL) not negative");
+                    break;
+                }
+                if (fd < 0) {
+                    bad("tw_queue_fd: negative");
+                    break;
+                }
+                pollfd p{fd, POLLIN, 0};
+                if (::poll(&p, 1, in.u8() % 4 == 0 ? 1 : 0) == 1 && (p.revents & POLLIN) != 0) {
+                    // Readable: something is due (only this thread runs or stops
+                    // queue-bound timers, so it is still due), or shut down.
+                    const int r = tw_queue_run(q, SIZE_MAX, 0);
+                    trace("readable: run", fd, r);
+                    if (shut ? r != TW_ESHUTDOWN : r < 1) bad("readable fd, but tw_queue_run ran nothing");
+                } else {
+                    trace("not readable", fd, 0);
+                    if (shut) bad("fd of a shut-down runtime's queue not readable");
+                }
+                break;
+            }
+            case 17: {  // stats with fuzzed sizes
+                alignas(8) unsigned char buf[Input::kBuf] = {};
+                tw_queue_stats& st = *reinterpret_cast<tw_queue_stats*>(buf);
+                const std::uint32_t sz = in.size(sizeof st);
+                st.size = sz;
+                tw_queue* q = pick_queue(true);
+                const bool pass = in.u8() % 8 != 0;
+                const int r = tw_queue_get_stats(q, pass ? &st : nullptr);
+                trace("queue_get_stats", static_cast<long>(sz), r);
+                const bool valid = q != nullptr && pass && sz >= sizeof st && sz <= 4096;
+                if (r != (valid ? TW_OK : TW_EINVAL)) bad("tw_queue_get_stats: unexpected code");
+                if (r == TW_OK && st.size != sizeof st) bad("tw_queue_get_stats: size not the bytes filled");
+                break;
+            }
+            case 18: {  // another runtime, whose queue is foreign to rt
+                if (other != nullptr && in.u8() % 4 == 0) {
+                    destroy_other();
+                    break;
+                }
+                if (other != nullptr) break;
+                tw_config cfg;
+                tw_config_init(&cfg);
+                cfg.shards = 1;
+                cfg.workers = 1;
+                cfg.resolution_ns = 10'000;
+                if (tw_runtime_create(&cfg, &other) != TW_OK) {
+                    other = nullptr;
+                    break;
+                }
+                if (tw_queue_create(other, &other_q) != TW_OK) bad("tw_queue_create on a fresh runtime failed");
+                break;
+            }
+            case 19: {  // stop, stop_sync or reset a queue-bound timer (often the last started: maybe due, not yet run)
+                if (qids.empty()) break;
+                const std::uint8_t k = in.u8();
+                const tw_timer id = k % 2 == 0 ? qids.back() : qids[k / 2 % qids.size()];
+                switch (in.u8() % 3) {
+                    case 0: trace("stop", 0, tw_timer_stop(rt, id)); break;
+                    case 1: trace("stop_sync", 0, tw_timer_stop_sync(rt, id)); break;
+                    default: trace("reset", 0, tw_timer_reset(rt, id, in.delay())); break;
+                }
+                break;
+            }
         }
     }
+    // Some queues destroyed on their own first, then the rest with the runtime.
+    if (!qs.empty() && (size % 2) == 0) {
+        if (tw_queue_destroy(qs.back()) != TW_OK) bad("tw_queue_destroy at the end: not TW_OK");
+        qs.pop_back();
+    }
     destroy();
+    destroy_other();
     // After destroy every successful start_ex has been released exactly once.
     for (Ctx* c : must_release)
         if (c->released.load() != 1) g_bad++;

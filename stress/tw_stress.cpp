@@ -2,7 +2,7 @@
 // tw_stress: hammer a tickwheel runtime from many threads and check exact
 // invariants with independent bookkeeping (stress/tracker.hpp).
 //
-//   tw_stress MODE [--ops N] [--seconds S] [--threads T] [--seed X]
+//   tw_stress MODE [--ops N] [--seconds S] [--threads T] [--queues Q] [--seed X]
 //
 // Modes:
 //   accounting  T producers (default 2 x CPUs) run a random mix of start
@@ -23,16 +23,30 @@
 //               drains, and the runtime recovers.
 //   soak        a steady rate of starts and stops for --seconds; RSS and the
 //               live count must stay bounded.
+//   queue       T producers (default 3) start timers on Q delivery queues
+//               (default 4, each run by its own epoll / poll / blocking
+//               poller thread) and on the workers, and stop / stop_sync /
+//               reset them, also while due; a queue is destroyed and
+//               re-created mid-run; shutdown under pollers blocked in
+//               run(n, forever). Exact accounting, thread and context of
+//               every callback and release hook.
 // Exit status 0 iff every invariant held.
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -65,6 +79,7 @@ struct Options {
     long ops = 200000;
     double seconds = 10;
     unsigned threads = 0;
+    unsigned queues = 4;  // queue mode: delivery queues (1..16)
     unsigned long seed = 1;
 };
 
@@ -586,6 +601,668 @@ bool run_soak(const Options& opt) {
     return live_ok && slots_ok && rss_ok;
 }
 
+// ---- delivery queues -----------------------------------------------------------------------
+// Producers start timers bound to 1..4 delivery queues (each run by its own
+// poller thread: epoll + run(n, 0), poll + run(n, 0), or run(n, timeout > 0)
+// blocking), mixed with worker-delivered ones, and stop / stop_sync / reset
+// them at random -- mostly recently started short ones, while pollers
+// sometimes sit on a readable fd before running it, so that many stops and
+// resets land on timers that are due but not yet run; and a probe thread
+// owns one more queue that nobody else runs, where "due and not yet run" is
+// certain (stats().due counts them), and checks that stop of such a timer
+// returns true and releases it inside the call, reset re-arms it, and the fd
+// stops being readable once every due timer was taken back. Callbacks stop and
+// reset siblings, periodic ones stop themselves, and each checks that it
+// runs on its queue's poller (pthread id) or, for worker-delivered timers,
+// on none of the harness's threads. Meanwhile the harness destroys a queue
+// and creates a new one in its place (close() while its producers are held
+// off and its poller is inside run() or out of the loop): every timer bound
+// to it must be released once, the pending ones inside close() on the
+// harness's thread. At the end the pollers block in run(n, forever) and the
+// runtime is shut down under them: they must return a count or
+// shutting_down, and the fd must stay readable. Accounting: every timer
+// ends in exactly one of {ran (one-shot), stop returned true, cancelled by
+// a queue's destruction, cancelled by shutdown}; each release hook runs
+// once, in a context that the end allows (after a run on its queue's
+// poller or a worker, inside the stop call that cancelled it, inside the
+// destruction of its queue, inside the shutdown); no run early, none
+// overlapping, none after stop_sync returned, none after its queue closed.
+namespace q {
+
+struct Gen;
+
+enum Ctx : int { kNone = 0, kAfterRunQueue, kAfterRunWorker, kInStop, kInDestroy, kInShutdown, kInStart, kBad };
+
+struct QTrack {
+    Track* t = nullptr;
+    Gen* gen = nullptr;  // nullptr: worker-delivered
+    std::atomic<int> ctx{kNone};
+    unsigned behaviour = 0;
+    std::atomic<int> cb_resets{0}, resets{0};
+    std::atomic<bool> resetting{false};
+};
+
+// reset_tracked's bookkeeping of the deadline (store an earlier one before
+// the call, a later one after it) is sound for one caller at a time only:
+// two concurrent resets could leave the later of the two deadlines recorded
+// while the runtime keeps the earlier (a false "early"). So one at a time;
+// a thread that finds one in progress skips its reset.
+bool reset_q(tickwheel::Runtime& rt, QTrack& qt, std::int64_t delay_ns) {
+    if (qt.resetting.exchange(true, std::memory_order_acquire)) return false;
+    const bool ok = reset_tracked(rt, *qt.t, delay_ns);
+    qt.resetting.store(false, std::memory_order_release);
+    return ok;
+}
+
+// Who the current thread is (harness threads; the runtime's workers have
+// all defaults).
+thread_local bool t_harness = false;
+thread_local const Gen* t_poller = nullptr;      // this thread polls that queue
+thread_local const Gen* t_destroying = nullptr;  // this thread is inside that queue's close()
+thread_local bool t_shutting_down = false;       // inside Runtime::shutdown()
+thread_local bool t_starting = false;            // inside Runtime::start()
+thread_local std::uint64_t t_stopping = 0;       // inside stop/stop_sync of that id
+
+struct Gen {
+    unsigned slot = 0, number = 0, mode = 0;  // mode: 0 epoll, 1 poll, 2 run(n, timeout > 0), 3 probe
+    std::unique_ptr<tickwheel::Queue> q;
+    std::thread poller;
+    pthread_t tid{};
+    std::atomic<bool> ready{false}, retire{false}, inside{false}, closed{false}, in_final{false};
+    std::mutex m;
+    std::vector<QTrack*> tracks;  // every timer started on this queue
+    // Results of the poller (read after it was joined).
+    long loops = 0, ran = 0, readable_empty = 0, held = 0;
+    long final_counts = 0, final_shutdown = 0;  // returns of run(n, forever) at the end
+    long probes = 0, probe_stops = 0, probe_resets = 0;  // the probe's rounds
+    bool retired_ok = false, final_ok = false, fd_readable_at_end = false;
+};
+
+struct Shared {
+    tickwheel::Runtime* rt = nullptr;
+    std::atomic<bool> final_phase{false};
+    std::atomic<long> wrong_thread{0}, bad_ctx{0}, after_close{0}, deadlk_wrong{0}, deadlk_checked{0};
+    std::atomic<long> poller_errors{0}, refused{0}, probe_errors{0};
+    Tracker* tr = nullptr;
+    std::mutex reg_m;
+    std::deque<QTrack> reg;
+    std::mutex ring_m;  // recent timers, for callbacks that act on siblings
+    std::vector<std::pair<Track*, QTrack*>> ring;
+    std::size_t ring_next = 0;
+};
+
+void on_release(QTrack& qt) {
+    int c;
+    if (t_stopping != 0 && t_stopping == qt.t->id) c = kInStop;
+    else if (qt.gen != nullptr && t_poller == qt.gen) c = kAfterRunQueue;
+    else if (qt.gen == nullptr && !t_harness) c = kAfterRunWorker;
+    else if (qt.gen != nullptr && t_destroying == qt.gen) c = kInDestroy;
+    else if (t_shutting_down) c = kInShutdown;
+    else if (t_starting) c = kInStart;
+    else c = kBad;
+    qt.ctx.store(c, std::memory_order_release);
+}
+
+struct Guard {  // the callable's extra member: its destruction is the release
+    QTrack* q;
+    Shared* sh;
+    explicit Guard(QTrack* x, Shared* s) : q(x), sh(s) {}
+    Guard(Guard&& o) noexcept : q(o.q), sh(o.sh) { o.q = nullptr; }
+    Guard& operator=(Guard&&) = delete;
+    ~Guard() {
+        if (q == nullptr) return;
+        on_release(*q);
+        if (q->ctx.load() == kBad) sh->bad_ctx++;
+    }
+};
+
+void stop_q(tickwheel::Runtime& rt, Track& t, bool sync) {
+    const std::uint64_t outer = t_stopping;
+    t_stopping = t.id;
+    stop_tracked(rt, t, sync);
+    t_stopping = outer;
+}
+
+// The callback's own work (besides the Tracker's checks): where it runs, and
+// some API calls from inside it.
+void in_callback(Shared& sh, QTrack& me, tickwheel::Timer self, Track& t) {
+    if (me.gen != nullptr) {
+        if (t_poller != me.gen || !pthread_equal(pthread_self(), me.gen->tid)) sh.wrong_thread++;
+        if (me.gen->closed.load()) sh.after_close++;
+        if (me.behaviour % 8 == 0) {  // running our own queue from its callback: would_deadlock
+            std::error_code ec;
+            me.gen->q->run(1, tickwheel::Duration::zero(), ec);
+            sh.deadlk_checked++;
+            if (ec != tickwheel::errc::would_deadlock) sh.deadlk_wrong++;
+        }
+    } else if (t_harness) {
+        sh.wrong_thread++;  // a worker-delivered timer on a harness thread
+    }
+    if (t.periodic && t.runs.load() >= 2 + static_cast<int>(me.behaviour % 4) && me.behaviour % 3 == 0) {
+        const std::uint64_t outer = t_stopping;
+        t_stopping = t.id;
+        if (self.stop()) t.stop_true++;  // stops itself: this run is the last
+        t_stopping = outer;
+        return;
+    }
+    const unsigned b = (me.behaviour / 8) % 8;
+    if (b >= 2) return;
+    std::pair<Track*, QTrack*> sib{nullptr, nullptr};
+    {
+        std::lock_guard<std::mutex> g(sh.ring_m);
+        if (!sh.ring.empty()) sib = sh.ring[(me.behaviour + static_cast<unsigned>(t.runs.load())) % sh.ring.size()];
+    }
+    if (sib.first == nullptr || sib.first == &t) return;
+    if (b == 0) stop_q(*sh.rt, *sib.first, false);  // non-blocking stop: no callback waits for another
+    else if (!sib.first->periodic) {
+        sib.second->cb_resets++;
+        reset_q(*sh.rt, *sib.second, 100'000);
+    }
+}
+
+// Starts a tracked timer on `gen`'s queue (nullptr: the workers).
+QTrack* start_q(Shared& sh, Tracker& tr, Gen* gen, std::int64_t delay_ns, std::int64_t period_ns, unsigned behaviour,
+                bool siblings = true) {
+    QTrack* qt;
+    {
+        std::lock_guard<std::mutex> g(sh.reg_m);
+        qt = &sh.reg.emplace_back();
+    }
+    qt->gen = gen;
+    qt->behaviour = behaviour;
+    const std::int64_t deadline = now_ns() + delay_ns;
+    Track& t = tr.make(period_ns > 0, deadline, period_ns);
+    qt->t = &t;
+    tickwheel::StartOptions o;
+    o.delay = nanoseconds(delay_ns);
+    o.period = nanoseconds(period_ns);
+    o.queue = gen != nullptr ? gen->q.get() : nullptr;
+    Shared* shp = &sh;
+    auto inner = tr.callback(t, [shp, qt](tickwheel::Timer self, Track& me) { in_callback(*shp, *qt, self, me); });
+    std::error_code ec;
+    t_starting = true;
+    const tickwheel::Timer timer =
+        sh.rt->start(o, [inner = std::move(inner), g = Guard(qt, shp)](tickwheel::Timer self) mutable { inner(self); }, ec);
+    t_starting = false;
+    if (ec) {
+        t.refused = true;
+        sh.refused++;
+        std::printf("queue: start refused: %s\n", ec.message().c_str());
+        return nullptr;
+    }
+    t.id = timer.id();
+    if (gen != nullptr) {
+        std::lock_guard<std::mutex> g(gen->m);
+        gen->tracks.push_back(qt);
+    }
+    if (!siblings) return qt;  // (the probe's timers: nobody else may touch them)
+    std::lock_guard<std::mutex> g(sh.ring_m);
+    if (sh.ring.size() < 64) sh.ring.emplace_back(&t, qt);
+    else sh.ring[sh.ring_next++ % 64] = {&t, qt};
+    return qt;
+}
+
+bool fd_readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+// One round of the probe: its queue is run by nobody else, so "due and not
+// yet run" is certain once stats().due counts them all. Stopping such a
+// timer must return true and release it inside the stop, and it never runs;
+// resetting it must return true and it then runs once (not early); taking
+// back every due timer makes the fd not readable (level-triggered).
+void probe_round(Shared& sh, Gen& g, std::mt19937_64& rng) {
+    auto fail = [&](const char* what) {
+        std::printf("queue: probe round %ld: %s\n", g.probes, what);
+        sh.probe_errors++;
+    };
+    const unsigned k = 1 + static_cast<unsigned>(rng() % 8);
+    std::vector<QTrack*> v;
+    for (unsigned i = 0; i < k; ++i) {
+        const std::int64_t delay = static_cast<std::int64_t>(rng() % 300'000);
+        if (QTrack* qt = start_q(sh, *sh.tr, &g, delay, 0, static_cast<unsigned>(rng()), false)) v.push_back(qt);
+    }
+    ++g.probes;
+    if (v.size() != k) return fail("start failed");
+    if (!stress::wait_for([&] { return g.q->stats().due == k; }, seconds(20))) return fail("timers never all due");
+    if (!fd_readable(g.q->fd())) return fail("fd not readable with due timers");
+    std::vector<QTrack*> rearmed;
+    for (QTrack* qt : v) {
+        Track& t = *qt->t;
+        if (rng() % 3 != 0) {
+            stop_q(*sh.rt, t, rng() % 2 == 0);
+            ++g.probe_stops;
+            if (t.stop_true.load() != 1) fail("stop of a due timer did not return true");
+            else if (t.released.load() != 1 || qt->ctx.load() != kInStop) fail("stop of a due timer: not released inside it");
+        } else {
+            ++g.probe_resets;
+            if (!reset_q(*sh.rt, *qt, static_cast<std::int64_t>(rng() % 500'000)))
+                fail("reset of a due timer did not return true");
+            rearmed.push_back(qt);
+        }
+    }
+    if (rearmed.empty() && (g.q->stats().due != 0 || fd_readable(g.q->fd())))
+        fail("fd readable (or due > 0) after every due timer was stopped");
+    const bool all_ran = stress::wait_for(
+        [&] {
+            std::error_code ec;
+            g.ran += static_cast<long>(g.q->run(64, milliseconds(1), ec));
+            if (ec) fail("run");
+            for (QTrack* qt : rearmed)
+                if (qt->t->released.load() != 1) return false;
+            return true;
+        },
+        seconds(20));
+    if (!all_ran) fail("a reset due timer never ran");
+    for (QTrack* qt : v)
+        if (qt->t->runs.load() != (qt->t->stop_true.load() == 1 ? 0 : 1)) fail("a probe timer ran wrongly");
+}
+
+void poller(Shared& sh, Gen& g, unsigned long seed) {
+    t_harness = true;
+    t_poller = &g;
+    g.tid = pthread_self();
+    std::mt19937_64 rng(seed);
+    const int fd = g.q->fd();
+    int ep = -1;
+    if (g.mode == 0) {
+        ep = ::epoll_create1(EPOLL_CLOEXEC);
+        epoll_event ev{};
+        ev.events = EPOLLIN;  // level-triggered
+        ev.data.fd = fd;
+        if (ep < 0 || ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            std::printf("queue: epoll: %s\n", std::strerror(errno));
+            sh.poller_errors++;
+        }
+    }
+    g.ready.store(true);
+    bool retired = false;
+    while (!sh.final_phase.load()) {
+        if (g.retire.load()) {
+            retired = true;
+            break;
+        }
+        ++g.loops;
+        std::int64_t timeout = 0;
+        bool readable = true;
+        if (g.mode == 3) {
+            probe_round(sh, g, rng);
+            continue;
+        }
+        if (g.mode == 0) {
+            epoll_event ev{};
+            readable = ::epoll_wait(ep, &ev, 1, 2) == 1;
+        } else if (g.mode == 1) {
+            pollfd p{fd, POLLIN, 0};
+            readable = ::poll(&p, 1, 2) == 1 && (p.revents & POLLIN) != 0;
+        } else {
+            timeout = 100'000 + static_cast<std::int64_t>(rng() % 3'000'000);
+        }
+        if (!readable) continue;
+        if (g.mode != 2 && rng() % 4 == 0) {  // a busy loop: due timers wait a while (stops and resets land on them)
+            ++g.held;
+            std::this_thread::sleep_for(microseconds(100 + static_cast<long>(rng() % 700)));
+        }
+        g.inside.store(true);
+        if (g.retire.load()) {  // (after `inside`: the harness's close() never races with our entry)
+            g.inside.store(false);
+            retired = true;
+            break;
+        }
+        std::error_code ec;
+        const std::size_t n = g.q->run(1 + rng() % 32, tickwheel::Duration(timeout), ec);
+        g.inside.store(false);
+        if (ec) {
+            // Only a close() that reached us inside run() ends it (as shutting_down).
+            if (g.retire.load() && (ec == tickwheel::errc::shutting_down || ec == tickwheel::errc::invalid_argument)) {
+                retired = true;
+                break;
+            }
+            std::printf("queue: poller %u.%u: run: %s\n", g.slot, g.number, ec.message().c_str());
+            sh.poller_errors++;
+            break;
+        }
+        g.ran += static_cast<long>(n);
+        if (n == 0 && g.mode != 2) ++g.readable_empty;  // readable, but a stop or reset took it back
+    }
+    if (retired) {
+        g.retired_ok = true;
+    } else {
+        // The end: block until due or shut down, until the runtime's shutdown.
+        g.in_final.store(true);
+        for (;;) {
+            std::error_code ec;
+            const std::size_t n = g.q->run(64, tickwheel::Queue::kForever, ec);
+            if (!ec) {
+                ++g.final_counts;
+                g.ran += static_cast<long>(n);
+                continue;
+            }
+            if (ec == tickwheel::errc::shutting_down) {
+                ++g.final_shutdown;
+                g.final_ok = true;
+            } else {
+                std::printf("queue: poller %u.%u: final run: %s\n", g.slot, g.number, ec.message().c_str());
+                sh.poller_errors++;
+            }
+            break;
+        }
+        g.fd_readable_at_end = fd_readable(fd);  // readable for good after shutdown
+    }
+    if (ep >= 0) ::close(ep);
+}
+
+struct Slot {
+    std::mutex m;  // held by producers while they start on its queue, and by close()
+    Gen* gen = nullptr;
+};
+
+}  // namespace q
+
+// Ends the process if the mode has not finished within `limit` (a stuck
+// poller, close() or shutdown would otherwise wait for ctest's timeout).
+class Watchdog {
+public:
+    Watchdog(const char* name, seconds limit) : name_(name), th_([this, limit] {
+        std::unique_lock<std::mutex> lk(m_);
+        if (cv_.wait_for(lk, limit, [this] { return done_; })) return;
+        std::printf("%s: watchdog: no end after %lld s (phase: %s) -> FAILED\n", name_,
+                    static_cast<long long>(limit.count()), phase.load());
+        std::fflush(stdout);
+        std::_Exit(1);
+    }) {}
+    ~Watchdog() {
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        th_.join();
+    }
+    std::atomic<const char*> phase{"start"};
+
+private:
+    const char* name_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::thread th_;
+};
+
+bool run_queue(const Options& opt) {
+    using namespace q;
+    Watchdog watchdog("queue", seconds(300));
+    tickwheel::Config cfg;
+    cfg.resolution = microseconds(200);
+    tickwheel::Runtime rt(cfg);
+    Tracker tr;
+    Shared sh;
+    sh.rt = &rt;
+    t_harness = true;
+    const unsigned nq = std::clamp(opt.queues, 1u, 16u);
+    const unsigned threads = opt.threads ? opt.threads : 3;
+    const unsigned destroys = 3;
+    std::vector<std::unique_ptr<Gen>> gens;  // every queue ever (freed at the end)
+    std::vector<Slot> slots(nq);
+    sh.tr = &tr;
+    unsigned long gen_seed = opt.seed * 104729;
+    auto make_gen = [&](unsigned slot, unsigned number, unsigned mode) {
+        auto g = std::make_unique<Gen>();
+        g->slot = slot;
+        g->number = number;
+        g->mode = mode;
+        g->q = std::make_unique<tickwheel::Queue>(rt);
+        Gen& ref = *g;
+        g->poller = std::thread([&sh, &ref, s = ++gen_seed] { poller(sh, ref, s); });
+        while (!ref.ready.load()) std::this_thread::yield();
+        gens.push_back(std::move(g));
+        return &ref;
+    };
+    for (unsigned s = 0; s < nq; ++s) slots[s].gen = make_gen(s, 0, s % 3);
+    Gen* probe = make_gen(nq, 0, 3);  // its own queue, run by nobody else
+
+    const long per_thread = std::max(1L, opt.ops / static_cast<long>(threads));
+    std::atomic<long> progress{0};
+    const auto t0 = steady_clock::now();
+    std::vector<std::thread> producers;
+    producers.reserve(threads);
+    for (unsigned p = 0; p < threads; ++p) {
+        producers.emplace_back([&, p] {
+            t_harness = true;
+            std::mt19937_64 rng(opt.seed * 7919 + p);
+            std::vector<QTrack*> mine;
+            auto delay = [&]() -> std::int64_t {
+                switch (rng() % 10) {
+                    case 0:
+                    case 1:
+                    case 2: return 0;
+                    case 3:
+                    case 4:
+                    case 5:
+                    case 6: return static_cast<std::int64_t>(rng() % 1'000'000);  // < 1 ms
+                    case 7:
+                    case 8: return static_cast<std::int64_t>(rng() % 20'000'000);  // < 20 ms
+                    default: return static_cast<std::int64_t>(rng() % 2'000'000'000);  // < 2 s
+                }
+            };
+            for (long i = 0; i < per_thread; ++i, progress++) {
+                const unsigned op = static_cast<unsigned>(rng() % 100);
+                if (op < 35 || mine.empty()) {
+                    const bool periodic = rng() % 10 == 0;
+                    const std::int64_t period = periodic ? 300'000 + static_cast<std::int64_t>(rng() % 3'000'000) : 0;
+                    const unsigned behaviour = static_cast<unsigned>(rng());
+                    QTrack* qt;
+                    if (rng() % 4 == 0) {
+                        qt = start_q(sh, tr, nullptr, delay(), period, behaviour);
+                    } else {
+                        Slot& s = slots[rng() % nq];
+                        std::lock_guard<std::mutex> g(s.m);  // close() waits; we never start on a closing queue
+                        qt = start_q(sh, tr, s.gen, delay(), period, behaviour);
+                    }
+                    if (qt != nullptr) mine.push_back(qt);
+                    continue;
+                }
+                // Mostly one of the last few started (short ones: often due, not yet run).
+                const std::size_t k = rng() % 4 != 0 ? mine.size() - 1 - rng() % std::min<std::size_t>(mine.size(), 8)
+                                                     : rng() % mine.size();
+                Track& t = *mine[k]->t;
+                if (op < 60) stop_q(rt, t, false);
+                else if (op < 68) stop_q(rt, t, true);
+                else if (op < 90) {
+                    if (!t.periodic) {
+                        mine[k]->resets++;
+                        reset_q(rt, *mine[k], rng() % 2 ? 0 : static_cast<std::int64_t>(rng() % 1'000'000));
+                    }
+                } else {
+                    std::this_thread::sleep_for(microseconds(static_cast<long>(rng() % 300)));  // let some come due
+                }
+            }
+        });
+    }
+
+    // Destroy a queue and create a new one in its slot, `destroys` times, spread over the run.
+    long destroyed_pending = 0, destroy_bad = 0, destroy_late = 0;
+    unsigned done_destroys = 0;
+    watchdog.phase = "load, destroying queues";
+    for (unsigned d = 0; d < destroys; ++d) {
+        const long at = static_cast<long>(threads) * per_thread * (d + 1) / (destroys + 1);
+        while (progress.load() < at) std::this_thread::sleep_for(milliseconds(1));
+        Slot& s = slots[d % nq];
+        Gen& g = *s.gen;
+        g.retire.store(true);
+        // The poller never enters run() again; wait until it is inside (then
+        // close() wakes it) or out of it.
+        if (!stress::wait_for([&] { return !g.inside.load() || g.q->stats().runners > 0; }, seconds(30))) {
+            std::printf("queue: the poller of queue %u.%u neither left nor entered run()\n", g.slot, g.number);
+            ++destroy_bad;
+        }
+        {
+            std::lock_guard<std::mutex> lk(s.m);
+            std::error_code ec;
+            t_destroying = &g;
+            g.q->close(ec);
+            t_destroying = nullptr;
+            g.closed.store(true);
+            if (ec) {
+                std::printf("queue: close: %s\n", ec.message().c_str());
+                ++destroy_bad;
+            }
+            // Every timer bound to it has ended: the pending ones inside close(),
+            // on this thread; one that a concurrent stop won ends inside that stop.
+            std::lock_guard<std::mutex> gm(g.m);
+            std::vector<QTrack*> late;
+            for (QTrack* qt : g.tracks) {
+                if (qt->t->released.load() != 1) late.push_back(qt);
+                else if (qt->ctx.load() == kInDestroy) ++destroyed_pending;
+            }
+            stress::wait_for(
+                [&] {
+                    for (QTrack* qt : late)
+                        if (qt->t->released.load() != 1) return false;
+                    return true;
+                },
+                seconds(10));
+            for (QTrack* qt : late) {
+                if (qt->t->released.load() == 1 && qt->ctx.load() == kInStop) {
+                    ++destroy_late;
+                    continue;
+                }
+                if (++destroy_bad <= 5)
+                    std::printf("queue: timer %llu of destroyed queue %u.%u: released %d times (ctx %d) after close()\n",
+                            static_cast<unsigned long long>(qt->t->id), g.slot, g.number, qt->t->released.load(),
+                            qt->ctx.load());
+            }
+            if (!fd_readable(g.q->fd())) {
+                std::printf("queue: fd of closed queue %u.%u not readable\n", g.slot, g.number);
+                ++destroy_bad;
+            }
+            s.gen = make_gen(g.slot, g.number + 1, (g.slot + g.number + 1) % 3);
+        }
+        g.poller.join();
+        if (!g.retired_ok) {
+            std::printf("queue: poller of destroyed queue %u.%u did not end as expected\n", g.slot, g.number);
+            ++destroy_bad;
+        }
+        ++done_destroys;
+    }
+    watchdog.phase = "load";
+    for (auto& th : producers) th.join();
+    const double load_secs = duration<double>(steady_clock::now() - t0).count();
+    std::this_thread::sleep_for(milliseconds(20));  // let short timers come due
+
+    // The end: every poller blocked in run(n, forever), then shutdown under them.
+    watchdog.phase = "pollers into run(n, forever)";
+    sh.final_phase.store(true);
+    bool all_blocked = stress::wait_for(
+        [&] {
+            for (Slot& s : slots)
+                if (!s.gen->in_final.load() || s.gen->q->stats().runners == 0) return false;
+            return probe->in_final.load() && probe->q->stats().runners != 0;
+        },
+        seconds(30));
+    if (!all_blocked) std::printf("queue: not every poller got into run(n, forever)\n");
+    watchdog.phase = "shutdown under the pollers";
+    const auto s0 = steady_clock::now();
+    t_shutting_down = true;
+    rt.shutdown();
+    t_shutting_down = false;
+    const double shutdown_secs = duration<double>(steady_clock::now() - s0).count();
+    for (Slot& s : slots) s.gen->poller.join();
+    probe->poller.join();
+    watchdog.phase = "verdict";
+
+    // ---- verdict
+    const auto st = rt.stats();
+    long in_shutdown = 0, in_destroy = 0, end_bad = 0, ctx_counts[kBad + 1] = {};
+    std::size_t queue_bound = 0;
+    std::uint64_t stop_true = 0;
+    for (QTrack& qt : sh.reg) {
+        const Track& t = *qt.t;
+        const int c = qt.ctx.load();
+        ctx_counts[std::clamp(c, 0, static_cast<int>(kBad))]++;
+        if (qt.gen != nullptr) ++queue_bound;
+        stop_true += static_cast<std::uint64_t>(t.stop_true.load());
+        if (t.refused.load()) continue;
+        const bool ran_last = !t.periodic && t.runs.load() > 0;
+        const bool cancelled = !ran_last && t.stop_true.load() == 0;
+        if (c == kInShutdown) ++in_shutdown;
+        if (c == kInDestroy) ++in_destroy;
+        // Cancelled (not run, not stopped) iff released inside a queue's destruction or the shutdown.
+        if (cancelled != (c == kInShutdown || c == kInDestroy)) ++end_bad;
+        if (c == kInDestroy && (qt.gen == nullptr || !qt.gen->closed.load())) ++end_bad;
+        if (t.early.load() != 0)
+            std::printf("queue: EARLY: timer %llu (%s, %s, queue %d.%d), runs %d, stop true %d, deadline %lld, resets %d + %d from callbacks\n",
+                        static_cast<unsigned long long>(t.id), t.periodic ? "periodic" : "one-shot",
+                        qt.gen == nullptr ? "workers" : "queue", qt.gen ? static_cast<int>(qt.gen->slot) : -1,
+                        qt.gen ? static_cast<int>(qt.gen->number) : -1, t.runs.load(), t.stop_true.load(),
+                        static_cast<long long>(t.deadline_ns.load()), qt.resets.load(), qt.cb_resets.load());
+    }
+    // (Tracker's "cancelled at shutdown": by the shutdown or by a queue's destruction.)
+    const auto rep = tr.verify(st.cancelled_at_shutdown + static_cast<std::uint64_t>(in_destroy));
+    Tracker::print("queue", rep, st.cancelled_at_shutdown + static_cast<std::uint64_t>(in_destroy));
+    std::printf("queue: lateness %s\n", tr.lateness.summary().c_str());
+    std::printf("queue: %u producers, %u queues, %zu of %zu timers queue-bound, %.2f s; runtime stats: started=%llu "
+                "fired=%llu stopped=%llu reset=%llu cancelled-at-shutdown=%llu\n",
+                threads, nq, queue_bound, sh.reg.size(), load_secs, static_cast<unsigned long long>(st.started),
+                static_cast<unsigned long long>(st.fired), static_cast<unsigned long long>(st.stopped),
+                static_cast<unsigned long long>(st.reset), static_cast<unsigned long long>(st.cancelled_at_shutdown));
+    std::printf("queue: releases: after a run on its queue %ld, on a worker %ld, inside a stop %ld, inside a queue's "
+                "destruction %ld, inside shutdown %ld, inside start %ld, elsewhere %ld, never %ld\n",
+                ctx_counts[kAfterRunQueue], ctx_counts[kAfterRunWorker], ctx_counts[kInStop], ctx_counts[kInDestroy],
+                ctx_counts[kInShutdown], ctx_counts[kInStart], ctx_counts[kBad], ctx_counts[kNone]);
+    std::uint64_t delivered = 0, ran = 0;
+    long held = 0, readable_empty = 0, final_counts = 0, final_shutdown = 0, not_readable = 0, final_bad = 0;
+    for (auto& gp : gens) {
+        Gen& g = *gp;
+        const auto qs = g.q->stats();
+        delivered += qs.delivered;
+        ran += qs.ran;
+        held += g.held;
+        readable_empty += g.readable_empty;
+        if (!g.retired_ok) {
+            final_counts += g.final_counts;
+            final_shutdown += g.final_shutdown;
+            if (!g.fd_readable_at_end) ++not_readable;
+            if (!g.final_ok) ++final_bad;
+        }
+        std::printf("queue: queue %u.%u (%s%s): delivered %llu, ran %llu (poller: %ld), run lateness p50 %lld us p99 "
+                    "%lld us max %lld us\n",
+                    g.slot, g.number, g.mode == 0 ? "epoll" : g.mode == 1 ? "poll" : g.mode == 2 ? "run(timeout)" : "probe",
+                    g.retired_ok ? ", destroyed mid-run" : "", static_cast<unsigned long long>(qs.delivered),
+                    static_cast<unsigned long long>(qs.ran), g.ran,
+                    static_cast<long long>(duration_cast<microseconds>(qs.run_p50).count()),
+                    static_cast<long long>(duration_cast<microseconds>(qs.run_p99).count()),
+                    static_cast<long long>(duration_cast<microseconds>(qs.run_max).count()));
+    }
+    std::printf("queue: due timers taken back before their run (stop/reset while due, or dropped by a destroy): %lld; "
+                "polls that found the fd readable and ran nothing: %ld; held readable fds: %ld\n",
+                static_cast<long long>(delivered - ran), readable_empty, held);
+    std::printf("queue: probe (a queue nobody else runs): %ld rounds, %ld stops and %ld resets of timers certainly "
+                "due and not yet run, errors %ld\n",
+                probe->probes, probe->probe_stops, probe->probe_resets, sh.probe_errors.load());
+    std::printf("queue: %u queues destroyed mid-run: %ld pending timers cancelled inside close() on the destroying "
+                "thread, %ld ended by a concurrent stop, problems %ld\n",
+                done_destroys, destroyed_pending, destroy_late, destroy_bad);
+    std::printf("queue: shutdown under blocked pollers (all blocked: %s) took %.3f s; their run(n, forever) returned "
+                "counts %ld times, shutting_down %ld times; fd readable after: %s; poller errors %ld\n",
+                all_blocked ? "yes" : "NO", shutdown_secs, final_counts, final_shutdown, not_readable == 0 ? "yes" : "NO",
+                sh.poller_errors.load());
+    std::printf("queue: callbacks on a wrong thread %ld, after their queue closed %ld; releases in a wrong context %ld, "
+                "endings that disagree with the release %ld; own-queue run from a callback: %ld checked, %ld not "
+                "would_deadlock; refused starts %ld; stopped: runtime %llu, stop calls %llu + destroyed %ld\n",
+                sh.wrong_thread.load(), sh.after_close.load(), sh.bad_ctx.load(), end_bad, sh.deadlk_checked.load(),
+                sh.deadlk_wrong.load(), sh.refused.load(), static_cast<unsigned long long>(st.stopped),
+                static_cast<unsigned long long>(stop_true), in_destroy);
+    const bool ok = rep.ok && sh.wrong_thread == 0 && sh.after_close == 0 && sh.bad_ctx == 0 && end_bad == 0 &&
+                    ctx_counts[kNone] == 0 && sh.deadlk_wrong == 0 && sh.poller_errors == 0 && sh.refused == 0 &&
+                    sh.probe_errors == 0 && probe->probes > 0 &&
+                    destroy_bad == 0 && done_destroys >= 1 && all_blocked && not_readable == 0 && final_bad == 0 &&
+                    static_cast<std::uint64_t>(in_shutdown) == st.cancelled_at_shutdown &&
+                    st.stopped == stop_true + static_cast<std::uint64_t>(in_destroy) && shutdown_secs < 10.0;
+    return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -595,6 +1272,7 @@ int main(int argc, char** argv) {
         if (arg("--ops")) opt.ops = std::atol(argv[++i]);
         else if (arg("--seconds")) opt.seconds = std::atof(argv[++i]);
         else if (arg("--threads")) opt.threads = static_cast<unsigned>(std::atoi(argv[++i]));
+        else if (arg("--queues")) opt.queues = static_cast<unsigned>(std::atoi(argv[++i]));
         else if (arg("--seed")) opt.seed = std::strtoul(argv[++i], nullptr, 10);
         else if (opt.mode.empty() && argv[i][0] != '-') opt.mode = argv[i];
         else {
@@ -613,9 +1291,10 @@ int main(int argc, char** argv) {
     else if (opt.mode == "slow") ok = run_slow(opt);
     else if (opt.mode == "limit") ok = run_limit(opt);
     else if (opt.mode == "soak") ok = run_soak(opt);
+    else if (opt.mode == "queue") ok = run_queue(opt);
     else {
-        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak "
-                             "[--ops N] [--seconds S] [--threads T] [--seed X]\n");
+        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak|queue "
+                             "[--ops N] [--seconds S] [--threads T] [--queues Q] [--seed X]\n");
         return 2;
     }
     std::printf("tw_stress %s: %s\n", opt.mode.c_str(), ok ? "PASSED" : "FAILED");
