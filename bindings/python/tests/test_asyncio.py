@@ -79,10 +79,14 @@ class TestCallLater(AsyncioTest):
         self.assertEqual({th for _, _, th in ran}, {loop_thread}, "a callback ran off the loop thread")
         for i, at, _ in ran:
             self.assertGreaterEqual(at, round(handles[i].when() * 1e9) - 16, "ran before when()")
-        # Deadline order, give or take the tick (deadlines are rounded up to 1 ms).
+        # Deadline order, give or take the tick (deadlines are rounded up to
+        # 1 ms) and the shards' lag on a loaded machine (each shard delivers
+        # its own timers): no callback runs after one due 50 ms after it.
         whens = [handles[i].when() for i, _, _ in ran]
-        for a, b in zip(whens, whens[1:]):
-            self.assertGreaterEqual(b, a - 0.0011)
+        latest = whens[0]
+        for w in whens:
+            self.assertGreaterEqual(w, latest - 0.05)
+            latest = max(latest, w)
 
     def test_never_early_against_the_callers_clock(self):
         async def main():

@@ -15,6 +15,13 @@ overlap. An exception raised by a callback goes to the Runtime's ``on_error``
 (default: printed to stderr with its traceback) and does not stop a periodic
 timer.
 
+Delivery queues run callbacks on a thread of the program's instead: a timer
+started with ``queue=q`` (``q = rt.queue()``) runs only inside ``q.run()``,
+on the thread calling it -- e.g. a select/poll loop watching ``q.fd()`` --,
+and no worker thread takes the GIL for it; stop stays exact. For asyncio,
+``tickwheel.asyncio`` does this on the loop (``call_later``, ``sleep``,
+``timeout``). See Queue.
+
 The callable is kept alive by the binding until the C library's release hook
 says the runtime is done with the timer (after its last run, when it is
 stopped, or at close), then dropped. A start that fails drops it before
@@ -196,9 +203,12 @@ _lib, library_path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _prepare)
 # tw_queue_run(q, max, 0) -- which never waits -- through a PyDLL handle of the
 # same library: the GIL stays held across the call, so the callbacks it runs
 # on this thread re-enter Python without releasing and re-taking the GIL for
-# each batch (and without letting another thread take it in between). Only
-# for timeout 0: a call that may block always goes through _lib (CDLL), and
-# Queue.run's waits happen in Python (poll, GIL released), never in C.
+# each batch (and without letting another thread take it in between:
+# bench/python_queue_bench.py compares both). Only for timeout 0, which is
+# safe with the GIL held: it never waits for another thread (the core holds
+# none of its locks while it runs a callback or a release hook, so no thread
+# that needs the GIL can hold up the batch). Queue.run's waits happen in
+# Python (poll, GIL released), never in C.
 _pylib = ctypes.PyDLL(library_path, handle=_lib._handle)
 _queue_run_nowait = _pylib.tw_queue_run
 _queue_run_nowait.restype = ctypes.c_int

@@ -192,6 +192,14 @@ class _Delivery:
         if _last is self:
             _last = None
         self.finalizer.detach()
+        agen, self.agen = (self.agen() if self.agen is not None else None), None
+        if agen is not None and not agen.ag_running:
+            # Finished here (its finally finds this closed): not left to the
+            # loop's finalizer hook, which would schedule a task to close it.
+            try:
+                agen.aclose().send(None)
+            except (StopIteration, RuntimeError):
+                pass
         if loop is not None:
             with _registry_lock:
                 per_loop = _registry.get(loop)
