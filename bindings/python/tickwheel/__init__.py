@@ -273,8 +273,8 @@ def _to_ns(value: Seconds, what: str) -> int:
     if kind is int:
         ns = value * 10**9
     elif kind is float:
-        if not math.isfinite(value):
-            raise ValueError("%s must be finite: %r" % (what, value))
+        if not math.isfinite(value * 1e9):  # nan, inf, or beyond float's range in ns
+            raise ValueError("%s must be a finite number of seconds: %r" % (what, value))
         ns = round(value * 10**9)
     elif isinstance(value, datetime.timedelta):
         ns = (value.days * 86400 + value.seconds) * 10**9 + value.microseconds * 1000

@@ -76,8 +76,8 @@ def _seconds_to_ns(value: Seconds, what: str) -> int:
     if kind is int:
         ns = value * 1_000_000_000
     elif kind is float:
-        if not _math.isfinite(value):
-            raise ValueError("%s must be finite: %r" % (what, value))
+        if not _math.isfinite(value * 1e9):  # nan, inf, or beyond float's range in ns
+            raise ValueError("%s must be a finite number of seconds: %r" % (what, value))
         ns = round(value * 1_000_000_000)
     elif isinstance(value, _datetime.timedelta):
         ns = (value.days * 86400 + value.seconds) * 1_000_000_000 + value.microseconds * 1000
@@ -373,8 +373,14 @@ def call_at(runtime: "_tw.Runtime", when: float, callback: Callable[..., object]
     loop = _loop_of(loop)
     if not callable(callback):
         raise TypeError("callback must be callable, not %s" % type(callback).__name__)
-    deadline_ns = max(1, _seconds_to_ns(when, "when"))
-    return _schedule(runtime, loop, deadline_ns, callback, args, period, context)
+    if type(when) is float and _math.isfinite(when * 1e9):
+        # Rounded up: the run never starts before ``when`` as a float either,
+        # and when() returns ``when`` itself (as asyncio's).
+        deadline_ns = max(1, _math.ceil(when * 1_000_000_000))
+    else:
+        deadline_ns = max(1, _seconds_to_ns(when, "when"))
+        when = deadline_ns / 1e9
+    return _schedule(runtime, loop, deadline_ns, when, callback, args, period, context)
 
 
 def call_later(runtime: "_tw.Runtime", delay: Seconds, callback: Callable[..., object], *args: Any,
@@ -386,13 +392,15 @@ def call_later(runtime: "_tw.Runtime", delay: Seconds, callback: Callable[..., o
     if not callable(callback):
         raise TypeError("callback must be callable, not %s" % type(callback).__name__)
     delay_ns = _seconds_to_ns(delay, "delay")
-    return _schedule(runtime, loop, _time.monotonic_ns() + delay_ns, callback, args, period, context)
+    deadline_ns = _time.monotonic_ns() + delay_ns
+    return _schedule(runtime, loop, deadline_ns, deadline_ns / 1e9, callback, args, period, context)
 
 
-def _schedule(runtime, loop, deadline_ns: int, callback, args, period: Seconds, context) -> TimerHandle:
+def _schedule(runtime, loop, deadline_ns: int, when: float, callback, args, period: Seconds,
+              context) -> TimerHandle:
     d = _delivery(runtime, loop)
     period_ns = _seconds_to_ns(period, "period") if period else 0
-    handle = TimerHandle(deadline_ns / 1e9, callback, args,
+    handle = TimerHandle(when, callback, args,
                          _contextvars.copy_context() if context is None else context)
     handle._timer = runtime._start(handle._run, deadline_ns, 0, period_ns, -1, d.queue)
     return handle
