@@ -18,6 +18,10 @@ and, for asyncio and queue, the batch call tw_queue_run(q, n, 0) made two
 ways: through ctypes.PyDLL (the binding's choice: the GIL stays held across
 the batch) and through ctypes.CDLL (the GIL is released and taken back
 around the call, and taken again by every callback) -- rows "(CDLL)".
+Uncontended they cost about the same; with another Python thread busy
+(--busy-thread) each GIL release under CDLL lets that thread run for up to
+the switch interval (5 ms), and CDLL delivery becomes orders of magnitude
+slower (its CPU columns then include the busy thread: read the wall ones).
 
 Each figure is the best of --reps repetitions, in ns per timer, both as
 elapsed (wall) time and as the process's CPU time (all its threads: on a
@@ -50,6 +54,9 @@ def parse_args():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--workers", type=int, default=0, help="the runtime's workers (0 = one per CPU)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 1000 timers, 2000 pairs, 1 rep")
+    ap.add_argument("--busy-thread", action="store_true",
+                    help="run a busy Python thread meanwhile (contention for the GIL; slow with CDLL: "
+                         "use small --timers)")
     a = ap.parse_args()
     if a.quick:
         a.timers, a.pairs, a.reps = 1000, 2000, 1
@@ -211,8 +218,19 @@ def main():
     import tickwheel as tw  # noqa: E402 -- the binding under test
     import tickwheel.asyncio  # noqa: E402,F401
 
-    print("tickwheel %s (%s), Python %s; %d timers due at once, %d start+stop pairs, best of %d"
-          % (tw.__version__, tw.library_path, sys.version.split()[0], a.timers, a.pairs, a.reps))
+    print("tickwheel %s (%s), Python %s; %d timers due at once, %d start+stop pairs, best of %d%s"
+          % (tw.__version__, tw.library_path, sys.version.split()[0], a.timers, a.pairs, a.reps,
+             "; a busy Python thread runs meanwhile" if a.busy_thread else ""))
+    busy = {"stop": False}
+
+    def spin():
+        x = 0
+        while not busy["stop"]:
+            x += 1
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    if a.busy_thread:
+        spinner.start()
     rows = []
     with tw.Runtime(workers=a.workers) as rt:
         rows.append(("workers", best(lambda: pairs_workers(tw, rt, a.pairs), a.reps),
@@ -224,6 +242,9 @@ def main():
                              best(lambda: fire_asyncio(tw, rt, a.timers), a.reps)))
                 rows.append(("queue" + suffix, best(lambda: pairs_queue(tw, rt, a.pairs), a.reps),
                              best(lambda: fire_queue(tw, rt, a.timers), a.reps)))
+    busy["stop"] = True
+    if a.busy_thread:
+        spinner.join()
     print("ns per timer; wall = elapsed time, cpu = the process's CPU time (all threads)")
     print("%-16s %21s %21s %21s" % ("", "start+stop pair", "start (N at once)", "fire (N at once)"))
     print("%-16s %10s %10s %10s %10s %10s %10s" % ("delivery", "wall", "cpu", "wall", "cpu", "wall", "cpu"))
