@@ -15,6 +15,13 @@ overlap. An exception raised by a callback goes to the Runtime's ``on_error``
 (default: printed to stderr with its traceback) and does not stop a periodic
 timer.
 
+Delivery queues run callbacks on a thread of the program's instead: a timer
+started with ``queue=q`` (``q = rt.queue()``) runs only inside ``q.run()``,
+on the thread calling it -- e.g. a select/poll loop watching ``q.fd()`` --,
+and no worker thread takes the GIL for it; stop stays exact. For asyncio,
+``tickwheel.asyncio`` does this on the loop (``call_later``, ``sleep``,
+``timeout``). See Queue.
+
 The callable is kept alive by the binding until the C library's release hook
 says the runtime is done with the timer (after its last run, when it is
 stopped, or at close), then dropped. A start that fails drops it before
@@ -49,9 +56,13 @@ import atexit
 import ctypes
 import datetime
 import itertools
+import math
+import numbers
 import os
+import select
 import sys
 import threading
+import time
 import traceback
 from typing import Callable, Dict, Optional, Union
 
@@ -64,6 +75,7 @@ __version__ = "1.2.0"
 __all__ = [
     "Runtime",
     "Timer",
+    "Queue",
     "TickwheelError",
     "ForkedError",
     "now",
@@ -119,6 +131,7 @@ class _Spec(ctypes.Structure):
         ("callback", _CALLBACK),
         ("arg", ctypes.c_void_p),
         ("release", _RELEASE),
+        ("queue", ctypes.c_void_p),  # since 1.2 (the spec grew from 56 to 64 bytes)
     ]
 
 
@@ -136,6 +149,19 @@ class _Stats(ctypes.Structure):
         ("workers", ctypes.c_uint32),
         ("shut_down", ctypes.c_uint32),
     ] + [(name, ctypes.c_uint64) for name in _STAT_FIELDS]
+
+
+_QUEUE_STAT_FIELDS = [
+    "due", "delivered", "ran", "signal_p50_ns", "signal_p99_ns", "signal_p999_ns", "signal_max_ns",
+    "signal_samples", "run_p50_ns", "run_p99_ns", "run_p999_ns", "run_max_ns", "run_samples",
+]
+
+
+class _QueueStats(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("runners", ctypes.c_uint32),
+    ] + [(name, ctypes.c_uint64) for name in _QUEUE_STAT_FIELDS]
 
 
 # ---- loading the library ------------------------------------------------------------
@@ -159,6 +185,11 @@ def _prepare(lib: ctypes.CDLL) -> None:
         "tw_runtime_metrics": (ctypes.c_int, [rt_p, ctypes.c_char_p, ctypes.c_size_t]),
         "tw_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "tw_version": (ctypes.c_uint32, []),
+        "tw_queue_create": (ctypes.c_int, [rt_p, ctypes.POINTER(ctypes.c_void_p)]),
+        "tw_queue_fd": (ctypes.c_int, [ctypes.c_void_p]),
+        "tw_queue_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64]),
+        "tw_queue_destroy": (ctypes.c_int, [ctypes.c_void_p]),
+        "tw_queue_get_stats": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_QueueStats)]),
     }
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)
@@ -168,6 +199,20 @@ def _prepare(lib: ctypes.CDLL) -> None:
 
 #: library_path: the library file loaded (TICKWHEEL_LIB's value when that was used).
 _lib, library_path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _prepare)
+
+# tw_queue_run(q, max, 0) -- which never waits -- through a PyDLL handle of the
+# same library: the GIL stays held across the call, so the callbacks it runs
+# on this thread re-enter Python without releasing and re-taking the GIL for
+# each batch (and without letting another thread take it in between:
+# bench/python_queue_bench.py compares both). Only for timeout 0, which is
+# safe with the GIL held: it never waits for another thread (the core holds
+# none of its locks while it runs a callback or a release hook, so no thread
+# that needs the GIL can hold up the batch). Queue.run's waits happen in
+# Python (poll, GIL released), never in C.
+_pylib = ctypes.PyDLL(library_path, handle=_lib._handle)
+_queue_run_nowait = _pylib.tw_queue_run
+_queue_run_nowait.restype = ctypes.c_int
+_queue_run_nowait.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64]
 
 
 def version() -> tuple:
@@ -224,10 +269,19 @@ def _check(rc: int, what: str) -> None:
 
 
 def _to_ns(value: Seconds, what: str) -> int:
-    if isinstance(value, datetime.timedelta):
-        ns = (value.days * 86400 + value.seconds) * 10**9 + value.microseconds * 1000
-    else:
+    kind = type(value)
+    if kind is int:
+        ns = value * 10**9
+    elif kind is float:
+        if not math.isfinite(value * 1e9):  # nan, inf, or beyond float's range in ns
+            raise ValueError("%s must be a finite number of seconds: %r" % (what, value))
         ns = round(value * 10**9)
+    elif isinstance(value, datetime.timedelta):
+        ns = (value.days * 86400 + value.seconds) * 10**9 + value.microseconds * 1000
+    elif isinstance(value, numbers.Real):  # bool, Fraction, numpy's floats...
+        ns = round(value * 10**9)
+    else:  # never value * 10**9 on anything: a str would be repeated 10**9 times
+        raise TypeError("%s must be a number of seconds or a timedelta, not %s" % (what, kind.__name__))
     if ns < 0:
         raise ValueError("%s must not be negative: %r" % (what, value))
     return min(ns, _U64_MAX)  # the library answers TW_EINVAL beyond TW_MAX_DELAY_NS
@@ -235,16 +289,22 @@ def _to_ns(value: Seconds, what: str) -> int:
 
 # ---- callables kept alive until their release hook ---------------------------------
 class _Entry:
-    __slots__ = ("fn", "runtime")
+    __slots__ = ("fn", "runtime", "queued")
 
-    def __init__(self, fn: Callable[[], object], runtime: "Runtime"):
+    def __init__(self, fn: Callable[[], object], runtime: "Runtime", queued: bool = False):
         self.fn = fn
         self.runtime = runtime  # the runtime stays alive while it has timers
+        self.queued = queued  # bound to a Queue: runs inside Queue.run() on the caller's thread
 
 
 _live: Dict[int, _Entry] = {}  # token (the C arg) -> entry
 _tokens = itertools.count(1)  # next() is atomic under the GIL
 _in_hook = threading.local()  # set while this thread runs a callback or release hook
+# Per thread, for Queue.run(): ``stack``, the Queues whose run() is in progress
+# on this thread (innermost last: a callback may run another queue), and
+# ``exc``, a KeyboardInterrupt or SystemExit raised by a callback of a queue,
+# re-raised by the run() that ran it once the batch is done.
+_running = threading.local()
 
 # ctypes enters a callback on a thread Python did not create (a oneTBB worker)
 # with PyGILState_Ensure, which creates a thread state for the call and
@@ -276,6 +336,14 @@ def _on_fire(token, timer_id):
     _enter_hook()
     try:
         entry.fn()
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # On the thread of a Queue.run() (the program's own thread, often
+        # the main one, where Ctrl-C lands): re-raised by that run() once its
+        # batch is done, as an event loop does. On a worker: reported.
+        if entry.queued and getattr(_running, "exc", None) is None:
+            _running.exc = exc
+        else:
+            entry.runtime._report(exc, timer_id)
     except BaseException as exc:  # noqa: BLE001 -- nothing may unwind into C
         entry.runtime._report(exc, timer_id)
     finally:
@@ -381,7 +449,7 @@ class _Native:
         finally:
             with self.cond:
                 self.active -= 1
-                if self.active == 0:
+                if self.active == 0 and self.closing:  # only close() waits for it, once closing
                     self.cond.notify_all()
         if rc not in (TW_OK, TW_ENOENT):
             raise _error(rc, what)
@@ -402,7 +470,7 @@ class _Native:
         finally:
             with self.cond:
                 self.active -= 1
-                if self.active == 0:
+                if self.active == 0 and self.closing:  # only close() waits for it, once closing
                     self.cond.notify_all()
 
     def shutdown(self) -> None:
@@ -418,7 +486,7 @@ class _Native:
         finally:
             with self.cond:
                 self.active -= 1
-                if self.active == 0:
+                if self.active == 0 and self.closing:  # only close() waits for it, once closing
                     self.cond.notify_all()
         _check(rc, "shutdown")
 
@@ -528,23 +596,43 @@ class Runtime:
 
     # -- timers --------------------------------------------------------------------
     def start(self, delay_s: Seconds, fn: Callable[[], object], period_s: Seconds = 0, *,
-              shard: int = -1) -> Timer:
+              shard: int = -1, queue: Optional["Queue"] = None) -> Timer:
         """Calls ``fn()`` once, ``delay_s`` seconds from now; with ``period_s`` > 0,
-        then every ``period_s`` seconds (fixed rate) until stopped. Returns the Timer."""
-        return self._start(fn, 0, _to_ns(delay_s, "delay"), _to_ns(period_s, "period"), shard)
+        then every ``period_s`` seconds (fixed rate) until stopped. Returns the Timer.
+
+        ``queue``: None (default) = ``fn`` runs on the runtime's worker threads;
+        a Queue of this runtime (``rt.queue()``) = it runs only inside that
+        queue's ``run()``, on the thread calling it. A Queue that is not one
+        of this runtime's raises ValueError; a closed one TickwheelError
+        (ESHUTDOWN); anything else TypeError."""
+        return self._start(fn, 0, _to_ns(delay_s, "delay"), _to_ns(period_s, "period"), shard, queue)
 
     def start_at(self, deadline_s: float, fn: Callable[[], object], period_s: Seconds = 0, *,
-                 shard: int = -1) -> Timer:
+                 shard: int = -1, queue: Optional["Queue"] = None) -> Timer:
         """As start(), at an absolute deadline on the runtime's clock
         (tickwheel.now(), i.e. time.monotonic()). A past deadline fires at once."""
         deadline_ns = _to_ns(deadline_s, "deadline")
-        return self._start(fn, max(1, deadline_ns), 0, _to_ns(period_s, "period"), shard)
+        return self._start(fn, max(1, deadline_ns), 0, _to_ns(period_s, "period"), shard, queue)
 
-    def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int) -> Timer:
+    def queue(self) -> "Queue":
+        """A new delivery queue of this runtime (tw_queue_create): timers started
+        with ``queue=`` it run their callbacks only inside its ``run()``, on the
+        thread calling it -- an event loop's (``q.fd()`` polls readable while
+        one is due), or any thread of the program's. See Queue."""
+        return Queue(self)
+
+    def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int,
+               queue: Optional["Queue"] = None) -> Timer:
         if not callable(fn):
             raise TypeError("fn must be callable")
+        if queue is not None:
+            if not isinstance(queue, Queue):
+                raise TypeError("queue must be a tickwheel.Queue or None, not %s" % type(queue).__name__)
+            if queue._native is not self._native:
+                raise ValueError("queue belongs to another Runtime (a timer can only be bound to a "
+                                 "Queue of the runtime that starts it)")
         token = next(_tokens)
-        _live[token] = _Entry(fn, self)
+        _live[token] = _Entry(fn, self, queue is not None)
         spec = _Spec()
         _lib.tw_timer_spec_init(ctypes.byref(spec))
         spec.shard = shard
@@ -556,7 +644,19 @@ class Runtime:
         spec.release = _on_release
         out = ctypes.c_uint64(0)
         try:
-            rc = self._native.call_rc("start", _lib.tw_timer_start_ex, ctypes.byref(spec), ctypes.byref(out))
+            if queue is None:
+                rc = self._native.call_rc("start", _lib.tw_timer_start_ex, ctypes.byref(spec), ctypes.byref(out))
+            else:
+                # Counted as a call on the runtime and on the queue: neither is
+                # freed before it returns (Queue.close waits for it).
+                # The exported tw_timer_spec_init writes the 1.0 size (56 bytes,
+                # without .queue): the 1.2 size makes the library read it.
+                spec.size = ctypes.sizeof(_Spec)
+                handle, spec.queue = queue._enter("start")
+                try:
+                    rc = _lib.tw_timer_start_ex(handle, ctypes.byref(spec), ctypes.byref(out))
+                finally:
+                    queue._leave()
         except BaseException:
             _release(token)  # refused before C (closed, forked runtime): nothing took it
             raise
@@ -655,6 +755,321 @@ class Runtime:
         return "<tickwheel.Runtime %s>" % ("closed" if self.closed else "open")
 
 
+# ---- delivery queues -------------------------------------------------------------------
+def _running_stack() -> list:
+    try:
+        return _running.stack
+    except AttributeError:
+        _running.stack = stack = []
+        return stack
+
+
+def _close_queue_in_background(queue: "Queue") -> None:
+    th = threading.Thread(target=queue._close_quietly, name="tickwheel-queue-close", daemon=False)
+    th.start()
+    with _natives_lock:  # joined by _close_all, as _close_in_background's threads
+        _deferred.append(th)
+
+
+class Queue:
+    """A delivery queue (tw_queue): timers started with ``queue=`` it run their
+    callbacks -- and release their callables -- only inside ``run()``, on the
+    thread that calls it, never on a worker thread. Made by ``rt.queue()`` (or
+    ``tickwheel.Queue(rt)``).
+
+        q = rt.queue()
+        t = rt.start(0.5, on_timeout, queue=q)
+        ...
+        select.select([q], [], [])   # q.fd() (also q.fileno()) polls readable while one is due
+        q.run()                      # runs the due callbacks here, in deadline order
+
+    Every rule of the runtime holds: never early, runs of one timer never
+    overlap, and stop is exact -- ``t.stop()`` of a timer that is due (the fd
+    is readable) but has not run yet returns True and its callback never
+    runs; ``t.reset()`` of such a timer re-arms it.
+
+    ``close()`` (also ``with``, and dropping the last reference) cancels the
+    timers still bound to it (their callables are released on the calling
+    thread) and frees it. Closing or shutting down the Runtime ends its
+    queues too: run() then raises TickwheelError (ESHUTDOWN). A Queue keeps
+    its Runtime alive. Methods may be called from any thread.
+    """
+
+    __slots__ = ("_runtime", "_native", "_handle", "_fd", "_active", "_closing", "_wake_r", "_wake_w",
+                 "__weakref__")
+
+    def __init__(self, runtime: "Runtime"):
+        # Every slot first: __del__ must work whatever fails below.
+        self._handle: Optional[int] = None  # the tw_queue*; None once freed (by close or the runtime)
+        self._active = 0  # calls on it in flight (under the runtime's _Native.cond)
+        self._closing = False
+        self._wake_r: Optional[int] = None  # a pipe that wakes run()s waiting in poll at close
+        self._wake_w: Optional[int] = None
+        self._fd = -1
+        if not isinstance(runtime, Runtime):
+            raise TypeError("Queue(runtime): a tickwheel.Runtime, not %s" % type(runtime).__name__)
+        self._runtime = runtime  # the runtime stays alive while the queue is
+        self._native = runtime._native
+        out = ctypes.c_void_p()
+        runtime._native.call("queue", _lib.tw_queue_create, ctypes.byref(out))
+        self._fd = _lib.tw_queue_fd(out.value)
+        self._handle = out.value
+
+    # -- calls on the queue: counted, so that close() and Runtime.close() free it only once none is in flight
+    def _enter(self, what: str):
+        native = self._native
+        if native.epoch != _fork_epoch:
+            raise ForkedError(what)
+        with native.cond:
+            if native.handle is None or native.closing:
+                raise TickwheelError(TW_ESHUTDOWN, what, "the Runtime is closed")
+            if self._handle is None or self._closing:
+                raise TickwheelError(TW_ESHUTDOWN, what, "the Queue is closed")
+            native.active += 1
+            self._active += 1
+            return native.handle, self._handle
+
+    def _leave(self) -> None:
+        native = self._native
+        with native.cond:
+            native.active -= 1
+            self._active -= 1
+            # Only the close()s wait for these, once they set their flag.
+            if (native.active == 0 and native.closing) or (self._active == 0 and self._closing):
+                native.cond.notify_all()
+
+    # -- the owner's side -------------------------------------------------------------------
+    def fd(self) -> int:
+        """The queue's file descriptor (a Linux eventfd): it polls readable
+        (select/poll/epoll, asyncio's ``loop.add_reader``) while at least one
+        callback of the queue is due and has not run -- level-triggered --, and
+        for good once the runtime is shut down (run() then raises). Owned by the
+        queue: never read, write or close it. Raises TickwheelError (ESHUTDOWN)
+        once the queue or its runtime is closed."""
+        if self._handle is None or self._closing or self._native.handle is None:
+            raise TickwheelError(TW_ESHUTDOWN, "fd", "the Queue is closed")
+        return self._fd
+
+    fileno = fd  # so that select.select([q], ...) and selectors take the Queue itself
+
+    def run(self, max: int = 64, timeout: Optional[Seconds] = 0) -> int:
+        """Runs up to ``max`` due callbacks on this thread, in deadline order,
+        and returns how many ran.
+
+        ``timeout`` is how long to wait while none is due, as for
+        ``select.select``: 0 (the default) = don't wait (what an event loop's
+        reader wants); a number of seconds (or a timedelta) = at most that
+        long; None = until one is due or the runtime shuts down. Negative
+        raises ValueError. Once some are due it runs them and returns
+        without waiting for more. The wait happens in Python with the GIL
+        released, and Ctrl-C interrupts it.
+
+        Raises TickwheelError with code TW_ESHUTDOWN when the runtime is shut
+        down (or the queue closed, also by another thread while this call
+        waited) and nothing ran; TickwheelError TW_EDEADLK from inside one of
+        this queue's own callbacks (nothing done); ForkedError in a fork()
+        child. A callback's exception goes to the Runtime's ``on_error``,
+        except KeyboardInterrupt and SystemExit, which run() re-raises after
+        the callbacks of its batch have run.
+        """
+        if isinstance(max, bool) or not isinstance(max, int):
+            raise TypeError("max must be an int, not %s" % type(max).__name__)
+        if max < 1:
+            raise ValueError("max must be at least 1: %r" % (max,))
+        wait_ns = -1 if timeout is None else _to_ns(timeout, "timeout")
+        stack = _running_stack()
+        if self in stack:
+            raise TickwheelError(TW_EDEADLK, "run", "called from inside one of this Queue's own callbacks")
+        _, handle = self._enter("run")
+        stack.append(self)
+        try:
+            n = _queue_run_nowait(handle, min(max, _U64_MAX), 0)
+            if n == 0 and wait_ns != 0:
+                n = self._wait_and_run(handle, max, wait_ns)
+        finally:
+            stack.pop()
+            self._leave()
+            exc = _running.__dict__.pop("exc", None)
+        if exc is not None:
+            raise exc
+        if n < 0:
+            raise _error(n, "run")
+        return n
+
+    def _wait_and_run(self, handle: int, max: int, wait_ns: int) -> int:
+        # Waits in poll(), GIL released, never in C: close() (from another
+        # thread) must be able to wake every waiter before it frees the queue,
+        # and Ctrl-C must interrupt the wait.
+        closed = TickwheelError(TW_ESHUTDOWN, "run", "the Queue was closed while run() waited")
+        wake = self._wake_fd()
+        if wake is None:
+            raise closed  # close() began
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(wake, select.POLLIN)
+        deadline = None if wait_ns < 0 else time.monotonic_ns() + wait_ns
+        while True:
+            if deadline is None:
+                ms = None
+            else:
+                left = deadline - time.monotonic_ns()
+                if left <= 0:
+                    return 0
+                ms = (left + 999_999) // 1_000_000  # rounded up: never short of the timeout
+            events = poller.poll(ms)
+            if any(fd == wake for fd, _ in events):
+                raise closed
+            if events:
+                n = _queue_run_nowait(handle, min(max, _U64_MAX), 0)
+                if n != 0:
+                    return n  # ran some, or TW_ESHUTDOWN
+                # taken back by a stop or reset, or run by another thread: wait on
+
+    def _wake_fd(self) -> Optional[int]:
+        native = self._native
+        with native.cond:
+            if self._closing:
+                return None
+            if self._wake_r is None:
+                self._wake_r, self._wake_w = os.pipe()
+                os.set_blocking(self._wake_w, False)
+            return self._wake_r
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Cancels the timers still bound to the queue (their callables are
+        released on this thread; the stops are counted in the runtime's
+        stats), wakes the run() calls waiting on it (they raise ESHUTDOWN),
+        waits for those in progress, and frees it (tw_queue_destroy).
+        Idempotent, any thread. Raises TickwheelError (EDEADLK) from inside
+        one of its own callbacks (nothing done). After the runtime is closed
+        it does nothing (the runtime freed it)."""
+        if self in _running_stack():
+            raise TickwheelError(TW_EDEADLK, "Queue.close", "called from inside one of this Queue's own callbacks")
+        self._close(blocking=True)
+
+    def _close_quietly(self) -> None:
+        try:
+            self._close(blocking=True)
+        except Exception:  # noqa: BLE001 -- a background close has nobody to tell
+            pass
+
+    def _close(self, blocking: bool) -> None:
+        native = self._native
+        if native.epoch != _fork_epoch:
+            # A fork() child: the runtime's _close_forked frees it with the runtime's copy.
+            self._handle = None
+            return
+        cond = native.cond
+        if not cond.acquire(blocking):
+            # A finalizer that found the lock held (maybe by this very thread,
+            # collected in the middle of a call): never wait here.
+            _close_queue_in_background(self)
+            return
+        try:
+            if self._handle is None:
+                return
+            if self._closing:  # another thread closes it: return once it is freed
+                while self._handle is not None:
+                    cond.wait()
+                return
+            self._closing = True
+            if self._wake_w is not None:
+                try:
+                    os.write(self._wake_w, b"\0")  # readable for good: every waiting run() wakes
+                except BlockingIOError:
+                    pass
+            while self._active:
+                cond.wait()
+            if native.handle is None or native.closing:
+                # The runtime is freed, or being freed by Runtime.close(): it
+                # frees its queues (tw_runtime_destroy).
+                self._forget()
+                cond.notify_all()
+                return
+            native.active += 1
+            handle = self._handle
+        finally:
+            cond.release()
+        rc = TW_EINVAL
+        try:
+            rc = _lib.tw_queue_destroy(handle)
+        finally:
+            with cond:
+                native.active -= 1
+                if rc == TW_EDEADLK:  # inside a hook of its own (nothing done): still usable
+                    self._closing = False
+                else:
+                    self._forget()
+                cond.notify_all()
+        _check(rc, "Queue.close")
+
+    def _forget(self) -> None:  # under native.cond
+        self._handle = None
+        for fd in (self._wake_r, self._wake_w):
+            if fd is not None:
+                os.close(fd)
+        self._wake_r = self._wake_w = None
+
+    @property
+    def closed(self) -> bool:
+        """True once the queue, or its runtime, is closed."""
+        return self._handle is None or self._closing or self._native.handle is None
+
+    @property
+    def runtime(self) -> "Runtime":
+        return self._runtime
+
+    def __enter__(self) -> "Queue":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is None:
+            return
+        self._close_from_finalizer()
+
+    def _close_from_finalizer(self) -> None:
+        # From __del__ or another finalizer (any thread, any point of a
+        # program, maybe holding the runtime's lock). No run() of this queue
+        # is in flight (each holds a reference to it): closing waits for
+        # nothing of the binding's. Inside a callback or release hook (maybe
+        # on a worker thread), or when the runtime's lock is held, it is
+        # closed from another thread instead: never a wait here.
+        try:
+            if getattr(_in_hook, "depth", 0):
+                _close_queue_in_background(self)
+            else:
+                self._close(blocking=False)
+        except Exception:  # noqa: BLE001 -- nothing may escape a finalizer
+            pass
+
+    # -- observation -------------------------------------------------------------------------
+    def stats(self) -> dict:
+        """A snapshot of the queue's counters (tw_queue_stats): ``due`` (callbacks
+        due and not yet run now: the fd is readable iff > 0), ``delivered``,
+        ``ran``, ``runners`` (threads inside run() now), and the lateness from
+        the deadline to the fd becoming readable (``signal_*``) and to the
+        callback's start (``run_*``) in ns. Works after the runtime's shutdown
+        (final values); raises TickwheelError (ESHUTDOWN) once closed."""
+        st = _QueueStats()
+        st.size = ctypes.sizeof(_QueueStats)
+        _, handle = self._enter("stats")
+        try:
+            rc = _lib.tw_queue_get_stats(handle, ctypes.byref(st))
+        finally:
+            self._leave()
+        _check(rc, "stats")
+        out = {"runners": st.runners}
+        out.update((name, getattr(st, name)) for name in _QUEUE_STAT_FIELDS)
+        return out
+
+    def __repr__(self):
+        return "<tickwheel.Queue fd=%d %s>" % (self._fd, "closed" if self.closed else "open")
+
+
 @atexit.register
 def _close_all() -> None:
     # Runs after the interpreter has joined its non-daemon threads and before it
@@ -676,3 +1091,12 @@ def _close_all() -> None:
                 pass
         for th in threads:
             th.join()
+
+
+def __getattr__(name: str):
+    # ``tickwheel.asyncio`` after a plain ``import tickwheel``, imported on
+    # first use (it imports the standard library's asyncio, which takes time).
+    if name == "asyncio":
+        import importlib
+        return importlib.import_module(".asyncio", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
