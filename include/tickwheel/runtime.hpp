@@ -499,11 +499,11 @@ struct QueueStats {
 /// Runtime (after the Runtime's destruction run() reports shutting_down);
 /// the Runtime's shutdown() cancels the queue's timers like all others.
 /// Not copyable or movable (timers hold its address). Several queues per
-/// runtime (up to 65535 at once).
+/// runtime (up to 8191 at once).
 class TW_CXX_API Queue {
 public:
     /// A queue of `rt`. Throws Error(shutting_down), Error(forked),
-    /// Error(no_memory) (65535 queues alive, or no eventfd: EMFILE/ENFILE),
+    /// Error(no_memory) (8191 queues alive, or no eventfd: EMFILE/ENFILE),
     /// std::bad_alloc.
     explicit Queue(Runtime& rt);
     /// close(); a failure (would_deadlock: from inside one of this queue's

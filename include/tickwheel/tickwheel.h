@@ -376,7 +376,7 @@ TW_API int tw_timer_reset(tw_runtime *rt, tw_timer id, uint64_t delay_ns) TW_NOE
  *  tw_timer_stop_sync() from another thread waits for a run in progress on
  *  the queue's thread; from inside its own callback it does not wait.
  *  tw_timer_reset() of a due, not-yet-run timer re-arms it (it leaves the
- *  queue). A runtime may have several queues (up to 65535 at once), a
+ *  queue). A runtime may have several queues (up to 8191 at once), a
  *  process several runtimes.
  *  @{ */
 
@@ -386,7 +386,7 @@ TW_API int tw_timer_reset(tw_runtime *rt, tw_timer id, uint64_t delay_ns) TW_NOE
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
  *  @retval TW_ESHUTDOWN  the runtime is shut down or shutting down.
  *  @retval TW_ENOMEM     out of memory, of file descriptors (EMFILE/ENFILE)
- *                 or of queue slots (65535 alive).
+ *                 or of queue slots (8191 alive).
  *  @retval TW_OK         *out holds the queue.
  *  On failure *out (if out is not NULL) is set to NULL. */
 TW_API int tw_queue_create(tw_runtime *rt, tw_queue **out) TW_NOEXCEPT;

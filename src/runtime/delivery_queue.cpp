@@ -233,7 +233,7 @@ void QueueTable::release_slot(std::uint16_t slot) noexcept {
     try {
         free_.push_back(slot);
     } catch (...) {
-        // No memory to remember it: the slot is not reused (one of 65535).
+        // No memory to remember it: the slot is not reused (one of 8191).
     }
 }
 

@@ -485,8 +485,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
             return errc::no_memory;
         }
-        r->period.store(period, std::memory_order_relaxed);
-        r->set_queue_slot(queue_slot);
+        r->set_period(period, queue_slot);
         r->cb = std::move(cb);
         TimerState::publish(*r, gen, tick);
         if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), tick)) {

@@ -22,12 +22,30 @@ struct TimerState;
 /// the callable.
 class Record : public WheelNode {
 public:
-    // Ticks; 0 = one-shot. Written by start() before ctl is published, read
-    // after an acquire of ctl. Atomic because a caller holding a stale id may
-    // read it while start() reuses the slot (its CAS on ctl then fails).
+    // The period in ticks (0 = one-shot) in the low kPeriodBits, and the
+    // slot of the delivery queue the timer is bound to (delivery_queue.hpp;
+    // 0 = the runtime's workers) in the bits above: one word that start()
+    // writes anyway, in the record's second cache line with ctl and the
+    // callable (the queue slot in the node's spare bytes cost a second line
+    // per start, ~5% at 1 M pending). Written by start() before ctl is
+    // published, read after an acquire of ctl. Atomic because a caller
+    // holding a stale id may read it while start() reuses the slot (its CAS
+    // on ctl then fails).
+    static constexpr unsigned kPeriodBits = 51;  // > log2(2^60 ns / 1 us): the longest period in ticks
+    static constexpr std::uint64_t kPeriodMask = (std::uint64_t{1} << kPeriodBits) - 1;
+    static constexpr std::uint32_t kMaxQueueSlot = (1u << (64 - kPeriodBits)) - 1;  // 8191
     std::atomic<std::uint64_t> period{0};
-    std::uint64_t period_ticks() const noexcept { return period.load(std::memory_order_relaxed); }
+    std::uint64_t period_ticks() const noexcept { return period.load(std::memory_order_relaxed) & kPeriodMask; }
     bool periodic() const noexcept { return period_ticks() != 0; }
+    /// The delivery queue's slot, 0 = the workers.
+    std::uint16_t queue_slot() const noexcept {
+        return static_cast<std::uint16_t>(period.load(std::memory_order_relaxed) >> kPeriodBits);
+    }
+    /// Sets both (start(), before publishing ctl). `ticks` <= kPeriodMask,
+    /// `queue_slot` <= kMaxQueueSlot.
+    void set_period(std::uint64_t ticks, std::uint16_t queue_slot) noexcept {
+        period.store((std::uint64_t{queue_slot} << kPeriodBits) | ticks, std::memory_order_relaxed);
+    }
     detail::Callback cb;  // touched only by whoever owns the timer's current state
 
     /// The full 24-bit generation. Stored in the node's spare bytes; written
@@ -38,18 +56,6 @@ public:
     }
     void set_gen(std::uint32_t g) noexcept {
         std::atomic_ref<std::uint32_t>(user32).store(g, std::memory_order_release);
-    }
-
-    /// The slot of the delivery queue the timer is bound to
-    /// (delivery_queue.hpp); 0 = the runtime's workers. Stored in the node's
-    /// spare 16 bits; written by start() before ctl is published (so read it
-    /// after an acquire of ctl shows the timer's generation), or read by the
-    /// shard, which owns the records in its wheel.
-    std::uint16_t queue_slot() const noexcept {
-        return std::atomic_ref<const std::uint16_t>(user16).load(std::memory_order_relaxed);
-    }
-    void set_queue_slot(std::uint16_t slot) noexcept {
-        std::atomic_ref<std::uint16_t>(user16).store(slot, std::memory_order_relaxed);
     }
 
 private:
