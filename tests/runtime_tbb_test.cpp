@@ -349,8 +349,9 @@ TEST(TbbParallelism, ConcurrentCreateAndDestroy) {
 }  // namespace
 
 // oneTBB starts its workers from the thread that first enqueues (a shard):
-// without the arena's observer they would be named "tw-shard-N".
-TEST(TbbWorkers, AreNamedTwWorker) {
+// unnamed they would show as "tw-shard-N". ("tw-worker" is the runtime's own
+// threads, in a fork child: fork_test tells them apart by name.)
+TEST(TbbWorkers, AreNamedTwTbbWorker) {
     tickwheel::Runtime rt(tw_test::small_config(1, 2));
     std::mutex m;
     std::vector<std::string> names;
@@ -367,5 +368,5 @@ TEST(TbbWorkers, AreNamedTwWorker) {
         });
     ASSERT_TRUE(tw_test::wait_until([&] { return ran.load() == 20; }));
     std::lock_guard<std::mutex> lock(m);
-    for (const std::string& n : names) EXPECT_EQ(n, "tw-worker");
+    for (const std::string& n : names) EXPECT_EQ(n, "tw-tbb-worker");
 }

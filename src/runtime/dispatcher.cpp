@@ -2,7 +2,6 @@
 #include "runtime/dispatcher.hpp"
 
 #include <oneapi/tbb/task_arena.h>
-#include <oneapi/tbb/task_scheduler_observer.h>
 
 #include <algorithm>
 #include <cstring>
@@ -15,18 +14,6 @@
 
 namespace tickwheel::rt {
 
-/// Names the oneTBB workers that join a runtime's arena "tw-worker" (top -H,
-/// ps, gdb): oneTBB starts them from the thread that first enqueues -- a
-/// shard -- and they would otherwise show as "tw-shard-N".
-class WorkerNamer final : public tbb::task_scheduler_observer {
-public:
-    explicit WorkerNamer(tbb::task_arena& a) : tbb::task_scheduler_observer(a) { observe(true); }
-    ~WorkerNamer() override { observe(false); }
-    void on_scheduler_entry(bool is_worker) override {
-        if (is_worker) set_thread_name("tw-worker");
-    }
-};
-
 struct Dispatcher::Arena {
     // TBB's worker threads are one pool shared by every arena in the process,
     // capped by the smallest live max_allowed_parallelism: the lease keeps
@@ -35,12 +22,10 @@ struct Dispatcher::Arena {
     // given back after it is gone.
     ParallelismLease lease;
     tbb::task_arena arena;
-    std::unique_ptr<WorkerNamer> namer;  // after the arena: stops observing before it goes
     explicit Arena(unsigned workers)
         : lease(workers), arena(static_cast<int>(workers), /*reserved_for_masters=*/0) {
         std::lock_guard<std::mutex> lock(tbb_control_mutex());  // see tbb_control_mutex()
         arena.initialize();
-        namer = std::make_unique<WorkerNamer>(arena);
     }
 };
 
@@ -51,6 +36,20 @@ struct Batch {
     std::size_t n = 0;
     FireItem items[Dispatcher::kMaxBatch];
 };
+
+namespace {
+/// Names a oneTBB worker "tw-tbb-worker" (top -H, ps, gdb) the first time it
+/// runs one of our tasks: oneTBB starts its workers from the thread that
+/// first enqueues -- a shard -- so they showed as "tw-shard-N". (A
+/// task_scheduler_observer would do it on arena entry, but oneTBB 2021.8
+/// leaks its proxy.) The runtime's own threads are "tw-worker".
+void name_tbb_worker() noexcept {
+    thread_local bool named = false;
+    if (named) return;
+    named = true;
+    set_thread_name("tw-tbb-worker");
+}
+}  // namespace
 
 const FireItem* Dispatcher::Cursor::next() noexcept {
     const std::size_t i = b_.next.fetch_add(1, std::memory_order_relaxed);
@@ -99,7 +98,11 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
         enqueued = pool_->post(&Dispatcher::run_task, b, tasks);
     } else {
         try {
-            for (; enqueued < tasks; ++enqueued) arena_->arena.enqueue([b] { run_task(b); });
+            for (; enqueued < tasks; ++enqueued)
+                arena_->arena.enqueue([b] {
+                    name_tbb_worker();
+                    run_task(b);
+                });
         } catch (...) {  // std::bad_alloc from TBB's task allocation
         }
     }
