@@ -413,14 +413,15 @@ TW_API int tw_queue_fd(const tw_queue *q) TW_NOEXCEPT;
  *  for more. Several threads may run one queue at once (its callbacks then
  *  run on all of them; runs of one timer still never overlap). A callback
  *  may run another queue (nesting). Returns, in this order:
- *  @retval TW_EINVAL     q is NULL; max is 0; q was destroyed by
- *                 tw_queue_destroy() (undefined once that returned: q is
- *                 freed; only a thread already waiting inside gets this).
+ *  @retval TW_EINVAL     q is NULL; max is 0. (A destroyed q is freed:
+ *                 calling this on it is undefined; a thread already
+ *                 waiting inside when it is destroyed gets TW_ESHUTDOWN.)
  *  @retval TW_EFORKED    in a fork() child of the process that created q.
  *  @retval TW_EDEADLK    called from inside one of q's own callbacks or
  *                 release hooks (at any depth of nesting).
  *  @retval TW_ESHUTDOWN  the runtime is shut down (or shut down while this
- *                 call waited) and no callback ran.
+ *                 call waited), or q was destroyed while this call waited,
+ *                 and no callback ran.
  *  @retval >= 0          the number of callbacks run (at most INT_MAX). */
 TW_API int tw_queue_run(tw_queue *q, size_t max, int64_t timeout_ns) TW_NOEXCEPT;
 
