@@ -468,8 +468,10 @@ TEST(QueuePeriodic, RunsNeverOverlapAndMissedPeriodsAreSkipped) {
     Probe p;
     const tw_timer id = start_on(rt.get(), q, p, 2 * kMs, 2 * kMs);
     // Not running the queue for many periods: one due callback, not a burst.
-    std::this_thread::sleep_for(60ms);
+    ASSERT_TRUE(wait_until([&] { return queue_stats(q).due == 1; }));
+    std::this_thread::sleep_for(40ms);  // twenty more periods pass
     EXPECT_EQ(queue_stats(q).due, 1u);
+    EXPECT_EQ(queue_stats(q).delivered, 1u);
     EXPECT_EQ(tw_queue_run(q, 100, 0), 1);
     EXPECT_EQ(tw_queue_run(q, 100, 0), 0);
     // Then every period, on this thread.
