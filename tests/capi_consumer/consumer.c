@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT OR Apache-2.0 */
 /* An out-of-tree program using an installed tickwheel through its C API.
  * Prints "consumer: OK" and exits 0 when a one-shot timer fired and the
- * runtime's Prometheus metrics (tw_runtime_metrics, TICKWHEEL_1.1) count it. */
+ * runtime's Prometheus metrics (tw_runtime_metrics, TICKWHEEL_1.1) count it,
+ * and a timer started on a delivery queue (tw_queue_*, TICKWHEEL_1.2) ran
+ * inside tw_queue_run on this thread after its fd polled readable. */
 #define _POSIX_C_SOURCE 200809L
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +61,30 @@ int main(void) {
         return 1;
     }
     free(text);
+    /* The pinned delivery-queue calls. */
+    tw_queue *q = NULL;
+    atomic_int on_queue = 0;
+    tw_timer_spec spec;
+    tw_timer_spec_init(&spec);
+    spec.delay_ns = 1000000;
+    spec.callback = on_fire;
+    spec.arg = &on_queue;
+    rc = tw_queue_create(rt, &q);
+    spec.queue = q;
+    if (rc != TW_OK || tw_timer_start_ex(rt, &spec, &id) != TW_OK) {
+        fprintf(stderr, "consumer: tw_queue_create / tw_timer_start_ex on a queue failed\n");
+        tw_runtime_destroy(rt);
+        return 1;
+    }
+    struct pollfd pfd = {tw_queue_fd(q), POLLIN, 0};
+    const int readable = poll(&pfd, 1, 10000);
+    const int not_yet = atomic_load(&on_queue); /* nothing runs outside tw_queue_run */
+    const int ran = tw_queue_run(q, 8, (int64_t)-1);
+    if (readable != 1 || not_yet != 0 || ran != 1 || atomic_load(&on_queue) != 1 || tw_queue_destroy(q) != TW_OK) {
+        fprintf(stderr, "consumer: delivery queue: readable %d, ran %d\n", readable, ran);
+        tw_runtime_destroy(rt);
+        return 1;
+    }
     rc = tw_runtime_destroy(rt);
     if (!atomic_load(&fired) || rc != TW_OK) {
         fprintf(stderr, "consumer: the timer did not fire (destroy: %s)\n", tw_strerror(rc));
