@@ -653,87 +653,86 @@ struct Park {
     }
 };
 
+/// A queue with one timer due (not yet run), and a thread that parks at the
+/// hook point `what` inside `call` (a run, stop or reset) while the test
+/// acts in that window.
+struct DueRace {
+    RtPtr rt = make_runtime();
+    tw_queue* q = make_queue(rt.get());
+    Probe p;
+    tw_timer id = start_on(rt.get(), q, p, 0);
+    Park park;
+    std::atomic<int> rc{1000};  // what `call` returned
+    std::thread parked;
+
+    template <class Call>
+    [[nodiscard]] bool park_in(char what, Call call) {
+        parked = std::thread([this, what, call] {
+            Park::arm(std::this_thread::get_id(), what);
+            rc.store(call());
+        });
+        return wait_until([] { return Park::parked.load(); });
+    }
+    void release() {
+        Park::release();
+        parked.join();
+    }
+    ~DueRace() {
+        if (parked.joinable()) release();
+    }
+};
+
 // A stop lands between a run's pop of the due item and its DISPATCHED ->
 // RUNNING: the stop wins, the run finds the item stale, nothing runs, and
 // the queue counts nothing due (the fd is not readable).
 TEST(QueueRace, StopInsideARunsBeginWindowWins) {
-    RtPtr rt = make_runtime();
-    tw_queue* q = make_queue(rt.get());
-    Probe p;
-    const tw_timer id = start_on(rt.get(), q, p, 0);
-    ASSERT_TRUE(readable(tw_queue_fd(q), 10000));
-    Park park;
-    std::atomic<int> rc{1000};
-    std::thread runner([&] {
-        Park::arm(std::this_thread::get_id(), 'b');
-        rc.store(tw_queue_run(q, 8, 0));
-    });
-    ASSERT_TRUE(wait_until([] { return Park::parked.load(); }));
-    EXPECT_EQ(tw_timer_stop(rt.get(), id), TW_OK);
-    EXPECT_EQ(p.released.load(), 1);
-    Park::release();
-    runner.join();
-    EXPECT_EQ(rc.load(), 0) << "the item was stale";
-    EXPECT_EQ(p.runs.load(), 0);
-    EXPECT_EQ(queue_stats(q).due, 0u);
-    EXPECT_FALSE(readable(tw_queue_fd(q)));
-    EXPECT_EQ(tw_queue_destroy(q), TW_OK);
+    DueRace r;
+    ASSERT_TRUE(readable(tw_queue_fd(r.q), 10000));
+    ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
+    EXPECT_EQ(tw_timer_stop(r.rt.get(), r.id), TW_OK);
+    EXPECT_EQ(r.p.released.load(), 1);
+    r.release();
+    EXPECT_EQ(r.rc.load(), 0) << "the item was stale";
+    EXPECT_EQ(r.p.runs.load(), 0);
+    EXPECT_EQ(queue_stats(r.q).due, 0u);
+    EXPECT_FALSE(readable(tw_queue_fd(r.q)));
+    EXPECT_EQ(tw_queue_destroy(r.q), TW_OK);
 }
 
 // The other order: a run begins inside a stop's cancel window. The run wins
 // (the one-shot runs once), the stop reports TW_ENOENT, and nothing is
 // counted due twice or left due.
 TEST(QueueRace, RunInsideAStopsCancelWindowWins) {
-    RtPtr rt = make_runtime();
-    tw_queue* q = make_queue(rt.get());
-    Probe p;
-    const tw_timer id = start_on(rt.get(), q, p, 0);
-    ASSERT_TRUE(readable(tw_queue_fd(q), 10000));
-    Park park;
-    std::atomic<int> rc{1000};
-    std::thread stopper([&] {
-        Park::arm(std::this_thread::get_id(), 'c');
-        rc.store(tw_timer_stop(rt.get(), id));
-    });
-    ASSERT_TRUE(wait_until([] { return Park::parked.load(); }));
-    EXPECT_EQ(tw_queue_run(q, 8, 0), 1);
-    EXPECT_EQ(p.runs.load(), 1);
-    Park::release();
-    stopper.join();
-    EXPECT_EQ(rc.load(), TW_ENOENT);
-    EXPECT_EQ(p.released.load(), 1);
-    EXPECT_EQ(queue_stats(q).due, 0u);
-    EXPECT_FALSE(readable(tw_queue_fd(q)));
-    EXPECT_EQ(tw_queue_destroy(q), TW_OK);
+    DueRace r;
+    ASSERT_TRUE(readable(tw_queue_fd(r.q), 10000));
+    ASSERT_TRUE(r.park_in('c', [&r] { return tw_timer_stop(r.rt.get(), r.id); }));
+    EXPECT_EQ(tw_queue_run(r.q, 8, 0), 1);
+    EXPECT_EQ(r.p.runs.load(), 1);
+    r.release();
+    EXPECT_EQ(r.rc.load(), TW_ENOENT);
+    EXPECT_EQ(r.p.released.load(), 1);
+    EXPECT_EQ(queue_stats(r.q).due, 0u);
+    EXPECT_FALSE(readable(tw_queue_fd(r.q)));
+    EXPECT_EQ(tw_queue_destroy(r.q), TW_OK);
 }
 
 // A reset lands inside a run's begin window: the timer is re-armed, the run
 // finds its item stale, and the timer later runs once, at its new deadline.
 TEST(QueueRace, ResetInsideARunsBeginWindowReArms) {
-    RtPtr rt = make_runtime();
-    tw_queue* q = make_queue(rt.get());
-    Probe p;
-    const tw_timer id = start_on(rt.get(), q, p, 0);
-    ASSERT_TRUE(readable(tw_queue_fd(q), 10000));
-    Park park;
-    std::atomic<int> rc{1000};
-    std::thread runner([&] {
-        Park::arm(std::this_thread::get_id(), 'b');
-        rc.store(tw_queue_run(q, 8, 0));
-    });
-    ASSERT_TRUE(wait_until([] { return Park::parked.load(); }));
-    p.deadline_ns = tw_now_ns() + 20 * kMs;
-    EXPECT_EQ(tw_timer_reset(rt.get(), id, 20 * kMs), TW_OK);
-    EXPECT_EQ(queue_stats(q).due, 0u);
-    Park::release();
-    runner.join();
-    EXPECT_EQ(rc.load(), 0);
-    EXPECT_EQ(p.runs.load(), 0);
-    EXPECT_EQ(tw_queue_run(q, 8, static_cast<std::int64_t>(kWait.count())), 1);
-    EXPECT_EQ(p.runs.load(), 1);
-    EXPECT_EQ(p.early.load(), 0);
-    EXPECT_EQ(p.released.load(), 1);
-    EXPECT_EQ(tw_queue_destroy(q), TW_OK);
+    DueRace r;
+    ASSERT_TRUE(readable(tw_queue_fd(r.q), 10000));
+    ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
+    r.p.deadline_ns = tw_now_ns() + 20 * kMs;
+    EXPECT_EQ(tw_timer_reset(r.rt.get(), r.id, 20 * kMs), TW_OK);
+    EXPECT_EQ(queue_stats(r.q).due, 0u);
+    r.release();
+    EXPECT_EQ(r.rc.load(), 0);
+    EXPECT_EQ(r.p.runs.load(), 0);
+    EXPECT_EQ(tw_queue_run(r.q, 8, static_cast<std::int64_t>(kWait.count())), 1);
+    EXPECT_EQ(r.p.runs.load(), 1);
+    EXPECT_EQ(r.p.early.load(), 0);
+    EXPECT_EQ(r.p.released.load(), 1);
+    EXPECT_EQ(tw_queue_destroy(r.q), TW_OK);
 }
 
 // Many producers, two queues each polled by its own thread, random stops
