@@ -21,6 +21,9 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
 int timer_stop(tw_runtime* rt, tw_timer id) noexcept;
 int timer_stop_sync(tw_runtime* rt, tw_timer id) noexcept;
 int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept;
+int timer_reset_at(tw_runtime* rt, tw_timer id, std::uint64_t deadline_ns) noexcept;
+int timer_query(tw_runtime* rt, tw_timer id, tw_timer_info* out) noexcept;
+std::int64_t group_stop(tw_runtime* rt, std::uint64_t group, unsigned flags) noexcept;
 std::uint64_t now_ns() noexcept;
 int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept;
 int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pending, std::uint64_t* inbox) noexcept;

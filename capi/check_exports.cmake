@@ -45,7 +45,16 @@ set(cxx_expected
   "tickwheel::Queue::run(unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >)"
   "tickwheel::Queue::run(unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >, std::error_code&)"
   "tickwheel::Queue::close(std::error_code&)"
-  "tickwheel::Queue::stats_sized(tickwheel::QueueStats*, unsigned long) const")
+  "tickwheel::Queue::stats_sized(tickwheel::QueueStats*, unsigned long) const"
+  # 1.3 (TICKWHEEL_CXX_1.3): the timer model
+  "tickwheel::Runtime::reset_at(unsigned long, std::chrono::time_point<std::chrono::_V2::steady_clock, std::chrono::duration<long, std::ratio<1l, 1000000000l> > >, std::error_code&)"
+  "tickwheel::Runtime::stop_group(unsigned long, bool, std::error_code&)"
+  "tickwheel::Runtime::query_sized(unsigned long, tickwheel::TimerInfo*, unsigned long) const")
+# The C++ symbols of TICKWHEEL_CXX_1.3 (listed by exact name in the map).
+set(cxx_13
+  "tickwheel::Runtime::reset_at(unsigned long, std::chrono::time_point<std::chrono::_V2::steady_clock, std::chrono::duration<long, std::ratio<1l, 1000000000l> > >, std::error_code&)"
+  "tickwheel::Runtime::stop_group(unsigned long, bool, std::error_code&)"
+  "tickwheel::Runtime::query_sized(unsigned long, tickwheel::TimerInfo*, unsigned long) const")
 
 execute_process(COMMAND "${NM}" -D --defined-only "${LIB}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -142,10 +151,18 @@ foreach(i RANGE ${last})
       set(why "not an intended export")
     endif()
     string(APPEND bad "  ${why}: ${dname} (${line})\n")
-  elseif(dname MATCHES "^tickwheel::Queue::" AND NOT ver STREQUAL "TICKWHEEL_CXX_1.2")
-    string(APPEND bad "  C++ symbol without version TICKWHEEL_CXX_1.2: ${dname} (${line})\n")
-  elseif(NOT dname MATCHES "^tickwheel::Queue::" AND NOT ver STREQUAL "TICKWHEEL_CXX_1")
-    string(APPEND bad "  C++ symbol without version TICKWHEEL_CXX_1: ${dname} (${line})\n")
+    continue()
+  endif()
+  list(FIND cxx_13 "${dname}" at13)
+  if(at13 GREATER -1)
+    set(want TICKWHEEL_CXX_1.3)
+  elseif(dname MATCHES "^tickwheel::Queue::")
+    set(want TICKWHEEL_CXX_1.2)
+  else()
+    set(want TICKWHEEL_CXX_1)
+  endif()
+  if(NOT ver STREQUAL want)
+    string(APPEND bad "  C++ symbol without version ${want}: ${dname} (${line})\n")
   elseif(dname MATCHES "^(typeinfo|vtable)" AND NOT type MATCHES "^[VRD]$")
     string(APPEND bad "  ${dname} is not an object: ${line}\n")
   elseif(NOT dname MATCHES "^(typeinfo|vtable)" AND NOT type MATCHES "^[TW]$")

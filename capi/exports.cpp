@@ -42,6 +42,15 @@ TW_API int tw_timer_stop_sync(tw_runtime* rt, tw_timer id) TW_NOEXCEPT { return 
 TW_API int tw_timer_reset(tw_runtime* rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT {
     return impl::timer_reset(rt, id, delay_ns);
 }
+TW_API int tw_timer_reset_at(tw_runtime* rt, tw_timer id, uint64_t deadline_ns) TW_NOEXCEPT {
+    return impl::timer_reset_at(rt, id, deadline_ns);
+}
+TW_API int tw_timer_query(tw_runtime* rt, tw_timer id, tw_timer_info* out) TW_NOEXCEPT {
+    return impl::timer_query(rt, id, out);
+}
+TW_API int64_t tw_group_stop(tw_runtime* rt, uint64_t group, unsigned flags) TW_NOEXCEPT {
+    return impl::group_stop(rt, group, flags);
+}
 
 TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT { return impl::now_ns(); }
 

@@ -20,6 +20,7 @@
 #include <limits>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -84,11 +85,24 @@ constexpr std::uint32_t kConfigSizeV1 = 32;
 constexpr std::uint32_t kSpecSizeV1 = 56;
 constexpr std::uint32_t kStatsSizeV1 = 136;
 constexpr std::uint32_t kQueueStatsSizeV12 = 112;  // tw_queue_stats, new in 1.2
+constexpr std::uint32_t kSpecSizeV12 = 64;
+constexpr std::uint32_t kSpecSizeV13 = 88;
+constexpr std::uint32_t kTimerInfoSizeV13 = 64;  // tw_timer_info, new in 1.3
 constexpr std::uint32_t kMaxStructSize = 4096;
 #if UINTPTR_MAX == UINT64_MAX
 static_assert(sizeof(tw_config) == kConfigSizeV1 && offsetof(tw_config, max_timers) == 24);
 static_assert(offsetof(tw_timer_spec, release) == 48 && kSpecSizeV1 == 56);
-static_assert(sizeof(tw_timer_spec) == 64 && offsetof(tw_timer_spec, queue) == 56);  // 1.2
+static_assert(offsetof(tw_timer_spec, queue) == 56 && kSpecSizeV12 == 64);  // 1.2
+static_assert(sizeof(tw_timer_spec) == kSpecSizeV13 && offsetof(tw_timer_spec, period_policy) == 64 &&
+              offsetof(tw_timer_spec, leeway_ns) == 72 && offsetof(tw_timer_spec, group) == 80);  // 1.3
+static_assert(sizeof(tw_timer_info) == kTimerInfoSizeV13 && offsetof(tw_timer_info, deadline_ns) == 16 &&
+              offsetof(tw_timer_info, missed) == 56);
+static_assert(TW_PERIOD_SKIP == static_cast<unsigned>(tickwheel::PeriodPolicy::skip) &&
+              TW_PERIOD_DELAY == static_cast<unsigned>(tickwheel::PeriodPolicy::delay) &&
+              TW_PERIOD_BURST == static_cast<unsigned>(tickwheel::PeriodPolicy::burst));
+static_assert(TW_TIMER_PENDING == static_cast<int>(tickwheel::TimerStatus::pending) &&
+              TW_TIMER_DUE == static_cast<int>(tickwheel::TimerStatus::due) &&
+              TW_TIMER_RUNNING == static_cast<int>(tickwheel::TimerStatus::running));
 static_assert(sizeof(tw_queue_stats) == kQueueStatsSizeV12 && offsetof(tw_queue_stats, run_samples) == 104);
 static_assert(sizeof(tw_stats) == kStatsSizeV1 && offsetof(tw_stats, lateness_samples) == 128);
 #endif
@@ -347,7 +361,8 @@ void timer_spec_init(tw_timer_spec* spec) noexcept {
 int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noexcept {
     if (out != nullptr) *out = 0;
     if (spec == nullptr) return TW_EINVAL;
-    if (const int rc = check_in_size(spec, spec->size, kSpecSizeV1, sizeof(tw_timer_spec)); rc != TW_OK) return rc;
+    if (const int rc = check_in_size(spec, spec->size, kSpecSizeV1, sizeof(tw_timer_spec), {kSpecSizeV12}); rc != TW_OK)
+        return rc;
     const tw_timer_spec s = copy_in(spec);
     // Every argument is checked before the timer takes arg over: TW_EINVAL
     // and TW_EFORKED leave it to the caller (no hook), see tickwheel.h.
@@ -356,6 +371,7 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     if (s.shard < -1) return TW_EINVAL;
     if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
     if (s.delay_ns > TW_MAX_DELAY_NS || s.period_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (s.period_policy > TW_PERIOD_BURST || s.reserved != 0 || s.leeway_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
     if (s.queue != nullptr && cqueue(s.queue)->owner != handle(rt)) return TW_EINVAL;  // another runtime's
     tickwheel::StartOptions o;
     if (s.deadline_ns != 0) {
@@ -367,6 +383,9 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     if (state == TW_EFORKED) return state;
     o.period = ns(s.period_ns);
     o.shard = s.shard;
+    o.policy = static_cast<tickwheel::PeriodPolicy>(s.period_policy);
+    o.leeway = ns(s.leeway_ns);
+    o.group = s.group;
     if (s.queue != nullptr) o.queue = &cqueue(s.queue)->q;
     // From here on the release hook runs exactly once: when the callable is
     // destroyed -- inside a failed start (TW_ESHUTDOWN, TW_EAGAIN,
@@ -397,6 +416,53 @@ int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept {
     std::error_code ec;
     if (handle(rt)->rt.reset(id, ns(delay_ns), ec)) return TW_OK;
     return ec ? from_error_code(ec) : TW_ENOENT;
+}
+
+int timer_reset_at(tw_runtime* rt, tw_timer id, std::uint64_t deadline_ns) noexcept {
+    if (rt == nullptr) return TW_EINVAL;
+    const int rc = check_runtime(rt);
+    if (rc == TW_EINVAL) return rc;
+    if (deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
+    if (rc != TW_OK) return rc;
+    std::error_code ec;
+    if (handle(rt)->rt.reset_at(id, tickwheel::TimePoint(ns(deadline_ns)), ec)) return TW_OK;
+    return ec ? from_error_code(ec) : TW_ENOENT;
+}
+
+int timer_query(tw_runtime* rt, tw_timer id, tw_timer_info* out) noexcept {
+    if (rt == nullptr || out == nullptr) return TW_EINVAL;
+    const std::uint32_t size = out->size;
+    if (size < kTimerInfoSizeV13 || size > kMaxStructSize) return TW_EINVAL;
+    const int rc = check_runtime(rt);
+    if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
+    const std::optional<tickwheel::TimerInfo> info = handle(rt)->rt.query(id);
+    if (!info) return TW_ENOENT;
+    tw_timer_info v;
+    std::memset(&v, 0, sizeof v);
+    v.state = static_cast<std::int32_t>(info->state);
+    v.shard = info->shard;
+    v.deadline_ns = static_cast<std::uint64_t>(info->deadline.time_since_epoch().count());
+    v.period_ns = static_cast<std::uint64_t>(info->period.count());
+    v.leeway_ns = static_cast<std::uint64_t>(info->leeway.count());
+    v.group = info->group;
+    v.runs = info->runs;
+    v.missed = info->missed;
+    const std::uint32_t filled = std::min<std::uint32_t>(size, sizeof v);
+    v.size = filled;
+    std::memcpy(out, &v, filled);
+    if (size > filled) std::memset(reinterpret_cast<unsigned char*>(out) + filled, 0, size - filled);
+    return TW_OK;
+}
+
+std::int64_t group_stop(tw_runtime* rt, std::uint64_t group, unsigned flags) noexcept {
+    if (rt == nullptr || group == 0 || (flags & ~TW_SYNC) != 0) return TW_EINVAL;
+    const int rc = check_runtime(rt);
+    if (rc == TW_ESHUTDOWN) return 0;  // nothing is live after shutdown
+    if (rc != TW_OK) return rc;
+    std::error_code ec;
+    const std::size_t n = handle(rt)->rt.stop_group(group, (flags & TW_SYNC) != 0, ec);
+    if (ec) return from_error_code(ec);
+    return static_cast<std::int64_t>(n);
 }
 
 std::uint64_t now_ns(void) noexcept {

@@ -8,8 +8,14 @@
 
 #if UINTPTR_MAX == UINT64_MAX
 TW_CHECK(config_size, sizeof(tw_config) == 32);
-TW_CHECK(spec_size, sizeof(tw_timer_spec) == 64); /* 56 in 1.0; 1.2 appended `queue` */
+TW_CHECK(spec_size, sizeof(tw_timer_spec) == 88); /* 56 in 1.0; 64 in 1.2 (`queue`); 1.3: policy, leeway, group */
 TW_CHECK(spec_queue, offsetof(tw_timer_spec, queue) == 56);
+TW_CHECK(spec_policy, offsetof(tw_timer_spec, period_policy) == 64);
+TW_CHECK(spec_leeway, offsetof(tw_timer_spec, leeway_ns) == 72);
+TW_CHECK(spec_group, offsetof(tw_timer_spec, group) == 80);
+TW_CHECK(info_size, sizeof(tw_timer_info) == 64);
+TW_CHECK(info_deadline, offsetof(tw_timer_info, deadline_ns) == 16);
+TW_CHECK(info_missed, offsetof(tw_timer_info, missed) == 56);
 TW_CHECK(queue_stats_size, sizeof(tw_queue_stats) == 112);
 TW_CHECK(stats_size, sizeof(tw_stats) == 136);
 TW_CHECK(spec_release, offsetof(tw_timer_spec, release) == 48);
@@ -68,6 +74,21 @@ int tw_header_c_compiles(void) {
         qs.size = sizeof qs;
         rc |= tw_queue_get_stats(q, &qs);
         rc |= tw_queue_destroy(q);
+    }
+    {
+        tw_timer_info info;
+        spec.queue = NULL;
+        spec.period_ns = 1000000;
+        spec.period_policy = TW_PERIOD_BURST;
+        spec.leeway_ns = 1000;
+        spec.group = 7;
+        rc |= tw_timer_start_ex(rt, &spec, &id);
+        tw_timer_info_init(&info);
+        rc |= tw_timer_query(rt, id, &info);
+        rc |= info.state == TW_TIMER_PENDING || info.state == TW_TIMER_DUE || info.state == TW_TIMER_RUNNING;
+        rc |= tw_timer_reset_at(rt, id, tw_now_ns() + 1000);
+        rc |= (int)tw_group_stop(rt, 7, TW_SYNC);
+        rc |= (int)(TW_PERIOD_SKIP + TW_PERIOD_DELAY);
     }
     rc |= tw_runtime_shutdown(rt);
     rc |= tw_runtime_destroy(rt);

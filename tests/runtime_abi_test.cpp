@@ -97,8 +97,9 @@ TEST(RuntimeAbi, StartRefusesAStructSmallerThanVersion1) {
     std::atomic<int> released{0};
     tw::StartOptions o;
     std::error_code ec;
-    // Below the 1.0 size (32), or between released sizes (32, 40): a field cut in two.
-    for (const std::size_t size : {std::size_t{0}, std::size_t{31}, std::size_t{36}, sizeof(tw::StartOptions) - 1}) {
+    // Below the 1.0 size (32), or between released sizes (32, 40, 56): a field cut in two.
+    for (const std::size_t size :
+         {std::size_t{0}, std::size_t{31}, std::size_t{36}, std::size_t{48}, sizeof(tw::StartOptions) - 1}) {
         const tw::Timer t = start_with_size(rt, &o, size, &released, ec);
         EXPECT_EQ(ec, tw::errc::invalid_argument) << size;
         EXPECT_FALSE(t) << size;
@@ -106,15 +107,18 @@ TEST(RuntimeAbi, StartRefusesAStructSmallerThanVersion1) {
     std::error_code null_ec;
     EXPECT_FALSE(start_with_size(rt, nullptr, sizeof(tw::StartOptions), &released, null_ec));
     EXPECT_EQ(null_ec, tw::errc::invalid_argument);
-    EXPECT_EQ(released.load(), 5);
+    EXPECT_EQ(released.load(), 6);
     EXPECT_EQ(rt.stats().started, 0u);
 }
 
-TEST(RuntimeAbi, ReservedMustBeZero) {
+// 1.0-1.2's `reserved` (offset 28) is 1.3's `policy`: 0 is still skip, and a
+// value no PeriodPolicy names is still refused.
+TEST(RuntimeAbi, UnknownPolicyIsRefused) {
     tw::Runtime rt(tw_test::small_config());
     tw::StartOptions o;
     o.delay = 1ms;
-    o.reserved = 1;
+    o.period = 1ms;
+    o.policy = static_cast<tw::PeriodPolicy>(3);
     EXPECT_THROW(rt.start(o, [] {}), tw::Error);
     try {
         rt.start(o, [] {});

@@ -98,6 +98,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -231,6 +232,22 @@ struct Stats {
     /// @}
 };
 
+/// What a periodic timer does when a run overruns its period (or the timer
+/// is otherwise late). Since 1.3; the C API's TW_PERIOD_*.
+enum class PeriodPolicy : std::uint32_t {
+    /// Fixed rate (the default, and the only policy before 1.3): runs stay on
+    /// the grid first + k*period; a grid deadline that passes while a run is
+    /// in progress (or before a due run started) is skipped and counted in
+    /// TimerInfo::missed.
+    skip = 0,
+    /// Fixed delay: the next deadline is the end of this run plus the period
+    /// (never a skip: TimerInfo::missed stays 0).
+    delay = 1,
+    /// Fixed rate with catch-up: grid deadlines that passed during a run are
+    /// run afterwards, back to back (never overlapping), until caught up.
+    burst = 2,
+};
+
 /// Options for Runtime::start(const StartOptions&, F&&).
 struct StartOptions {
     /// Absolute deadline of the first run (steady_clock). Overrides `delay`
@@ -238,25 +255,61 @@ struct StartOptions {
     TimePoint deadline{};
     /// Delay of the first run from now, used when `deadline` is not set.
     Duration delay{0};
-    /// 0 = one-shot; otherwise fixed-rate period (runs at first + k*period;
-    /// overrun periods are skipped, never run in a burst). Must be >= 1 ns;
-    /// rounded up to the resolution.
+    /// 0 = one-shot; otherwise the period (runs at first + k*period with
+    /// the default `policy`, skip). Must be >= 1 ns; rounded up to the
+    /// resolution.
     Duration period{0};
     /// Shard to place the timer on (taken modulo the shard count); -1 = the
     /// calling thread's own shard: each thread is given one, round-robin over
     /// the shards, on its first start (locality without depending on which
     /// CPU it runs on; measured in bench/shard_choice.cpp).
     int shard = -1;
-    /// Must be 0 (otherwise errc::invalid_argument). Reserved for a later
-    /// 1.x option whose 0 means today's behaviour; it keeps the struct free
-    /// of tail padding, so that a field appended later grows its sizeof.
-    std::uint32_t reserved = 0;
+    /// A periodic timer's policy (ignored for a one-shot). A value outside
+    /// PeriodPolicy is errc::invalid_argument. Since 1.3 (in 1.0-1.2 this
+    /// was `reserved`, which had to be 0: skip).
+    PeriodPolicy policy = PeriodPolicy::skip;
     /// The delivery queue whose run() runs the callback (and, after the last
     /// run, destroys the callable) on the thread that calls it; nullptr
     /// (default) = the runtime's workers. It must be a live (not closed)
     /// Queue of this runtime: another runtime's, or a closed one, is
     /// errc::invalid_argument. Since 1.2.
     Queue* queue = nullptr;
+    /// How late the callback may run: it runs in [deadline, deadline + leeway
+    /// + the usual lateness], never before the deadline. Timers whose windows
+    /// overlap are filed in one slot of the wheel and share a wake-up (the
+    /// deadline is rounded up to the coarsest aligned tick boundary inside
+    /// the window). 0 (default) = exact to the tick. 0 .. kMaxDelay. Since 1.3.
+    Duration leeway{0};
+    /// The timer's group, for stop_group(); 0 (default) = none. Since 1.3.
+    std::uint64_t group = 0;
+};
+
+/// Where a timer is in its life (TimerInfo::state). Since 1.3.
+enum class TimerStatus : std::uint32_t {
+    pending = 1,  ///< waiting for its deadline
+    due = 2,      ///< its deadline has passed; the callback has not started yet
+    running = 3,  ///< its callback is running now
+};
+
+/// What Runtime::query() tells about a live timer. Since 1.3.
+struct TimerInfo {
+    TimerStatus state = TimerStatus::pending;  ///< see TimerStatus
+    int shard = 0;                             ///< the shard it lives on (< shard_count())
+    /// The next deadline (steady_clock), rounded up to the resolution,
+    /// without the leeway; TimePoint{} (0) if none is set: a one-shot whose
+    /// callback is running (unless it re-armed itself), a delay-policy timer
+    /// until its run ends. For a due or running fixed-rate timer: the grid
+    /// deadline after the one being served.
+    TimePoint deadline{};
+    Duration period{0};       ///< 0 for a one-shot; rounded up to the resolution
+    Duration leeway{0};       ///< as started
+    std::uint64_t group = 0;  ///< as started; 0 = none
+    /// Runs begun so far, the one in progress included.
+    std::uint64_t runs = 0;
+    /// Grid deadlines skipped so far (PeriodPolicy::skip; 0 otherwise):
+    /// runs + missed - 1 is the index, from 0, of the grid deadline the
+    /// current (or last) run serves.
+    std::uint64_t missed = 0;
 };
 
 /// The timer runtime: shards (a timing wheel and a driver thread each) and
@@ -378,6 +431,56 @@ public:
     /// (returning false) to invalid_argument, shutting_down or forked.
     bool reset(std::uint64_t id, Duration delay, std::error_code& ec) noexcept;
 
+    /// As reset(), to an absolute steady_clock deadline (a past one fires at
+    /// once, rounded up to the tick). Throws Error(invalid_argument) for a
+    /// deadline more than kMaxDelay away. Since 1.3.
+    bool reset_at(std::uint64_t id, TimePoint deadline) {
+        std::error_code ec;
+        const bool ok = reset_at(id, deadline, ec);
+        if (ec && ec != make_error_code(errc::shutting_down)) throw Error(ec);
+        return ok;
+    }
+    /// As reset_at(), without exceptions (see reset(id, delay, ec)). Since 1.3.
+    bool reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec) noexcept;
+
+    // ---- groups ----------------------------------------------------------
+    /// Stops every live timer started with StartOptions::group == `group`,
+    /// as stop() (sync: stop_sync()) called on each, and returns how many it
+    /// stopped (how many of those calls would have returned true). With
+    /// `sync` it also waits, as stop_sync() does, for a running callback of
+    /// the group and its release hook (a running periodic timer counts as
+    /// stopped; a running one-shot, already on its last run, does not).
+    /// A timer whose start() returned before this call began is stopped; one
+    /// started concurrently is either stopped or left running for a later
+    /// call, never lost. Cost: O(shards + the group's timers) -- per-shard
+    /// indexes, one short lock per shard; never a scan of all timers.
+    /// Throws Error(invalid_argument) for group 0, Error(forked) in a fork()
+    /// child. Since 1.3.
+    std::size_t stop_group(std::uint64_t group, bool sync = false) {
+        std::error_code ec;
+        const std::size_t n = stop_group(group, sync, ec);
+        if (ec) throw Error(ec);
+        return n;
+    }
+    /// As stop_group(), without exceptions: `ec` is cleared, or set to
+    /// invalid_argument or forked (returning 0). Since 1.3.
+    std::size_t stop_group(std::uint64_t group, bool sync, std::error_code& ec) noexcept;
+
+    // ---- query -----------------------------------------------------------
+    /// A live timer's state, next deadline, period, leeway, group and run
+    /// counters; std::nullopt for a stale, 0 or released id (and in a fork()
+    /// child). From inside the timer's own callback it reports running, with
+    /// runs and missed current (the skips before this run counted), so a
+    /// callback knows what it missed. Never blocks; lock-free: a few atomic
+    /// loads and a clock read. Any thread. Since 1.3.
+    std::optional<TimerInfo> query(std::uint64_t id) const noexcept {
+        TimerInfo info;
+        if (!query_sized(id, &info, sizeof(TimerInfo))) return std::nullopt;
+        return info;
+    }
+    /// query(t.id()).
+    std::optional<TimerInfo> query(Timer t) const noexcept { return query(t.id()); }
+
     // ---- lifecycle -----------------------------------------------------
     /// Shuts down: from now on start() fails with shutting_down; pending
     /// timers are cancelled (their callables destroyed on this thread);
@@ -452,6 +555,7 @@ private:
     Timer start_sized(const StartOptions* opts, std::size_t opts_size, detail::Callback&& cb,
                       std::error_code& ec) noexcept;
     void stats_sized(Stats* out, std::size_t out_size) const;
+    bool query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size) const noexcept;
 
     friend class Queue;
     std::unique_ptr<rt::RuntimeCore> core_;
@@ -569,5 +673,9 @@ private:
 inline bool Timer::stop() noexcept { return rt_ != nullptr && rt_->stop(id_); }
 inline bool Timer::stop_sync() { return rt_ != nullptr && rt_->stop_sync(id_); }
 inline bool Timer::reset(Duration delay) { return rt_ != nullptr && rt_->reset(id_, delay); }
+inline bool Timer::reset_at(TimePoint deadline) { return rt_ != nullptr && rt_->reset_at(id_, deadline); }
+inline std::optional<TimerInfo> Timer::query() const noexcept {
+    return rt_ != nullptr ? rt_->query(id_) : std::nullopt;
+}
 
 }  // namespace tickwheel

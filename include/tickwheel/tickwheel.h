@@ -102,7 +102,7 @@
 /** The major version of this header (see TW_VERSION). */
 #define TW_VERSION_MAJOR 1
 /** The minor version of this header (see TW_VERSION). */
-#define TW_VERSION_MINOR 2
+#define TW_VERSION_MINOR 3
 /** The patch version of this header (see TW_VERSION). */
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */
@@ -280,7 +280,7 @@ typedef struct tw_timer_spec {
                              in tw_now_ns() nanoseconds; a past one fires at once;
                              0 (default) = use delay_ns instead */
     uint64_t delay_ns;    /**< first run this long from now, if deadline_ns == 0 */
-    uint64_t period_ns;   /**< 0 = one-shot (default); else the fixed-rate period */
+    uint64_t period_ns;   /**< 0 = one-shot (default); else the period (see period_policy) */
     tw_callback callback; /**< required */
     void *arg;            /**< passed to callback and release */
     tw_release release;   /**< NULL = none; see "Release" in the @ref tw_contract "contract" */
@@ -289,7 +289,36 @@ typedef struct tw_timer_spec {
         callback, and after its last run the release hook, run only inside
         tw_queue_run() of that queue, on the thread calling it. */
     tw_queue *queue;
+    /** Since 1.3. A periodic timer's policy when a run overruns its period
+        (ignored for a one-shot): TW_PERIOD_SKIP (0, default), TW_PERIOD_DELAY
+        or TW_PERIOD_BURST; any other value is TW_EINVAL. */
+    uint32_t period_policy;
+    /** Since 1.3. Must be 0 (reserved for a later option whose 0 is today's
+        behaviour); anything else is TW_EINVAL. */
+    uint32_t reserved;
+    /** Since 1.3. How late the callback may run: it runs in [deadline,
+        deadline + leeway_ns + the usual lateness], never before the
+        deadline. Timers whose windows overlap share a wheel slot and a
+        wake-up (the deadline is rounded up to the coarsest aligned tick
+        boundary inside the window; a leeway under one tick does nothing).
+        0 (default) = exact to the tick; at most TW_MAX_DELAY_NS. */
+    uint64_t leeway_ns;
+    /** Since 1.3. The timer's group for tw_group_stop(); 0 (default) = none. */
+    uint64_t group;
 } tw_timer_spec;
+
+/** @name Period policies (tw_timer_spec.period_policy, since 1.3)
+ *  @{ */
+/** Fixed rate (default): runs at first + k * period; a grid deadline that
+ *  passes while a run is in progress (or while a due run has not started)
+ *  is skipped and counted in tw_timer_info.missed. */
+#define TW_PERIOD_SKIP 0u
+/** Fixed delay: the next deadline is the end of this run plus the period. */
+#define TW_PERIOD_DELAY 1u
+/** Fixed rate with catch-up: grid deadlines that passed during a run are
+ *  run after it, back to back (never overlapping), until caught up. */
+#define TW_PERIOD_BURST 2u
+/** @} */
 
 /** Sets every field to its default (shard -1, others 0/NULL) and size to
  *  sizeof(tw_timer_spec) as this header defines it. Does nothing if spec is
@@ -307,7 +336,9 @@ static inline void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT {
 TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
 #endif
 
-/** Starts the timer `spec` describes. The release hook rule, from the
+/** Starts the timer `spec` describes (spec->size: the size of this header's
+ *  struct or of an earlier release's, 56 (1.0) or 64 (1.2); fields past the
+ *  caller's size take their defaults). The release hook rule, from the
  *  return code alone: on TW_EINVAL or TW_EFORKED spec->release is NOT
  *  called (the call was rejected, arg is still the caller's); on any other
  *  return it is called exactly once -- before returning on failure, later
@@ -316,7 +347,9 @@ TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
  *                 rt, out or spec->callback is NULL; shard < -1;
  *                 spec->queue belongs to another runtime;
  *                 deadline_ns > INT64_MAX or more than TW_MAX_DELAY_NS in
- *                 the future; delay_ns or period_ns > TW_MAX_DELAY_NS.
+ *                 the future; delay_ns or period_ns > TW_MAX_DELAY_NS;
+ *                 period_policy unknown; reserved != 0; leeway_ns >
+ *                 TW_MAX_DELAY_NS.
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
  *  @retval TW_ESHUTDOWN  as tw_timer_start() (hook called).
  *  @retval TW_EAGAIN     as tw_timer_start() (hook called).
@@ -361,6 +394,93 @@ TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
  *  @retval TW_ENOENT     the timer is not pending (fired, stopped, stale, 0).
  *  @retval TW_OK         re-armed. */
 TW_API int tw_timer_reset(tw_runtime *rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT;
+
+/** As tw_timer_reset(), to the absolute CLOCK_MONOTONIC deadline
+ *  deadline_ns (tw_now_ns() nanoseconds; a past one fires at once, rounded up
+ *  to the tick). Since 1.3 (TICKWHEEL_1.3). Returns, in this order:
+ *  @retval TW_EINVAL     rt is NULL; deadline_ns > INT64_MAX, or more than
+ *                 TW_MAX_DELAY_NS in the future.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ESHUTDOWN  the runtime is shut down or shutting down.
+ *  @retval TW_ENOENT     the timer is not pending (fired, stopped, stale, 0).
+ *  @retval TW_OK         re-armed. */
+TW_API int tw_timer_reset_at(tw_runtime *rt, tw_timer id, uint64_t deadline_ns) TW_NOEXCEPT;
+
+/* ---- query ------------------------------------------------------------------- */
+/** @name Timer states (tw_timer_info.state, since 1.3)
+ *  @{ */
+#define TW_TIMER_PENDING 1 /**< waiting for its deadline */
+#define TW_TIMER_DUE 2     /**< its deadline has passed; the callback has not started yet */
+#define TW_TIMER_RUNNING 3 /**< its callback is running now */
+/** @} */
+
+/** What tw_timer_query() tells about a live timer. Since 1.3. Initialise
+ *  with tw_timer_info_init(). */
+typedef struct tw_timer_info {
+    uint32_t size;        /**< in: sizeof(tw_timer_info) (tw_timer_info_init sets it);
+                             out: the bytes filled (the library's size, capped by the caller's) */
+    int32_t state;        /**< TW_TIMER_PENDING, TW_TIMER_DUE or TW_TIMER_RUNNING */
+    int32_t shard;        /**< the shard it lives on (below tw_stats.shards) */
+    uint32_t reserved;    /**< 0 */
+    /** The next deadline (CLOCK_MONOTONIC ns, rounded up to the resolution),
+        without the leeway; 0 if none is set: a one-shot whose callback is
+        running (unless it re-armed itself), a TW_PERIOD_DELAY timer until
+        its run ends. For a due or running fixed-rate timer: the grid
+        deadline after the one being served. */
+    uint64_t deadline_ns;
+    uint64_t period_ns;   /**< 0 for a one-shot; rounded up to the resolution */
+    uint64_t leeway_ns;   /**< as started */
+    uint64_t group;       /**< as started; 0 = none */
+    uint64_t runs;        /**< runs started so far, the one in progress included */
+    /** Grid deadlines skipped so far (TW_PERIOD_SKIP; 0 for the other
+        policies): runs + missed - 1 is the index, from 0, of the grid
+        deadline the current (or last) run serves. */
+    uint64_t missed;
+} tw_timer_info;
+
+/** Sets every field to 0 and size to sizeof(tw_timer_info) as this header
+ *  defines it. Does nothing if info is NULL. Inline; any thread. */
+static inline void tw_timer_info_init(tw_timer_info *info) TW_NOEXCEPT {
+    size_t i;
+    if (info == NULL) return;
+    for (i = 0; i < sizeof *info; ++i) ((unsigned char *)info)[i] = 0;
+    info->size = (uint32_t)sizeof *info;
+}
+
+/** Reads a live timer's state, next deadline, period, leeway, group and run
+ *  counters into *out. From inside the timer's own callback it reports
+ *  TW_TIMER_RUNNING with runs and missed current (the skips before this
+ *  run already counted), so a callback knows what it missed. Never blocks;
+ *  lock-free (a few atomic loads and a clock read); any thread. Since 1.3
+ *  (TICKWHEEL_1.3). Returns, in this order:
+ *  @retval TW_EINVAL     rt or out is NULL; out->size < 64 or > 4096.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ENOENT     id is stale, 0, random, or its timer was released
+ *                 (fired its last run, stopped, cancelled by shutdown).
+ *  @retval TW_OK         *out filled (bytes past the library's size zeroed). */
+TW_API int tw_timer_query(tw_runtime *rt, tw_timer id, tw_timer_info *out) TW_NOEXCEPT;
+
+/* ---- groups ------------------------------------------------------------------ */
+/** tw_group_stop() flag: also wait as tw_timer_stop_sync() does. */
+#define TW_SYNC 1u
+
+/** Stops every live timer started with tw_timer_spec.group == group, as
+ *  tw_timer_stop() called on each (with TW_SYNC in flags: as
+ *  tw_timer_stop_sync(), which also waits for a running callback of the
+ *  group and its release hook; a running periodic timer counts as stopped,
+ *  a running one-shot -- already on its last run -- does not). A timer whose
+ *  start returned before this call began is stopped; one started
+ *  concurrently with it is either stopped or left for a later call, never
+ *  lost. Cost: O(shards + the group's timers): per-shard indexes, one short
+ *  lock per shard, never a scan of all timers. Any thread, also from a
+ *  callback (with TW_SYNC it does not wait for its own timer). Since 1.3
+ *  (TICKWHEEL_1.3). Returns:
+ *  @retval TW_EINVAL     rt is NULL; group is 0; flags has a bit other than TW_SYNC.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval >=0           how many timers it stopped (how many of those
+ *                 tw_timer_stop() calls would have returned TW_OK); 0 after
+ *                 shutdown. */
+TW_API int64_t tw_group_stop(tw_runtime *rt, uint64_t group, unsigned flags) TW_NOEXCEPT;
 
 /* ---- delivery queues ------------------------------------------------------------ */
 /** @name Delivery queues (since 1.2, symbol version TICKWHEEL_1.2)

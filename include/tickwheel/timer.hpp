@@ -6,11 +6,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace tickwheel {
 
 class Runtime;
+struct TimerInfo;
 
 /// A small copyable handle to a timer: the runtime and the timer's id. A
 /// default-constructed Timer is empty (id 0). Copies name the same timer.
@@ -40,6 +42,10 @@ public:
     bool stop_sync();
     /// runtime()->reset(id(), delay); false if empty. See Runtime::reset().
     bool reset(std::chrono::nanoseconds delay);
+    /// runtime()->reset_at(id(), deadline); false if empty. See Runtime::reset_at(). Since 1.3.
+    bool reset_at(std::chrono::time_point<std::chrono::steady_clock, std::chrono::nanoseconds> deadline);
+    /// runtime()->query(id()); std::nullopt if empty. See Runtime::query(). Since 1.3.
+    std::optional<TimerInfo> query() const noexcept;
 
     friend bool operator==(const Timer&, const Timer&) noexcept = default;
 

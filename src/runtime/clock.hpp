@@ -28,6 +28,22 @@ constexpr tick_t next_period(tick_t d, std::uint64_t period, tick_t now) noexcep
     return d + ((now - d) / period + 1) * period;
 }
 
+/// Leeway (tw_timer_spec.leeway_ns): the tick a timer due at `tick` that
+/// may run up to `window` ticks late is filed at -- the multiple of the
+/// largest power of two that has one in [tick, tick + window], so that
+/// timers whose windows overlap share a slot and a wake-up (the wheel's
+/// coarser levels hold exactly such aligned ranges). Never before `tick`.
+constexpr tick_t coalesce(tick_t tick, std::uint64_t window) noexcept {
+    if (window == 0) return tick;
+    // 2^k <= window + 1 always has a multiple in the window; try coarser first.
+    for (unsigned k = 64 - static_cast<unsigned>(__builtin_clzll(window)); k > 0; --k) {
+        const tick_t step = tick_t{1} << k;
+        const tick_t up = (tick + step - 1) & ~(step - 1);
+        if (up - tick <= window) return up;
+    }
+    return tick;
+}
+
 class TickClock {
 public:
     TickClock(std::int64_t epoch_ns, std::uint64_t resolution_ns) noexcept

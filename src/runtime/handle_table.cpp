@@ -7,16 +7,39 @@
 
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 
 #include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 
 namespace tickwheel::rt {
 
-HandleTable::HandleTable() : chunks_(new std::atomic<Record*>[kMaxChunks]()) {}
+HandleTable::HandleTable()
+    : chunks_(new std::atomic<Record*>[kMaxChunks]()), extras_(new std::atomic<Extra*>[kMaxChunks]()) {}
 
 HandleTable::~HandleTable() {
-    for (std::uint32_t c = 0; c < kMaxChunks; ++c) free_chunk(chunks_[c].load(std::memory_order_relaxed));
+    for (std::uint32_t c = 0; c < kMaxChunks; ++c) {
+        free_chunk(chunks_[c].load(std::memory_order_relaxed));
+        std::free(extras_[c].load(std::memory_order_relaxed));
+    }
+}
+
+Extra* HandleTable::make_extra(std::uint32_t index) noexcept {
+    const std::uint32_t c = index / kChunkSize;
+    Extra* arr = extras_[c].load(std::memory_order_acquire);
+    if (arr == nullptr) {
+        // Zeroed memory is a valid array of Extra (atomics of integers, all
+        // 0): calloc's lazily mapped pages stay unresident until touched.
+        static_assert(std::is_trivially_destructible_v<Extra>);
+        auto* fresh = static_cast<Extra*>(std::calloc(kChunkSize, sizeof(Extra)));
+        if (fresh == nullptr) return nullptr;
+        if (extras_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            arr = fresh;
+        } else {
+            std::free(fresh);  // another thread published this chunk first
+        }
+    }
+    return arr + index % kChunkSize;
 }
 
 void HandleTable::free_chunk(Record* first) noexcept {
@@ -89,6 +112,7 @@ Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept
 }
 
 void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
+    if (r.flags() != 0) r.set_flags(0);  // the next occupant starts as a common timer
     const std::uint32_t g = r.gen();
     if (g >= Id::kMaxGen) {
         // The last generation: an id with any generation could name a later

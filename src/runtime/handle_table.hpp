@@ -66,6 +66,17 @@ public:
         return chunks_[index / kChunkSize].load(std::memory_order_acquire)[index % kChunkSize];
     }
 
+    /// The side record (Extra) of record `index`, creating its chunk of the
+    /// side arena on first use; nullptr if there is no memory for it. The
+    /// side arena is one calloc'd array per records chunk, so only the pages
+    /// of timers that have an Extra become resident. Any thread.
+    Extra* make_extra(std::uint32_t index) noexcept;
+    /// The side record of a record whose flags say it has one (kHasExtra,
+    /// read after validating the id); its chunk exists then.
+    Extra& extra(std::uint32_t index) const noexcept {
+        return extras_[index / kChunkSize].load(std::memory_order_acquire)[index % kChunkSize];
+    }
+
     /// Takes a free record (FREE, callable empty) and sets `index` and `gen`
     /// to its index and its current generation (a never-used record gets
     /// its first). Returns nullptr when the index space or memory is
@@ -127,6 +138,7 @@ private:
     static void free_chunk(Record* first) noexcept;
 
     std::unique_ptr<std::atomic<Record*>[]> chunks_;
+    std::unique_ptr<std::atomic<Extra*>[]> extras_;  // parallel to chunks_, created on demand
     alignas(64) std::atomic<std::uint64_t> next_fresh_{0};
     // [ABA tag : 32 | top index + 1 : 32]; 0 in the low half = empty.
     alignas(64) std::atomic<std::uint64_t> free_head_{0};

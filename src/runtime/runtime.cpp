@@ -58,7 +58,10 @@ namespace {
 constexpr std::size_t kConfigSizeV1 = 64;
 constexpr std::size_t kStartOptionsSizeV1 = 32;
 constexpr std::size_t kStartOptionsSizeV12 = 40;  // 1.2 appended `queue`
-static_assert(sizeof(StartOptions) == kStartOptionsSizeV12, "a new StartOptions size: add it to read_start_options");
+constexpr std::size_t kStartOptionsSizeV13 = 56;  // 1.3 appended `leeway`, `group`
+static_assert(sizeof(StartOptions) == kStartOptionsSizeV13, "a new StartOptions size: add it to read_start_options");
+constexpr std::size_t kTimerInfoSizeV13 = 56;
+static_assert(sizeof(TimerInfo) == kTimerInfoSizeV13 && std::is_trivially_copyable_v<TimerInfo>);
 constexpr std::size_t kStatsSizeV1 = 152;
 static_assert(sizeof(Config) >= kConfigSizeV1 && sizeof(StartOptions) >= kStartOptionsSizeV1 &&
                   sizeof(Stats) >= kStatsSizeV1,
@@ -74,7 +77,8 @@ struct TailProbe : T {
 };
 template <class T>
 constexpr bool no_tail_padding = sizeof(TailProbe<T>) > sizeof(T);
-static_assert(no_tail_padding<Config> && no_tail_padding<StartOptions> && no_tail_padding<Stats>,
+static_assert(no_tail_padding<Config> && no_tail_padding<StartOptions> && no_tail_padding<Stats> &&
+                  no_tail_padding<TimerInfo>,
               "a 1.x struct must end without tail padding (pad the new field explicitly)");
 static_assert(sizeof(Runtime) == sizeof(void*), "Runtime is a pimpl in 1.x");
 
@@ -90,7 +94,12 @@ static_assert(offsetof(Config, shards) == 0 && offsetof(Config, workers) == 4 &&
               offsetof(Config, on_callback_error) == 32);
 static_assert(offsetof(StartOptions, deadline) == 0 && offsetof(StartOptions, delay) == 8 &&
               offsetof(StartOptions, period) == 16 && offsetof(StartOptions, shard) == 24 &&
-              offsetof(StartOptions, reserved) == 28 && offsetof(StartOptions, queue) == 32);
+              offsetof(StartOptions, policy) == 28 && offsetof(StartOptions, queue) == 32 &&
+              offsetof(StartOptions, leeway) == 40 && offsetof(StartOptions, group) == 48);
+static_assert(offsetof(TimerInfo, state) == 0 && offsetof(TimerInfo, shard) == 4 &&
+              offsetof(TimerInfo, deadline) == 8 && offsetof(TimerInfo, period) == 16 &&
+              offsetof(TimerInfo, leeway) == 24 && offsetof(TimerInfo, group) == 32 &&
+              offsetof(TimerInfo, runs) == 40 && offsetof(TimerInfo, missed) == 48);
 static_assert(offsetof(Stats, pending_per_shard) == 0 && offsetof(Stats, inbox_per_shard) == 24 &&
               offsetof(Stats, live) == 48 && offsetof(Stats, slots) == 56 && offsetof(Stats, started) == 64 &&
               offsetof(Stats, fired) == 72 && offsetof(Stats, stopped) == 80 && offsetof(Stats, reset) == 88 &&
@@ -128,7 +137,8 @@ Config read_config(const Config* p, std::size_t size) {
 /// the defaults). False if refused.
 bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& to) noexcept {
     // Only the sizes of released layouts: any other one would cut a field.
-    if (p == nullptr || (size != kStartOptionsSizeV1 && size != kStartOptionsSizeV12)) return false;
+    if (p == nullptr || (size != kStartOptionsSizeV1 && size != kStartOptionsSizeV12 && size != kStartOptionsSizeV13))
+        return false;
     std::memcpy(&to, p, size);  // trivially copyable; the fields past `size` keep their defaults
     return true;
 }
@@ -269,15 +279,10 @@ bool RuntimeCore::begin_run(const FireItem& item) noexcept {
     return TimerState::begin_run(*item.rec, item.gen);
 }
 
-void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
-    Record& r = *item.rec;
+void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     const std::int64_t start_ns = monotonic_ns();
-    const std::int64_t due_ns = clock.tick_start_ns(item.due);
+    const std::int64_t due_ns = clock.tick_start_ns(due);
     lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
-
-    const CurrentRun saved = t_current;
-    t_current = CurrentRun{this, &r, queue, &saved};
-    const std::uint64_t id = Id::make(item.gen, item.shard, HandleTable::index_of(&r));
     try {
         r.cb(Timer(owner, id));
     } catch (...) {
@@ -291,6 +296,48 @@ void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const Delive
         }
     }
     counters.add(kFired);
+}
+
+void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
+    Record& r = *item.rec;
+    const std::uint32_t index = HandleTable::index_of(&r);
+    Extra* x = r.has_extra() ? &shard(item.shard).table().extra(index) : nullptr;
+    if (x != nullptr) x->runs.fetch_add(1, std::memory_order_relaxed);
+
+    const CurrentRun saved = t_current;
+    t_current = CurrentRun{this, &r, queue, &saved};
+    const std::uint64_t id = Id::make(item.gen, item.shard, index);
+    call(r, id, item.due);
+    if (x != nullptr && r.policy() == Policy::Burst) {
+        // Catch up: the grid deadlines that passed meanwhile (owed, counted
+        // by the shard) run now, back to back, while the word stays RUNNING
+        // (a stop makes it RUNNING_STOPPED, a reset clears owed: either ends
+        // the burst). They serve due + period, due + 2 period, ...
+        tick_t due = item.due;
+        for (;;) {
+            std::uint64_t o = x->owed.load(std::memory_order_relaxed);
+            if (o == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
+            if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
+            x->runs.fetch_add(1, std::memory_order_relaxed);
+            due += r.period_ticks();
+            call(r, id, due);
+        }
+    }
+    if (x == nullptr && Ctl::state(TimerState::load(r)) == State::RunningRearmed) {
+        // A one-shot that re-armed itself lives on: from now on it counts
+        // its runs (only its own callback could re-arm it, and that has
+        // returned, so the word stays RUNNING_REARMED or goes
+        // RUNNING_STOPPED meanwhile: the worker owns the record).
+        if (Extra* e = shard(item.shard).table().make_extra(index)) {
+            e->runs.store(1, std::memory_order_relaxed);
+            e->missed.store(0, std::memory_order_relaxed);
+            e->owed.store(0, std::memory_order_relaxed);
+            e->group.store(0, std::memory_order_relaxed);
+            e->leeway_ns.store(0, std::memory_order_relaxed);
+            e->leeway_ticks.store(0, std::memory_order_relaxed);
+            r.set_flags(static_cast<std::uint16_t>(r.flags() | Record::kHasExtra));
+        }
+    }
     // Still "inside" the timer while settling: the release hook may run here,
     // and from it shutdown() must report would_deadlock and stop_sync() on
     // this timer must not wait for itself.
@@ -303,7 +350,11 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     // record may be recycled and its generation move on.
     const std::uint32_t index = HandleTable::index_of(&r);
     Shard& s = shard(item.shard);
-    const FinishStep step = TimerState::finish_run(r);
+    // A DELAY timer's next run: the end of this one plus the period.
+    const tick_t delay_next = r.periodic() && r.policy() == Policy::Delay
+                                  ? clock.deadline_tick(monotonic_ns()) + r.period_ticks()
+                                  : 0;
+    const FinishStep step = TimerState::finish_run(r, delay_next);
     switch (step.out) {
         case FinishOutcome::Periodic: return;  // pending again, already in the wheel
         case FinishOutcome::Last:
@@ -443,7 +494,9 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         if (core.forked()) return errc::forked;
         if (opts == nullptr || !cb) return errc::invalid_argument;
         const StartOptions& o = *opts;
-        if (o.reserved != 0) return errc::invalid_argument;
+        if (static_cast<std::uint32_t>(o.policy) > static_cast<std::uint32_t>(PeriodPolicy::burst) ||
+            o.leeway < Duration::zero() || o.leeway > kMaxDelay)
+            return errc::invalid_argument;
         std::uint16_t queue_slot = 0;
         if (o.queue != nullptr) {
             // Another runtime's queue, or one closed by its owner: refused.
@@ -486,9 +539,50 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             return errc::no_memory;
         }
         r->set_period(period, queue_slot);
+        // What the common timer (one-shot, no leeway, no group) does not
+        // have goes to the side record (timer_record.hpp, Extra).
+        const std::uint64_t leeway_ticks =
+            o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
+        tick_t file_at = tick;
+        if (period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero()) {
+            rt::Extra* x = shard.table().make_extra(index);
+            if (x == nullptr) {
+                TimerState::unpublish(*r);  // never published: its word is FREE; make it terminal for recycle
+                rt::FreeChain freed(shard.table());
+                shard.table().recycle(*r, freed);
+                if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+                return errc::no_memory;
+            }
+            x->runs.store(0, std::memory_order_relaxed);
+            x->missed.store(0, std::memory_order_relaxed);
+            x->owed.store(0, std::memory_order_relaxed);
+            x->group.store(o.group, std::memory_order_relaxed);
+            x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
+            x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
+            std::uint16_t f = Record::kHasExtra;
+            if (period != 0) f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
+            if (leeway_ticks != 0) f |= Record::kHasLeeway;
+            if (o.group != 0) f |= Record::kHasGroup;
+            r->set_flags(f);
+            file_at = rt::coalesce(tick, leeway_ticks);
+        }
         r->cb = std::move(cb);
         TimerState::publish(*r, gen, tick);
-        if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), tick)) {
+        if (o.group != 0) {
+            // Indexed before start() returns: a group stop that begins after
+            // it finds the timer (group_index.hpp).
+            try {
+                shard.groups().add(o.group, gen, index);
+            } catch (...) {
+                TimerState::unpublish(*r);
+                cb = std::move(r->cb);
+                rt::FreeChain freed(shard.table());
+                shard.table().recycle(*r, freed);
+                if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+                return errc::no_memory;
+            }
+        }
+        if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
             // No memory to queue the Insert: nobody knows this id yet, so the
             // timer is taken back whole (its callable returns to `cb`).
             TimerState::unpublish(*r);
@@ -590,6 +684,51 @@ bool Runtime::reset(std::uint64_t id, Duration delay) {
     return ok;
 }
 
+namespace {
+/// reset() and reset_at(): re-arms timer `id` to the deadline `deadline_ns`
+/// (CLOCK_MONOTONIC), already checked against kMaxDelay.
+bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t deadline_ns, std::error_code& ec) noexcept {
+    if (core.shutting_down.load(std::memory_order_relaxed)) {
+        ec = make_error_code(errc::shutting_down);
+        return false;
+    }
+    rt::Shard* shard = nullptr;
+    Record* r = core.lookup(id, &shard);
+    if (r == nullptr) return false;
+    const tick_t tick = core.clock.deadline_tick(deadline_ns);
+    if (tick > Ctl::kMaxDeadline) {
+        ec = make_error_code(errc::invalid_argument);
+        return false;
+    }
+    rt::ResetStep step;
+    {
+        rt::QueueTable::Section in_queues(core.queues);  // as in try_stop()
+        {
+            HazardScope acting_on(r);
+            step = TimerState::reset(*r, Id::gen(id), tick, rt::t_current.rec == r);
+        }
+        if (step.rearmed && step.from == State::Dispatched) core.undue(*r);
+    }
+    if (!step.rearmed) return false;
+    const std::uint16_t flags = r->flags();
+    tick_t file_at = tick;
+    if ((flags & Record::kHasExtra) != 0) {
+        // Valid for our generation: the CAS above succeeded on it, and the
+        // record cannot be recycled before the timer ends (a reader of a
+        // recycled one would at worst move nothing: the word checks again).
+        rt::Extra& x = shard->table().extra(Id::index(id));
+        if (r->policy() == rt::Policy::Burst) x.owed.store(0, std::memory_order_relaxed);  // a new phase: nothing owed
+        if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks.load(std::memory_order_relaxed));
+    }
+    if (step.post != rt::Post::None)
+        shard->post_and_wake(
+            Msg::make(step.post == rt::Post::Insert ? MsgType::Insert : MsgType::Refile, Id::gen(id), Id::index(id)),
+            file_at);
+    core.counters.add(rt::kReset);
+    return true;
+}
+}  // namespace
+
 bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexcept {
     rt::RuntimeCore& core = *core_;
     ec.clear();
@@ -601,29 +740,115 @@ bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexc
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
-    if (core.shutting_down.load(std::memory_order_relaxed)) {
-        ec = make_error_code(errc::shutting_down);
+    return reset_to(core, id, rt::monotonic_ns() + delay.count(), ec);
+}
+
+bool Runtime::reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec) noexcept {
+    rt::RuntimeCore& core = *core_;
+    ec.clear();
+    if (core.forked()) {
+        ec = make_error_code(errc::forked);
         return false;
     }
-    rt::Shard* shard = nullptr;
-    Record* r = core.lookup(id, &shard);
-    if (r == nullptr) return false;
-    const tick_t tick = core.clock.deadline_tick(rt::monotonic_ns() + delay.count());
-    rt::ResetStep step;
-    {
-        rt::QueueTable::Section in_queues(core.queues);  // as in try_stop()
-        {
-            HazardScope acting_on(r);
-            step = TimerState::reset(*r, Id::gen(id), tick, rt::t_current.rec == r);
-        }
-        if (step.rearmed && step.from == State::Dispatched) core.undue(*r);
+    const std::int64_t d = std::chrono::duration_cast<Duration>(deadline.time_since_epoch()).count();
+    const std::int64_t now = rt::monotonic_ns();
+    if (d > now && d - now > kMaxDelay.count()) {
+        ec = make_error_code(errc::invalid_argument);
+        return false;
     }
-    if (!step.rearmed) return false;
-    if (step.post != rt::Post::None)
-        shard->post_and_wake(
-            Msg::make(step.post == rt::Post::Insert ? MsgType::Insert : MsgType::Refile, Id::gen(id), Id::index(id)),
-            tick);
-    core.counters.add(rt::kReset);
+    return reset_to(core, id, d, ec);
+}
+
+// ---- groups ------------------------------------------------------------------
+std::size_t Runtime::stop_group(std::uint64_t group, bool sync, std::error_code& ec) noexcept {
+    rt::RuntimeCore& core = *core_;
+    ec.clear();
+    if (core.forked()) {
+        ec = make_error_code(errc::forked);
+        return 0;
+    }
+    if (group == 0) {
+        ec = make_error_code(errc::invalid_argument);
+        return 0;
+    }
+    std::size_t stopped = 0;
+    for (std::uint32_t si = 0; si < core.shards.size(); ++si) {
+        std::vector<std::uint64_t> members;
+        try {
+            members = core.shard(si).groups().take(group);
+        } catch (...) {
+            // take() moves a vector out: it does not allocate. Unreachable.
+        }
+        for (const std::uint64_t e : members) {
+            const std::uint64_t id = Id::make(rt::GroupIndex::gen_of(e), si, rt::GroupIndex::index_of(e));
+            if (sync ? stop_sync(id) : stop(id)) ++stopped;
+        }
+    }
+    return stopped;
+}
+
+// ---- query ---------------------------------------------------------------------
+bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size) const noexcept {
+    const rt::RuntimeCore& core = *core_;
+    if (out == nullptr || out_size != sizeof(TimerInfo) || core.forked()) return false;
+    const std::uint32_t si = Id::shard(id);
+    if (id == 0 || si >= core.shards.size()) return false;
+    const rt::HandleTable& table = core.shards[si]->table();
+    const Record* r = table.find(Id::index(id));
+    if (r == nullptr) return false;
+    const std::uint32_t gen = Id::gen(id);
+    // A seqlock-style read: the word (acquire), then the fields, then the
+    // generation again. The record is recycled (generation + 1) before a
+    // new occupant writes its fields, so an unchanged generation after the
+    // reads means they were this timer's.
+    const rt::Word c = TimerState::load(*r);
+    if (r->gen() != gen || Ctl::gen10(c) != (gen & Ctl::kGenMask)) return false;
+    const State s = Ctl::state(c);
+    const std::uint16_t flags = r->flags();
+    const std::uint64_t period = r->period_ticks();
+    TimerInfo info;
+    info.shard = static_cast<int>(si);
+    std::uint64_t runs = 0, missed = 0;
+    if ((flags & Record::kHasExtra) != 0) {
+        const rt::Extra& x = table.extra(Id::index(id));
+        runs = x.runs.load(std::memory_order_relaxed);
+        missed = x.missed.load(std::memory_order_relaxed);
+        info.group = x.group.load(std::memory_order_relaxed);
+        info.leeway = Duration(static_cast<std::int64_t>(x.leeway_ns.load(std::memory_order_relaxed)));
+    } else {
+        runs = Ctl::running(s) ? 1 : 0;  // a one-shot that never re-armed itself
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (r->gen() != gen) return false;
+    const bool delay = period != 0 && ((flags & Record::kPolicyMask) >> Record::kPolicyShift) ==
+                                           static_cast<std::uint16_t>(rt::Policy::Delay);
+    const std::int64_t d_ns = core.clock.tick_start_ns(Ctl::deadline(c));
+    switch (s) {
+        case State::Pending:
+            info.state = d_ns <= rt::monotonic_ns() ? TimerStatus::due : TimerStatus::pending;
+            info.deadline = TimePoint(Duration(d_ns));
+            break;
+        case State::Dispatched:
+            info.state = TimerStatus::due;
+            info.deadline = TimePoint(Duration(d_ns));
+            break;
+        case State::Running:
+        case State::RunningStopped:
+            info.state = TimerStatus::running;
+            // A fixed-rate timer's word holds its next grid deadline; a
+            // one-shot's and a DELAY timer's the one being served.
+            if (period != 0 && !delay && s == State::Running) info.deadline = TimePoint(Duration(d_ns));
+            break;
+        case State::RunningRearmed:
+            info.state = TimerStatus::running;
+            info.deadline = TimePoint(Duration(d_ns));
+            break;
+        default: return false;  // free, cancelled, releasing: not live
+    }
+    info.period = Duration(static_cast<std::int64_t>(period * core.clock.resolution_ns()));
+    info.runs = runs;
+    info.missed = delay ? 0 : missed;
+    *out = info;
     return true;
 }
 

@@ -73,6 +73,9 @@ struct RuntimeCore {
     /// (finish_run). `queue`: the delivery queue running it, if any.
     void run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept;
     void finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept;
+    /// Calls r's callable as timer `id` for deadline `due` (lateness,
+    /// exceptions, counters).
+    void call(Record& r, std::uint64_t id, tick_t due) noexcept;
 
     /// In a fork() child: forget threads, arena and callables (see fork.hpp).
     void abandon() noexcept;

@@ -66,6 +66,17 @@ void Shard::post_cancel(std::uint64_t msg) noexcept {
         parker_.unpark();
 }
 
+tick_t Shard::file_tick(const Record& r, tick_t d) const noexcept {
+    if ((r.flags() & Record::kHasLeeway) == 0) return d;
+    return coalesce(d, table_.extra(HandleTable::index_of(&r)).leeway_ticks.load(std::memory_order_relaxed));
+}
+
+void Shard::count_skipped(const Record& r, std::uint64_t skipped) noexcept {
+    if (skipped == 0 || !r.has_extra()) return;  // every periodic timer has an Extra
+    Extra& x = table_.extra(HandleTable::index_of(&r));
+    (r.policy() == Policy::Burst ? x.owed : x.missed).fetch_add(skipped, std::memory_order_relaxed);
+}
+
 void Shard::handle(std::uint64_t msg, FreeChain& freed) {
     Record* r = table_.find(Msg::index(msg));
     if (r == nullptr || r->gen() != Msg::gen(msg)) return;  // stale: slot recycled since
@@ -73,14 +84,15 @@ void Shard::handle(std::uint64_t msg, FreeChain& freed) {
     const State s = Ctl::state(c);
     switch (Msg::type(msg)) {
         case MsgType::Insert:
-            if (s == State::Pending && !r->linked()) wheel_.insert(r, Ctl::deadline(c));
+            if (s == State::Pending && !r->linked()) wheel_.insert(r, file_tick(*r, Ctl::deadline(c)));
             break;
         case MsgType::Refile:
             // Only earlier deadlines are posted; later ones are re-filed
             // lazily when the old slot comes due (see TimerState::expire).
-            if (r->linked() && (s == State::Pending || s == State::Dispatched || s == State::Running) &&
-                Ctl::deadline(c) < r->deadline())
-                wheel_.rearm(r, Ctl::deadline(c));
+            if (r->linked() && (s == State::Pending || s == State::Dispatched || s == State::Running)) {
+                const tick_t at = file_tick(*r, Ctl::deadline(c));
+                if (at < r->deadline()) wheel_.rearm(r, at);
+            }
             break;
         case MsgType::Cancel:
             if (s == State::Cancelled) {
@@ -151,17 +163,24 @@ bool Shard::expire(tick_t now, std::int64_t now_ns) {
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
         if (slot != 0 && !section_) section_.emplace(queues_);
+        // Skips are counted before the item is handed over, so a query from
+        // the run that begins next already counts them.
+        const bool fixed_rate = r.grid_period() != 0;
         const ExpireStep s = TimerState::expire(r, now);
         switch (s.out) {
             case ExpireOutcome::Fire:
-                if (r.periodic()) wheel_.insert(&r, s.file_at);  // the wheel keeps the rhythm
+                count_skipped(r, s.skipped);
+                if (fixed_rate) wheel_.insert(&r, file_tick(r, s.file_at));  // the wheel keeps the rhythm
                 if (slot != 0)
                     queued_[queued_n_++] = Queued{FireItem{&r, gen, index_, s.due}, slot};
                 else
                     fired_[fired_n_++] = FireItem{&r, gen, index_, s.due};
                 break;
             case ExpireOutcome::Skip:
-            case ExpireOutcome::Later: wheel_.insert(&r, s.file_at); break;
+                count_skipped(r, s.skipped);
+                wheel_.insert(&r, file_tick(r, s.file_at));
+                break;
+            case ExpireOutcome::Later: wheel_.insert(&r, file_tick(r, s.file_at)); break;
             case ExpireOutcome::Drop: break;  // stopped: out of the wheel; its Cancel recycles it
         }
         if (fired_n_ == kFireBatch && !flush_fired()) return false;

@@ -23,6 +23,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/delivery_queue.hpp"
 #include "runtime/dispatcher.hpp"
+#include "runtime/group_index.hpp"
 #include "runtime/handle_table.hpp"
 #include "runtime/inbox.hpp"
 #include "runtime/messages.hpp"
@@ -58,6 +59,8 @@ public:
     void abandon() noexcept;
 
     HandleTable& table() noexcept { return table_; }
+    /// The shard's timers by group (any thread; see group_index.hpp).
+    GroupIndex& groups() noexcept { return groups_; }
     const HandleTable& table() const noexcept { return table_; }
     unsigned index() const noexcept { return index_; }
 
@@ -88,12 +91,19 @@ private:
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
+    /// The tick to file `r` at for deadline `d`: d, or its leeway's
+    /// coalesced tick (clock.hpp, coalesce()).
+    tick_t file_tick(const Record& r, tick_t d) const noexcept;
+    /// Counts `skipped` grid deadlines of a fixed-rate timer: missed (SKIP)
+    /// or owed (BURST: its worker runs them back to back).
+    void count_skipped(const Record& r, std::uint64_t skipped) noexcept;
 
     const unsigned index_;
     const TickClock& clock_;
     Dispatcher& dispatcher_;
     const QueueTable& queues_;
     HandleTable table_;
+    GroupIndex groups_{table_};
     Wheel wheel_;
     Inbox inbox_;
     Parker parker_;

@@ -17,11 +17,55 @@ namespace tickwheel::rt {
 
 struct TimerState;
 
+/// What a timer has beyond the common case (a one-shot, no group, no
+/// leeway): a periodic timer's run and miss counters and its policy, a
+/// leeway, a group. Kept apart from the record, in a lazily created side
+/// arena of the handle table (HandleTable::extra), so that the timers that
+/// have none never touch it. Written by start() before it publishes the
+/// record's word (relaxed stores, ordered by that release), read after an
+/// acquire of the word by whoever validated the id; the counters are
+/// updated by the owner of the state that counts (the shard: missed and
+/// owed; the worker that begins a run: runs). Atomic because a reader
+/// holding a stale id may read them while start() reuses the record (it
+/// then re-validates the generation and discards what it read).
+struct Extra {
+    std::atomic<std::uint64_t> runs{0};    // runs begun (tw_timer_info.runs)
+    std::atomic<std::uint64_t> missed{0};  // grid deadlines skipped (SKIP)
+    std::atomic<std::uint64_t> owed{0};    // grid deadlines passed, not yet run (BURST)
+    std::atomic<std::uint64_t> group{0};   // 0 = none
+    std::atomic<std::uint64_t> leeway_ns{0};
+    std::atomic<std::uint64_t> leeway_ticks{0};  // leeway_ns in whole ticks (the coalescing window)
+};
+
+/// A periodic timer's policy when runs fall behind (tw_timer_spec.period_policy).
+enum class Policy : std::uint16_t { Skip = 0, Delay = 1, Burst = 2 };
+
 /// One timer. 80 bytes: the wheel node (links, wheel deadline, location,
-/// and the full generation in the node's spare 32 bits), ctl, period and
-/// the callable.
+/// flags in its spare 16 bits and the full generation in its spare 32
+/// bits), ctl, period and the callable.
 class Record : public WheelNode {
 public:
+    // ---- flags (WheelNode::user16) -----------------------------------------
+    // 0 for the common timer (one-shot, no leeway, no group), which never
+    // writes them: start() stores them only when non-zero, recycle() clears
+    // them only when non-zero (both own the record then), so the common
+    // start touches no extra line. Written before the word is published,
+    // read after an acquire of it (relaxed: the word orders them).
+    static constexpr std::uint16_t kHasExtra = 1;       // Extra is valid for this occupant
+    static constexpr std::uint16_t kPolicyShift = 1;    // 2 bits: Policy
+    static constexpr std::uint16_t kPolicyMask = 3u << kPolicyShift;
+    static constexpr std::uint16_t kHasLeeway = 1u << 3;  // Extra::leeway_ticks != 0
+    static constexpr std::uint16_t kHasGroup = 1u << 4;   // Extra::group != 0
+    std::uint16_t flags() const noexcept {
+        return std::atomic_ref<const std::uint16_t>(user16).load(std::memory_order_relaxed);
+    }
+    void set_flags(std::uint16_t f) noexcept { std::atomic_ref<std::uint16_t>(user16).store(f, std::memory_order_relaxed); }
+    bool has_extra() const noexcept { return (flags() & kHasExtra) != 0; }
+    Policy policy() const noexcept { return static_cast<Policy>((flags() & kPolicyMask) >> kPolicyShift); }
+    /// The period the wheel keeps a rhythm for: a fixed-rate (SKIP, BURST)
+    /// timer's; 0 for a one-shot and for DELAY (re-filed after each run).
+    std::uint64_t grid_period() const noexcept { return policy() == Policy::Delay ? 0 : period_ticks(); }
+
     // The period in ticks (0 = one-shot) in the low kPeriodBits, and the
     // slot of the delivery queue the timer is bound to (delivery_queue.hpp;
     // 0 = the runtime's workers) in the bits above: one word that start()

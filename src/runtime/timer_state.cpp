@@ -44,7 +44,10 @@ ResetStep TimerState::reset(Record& r, std::uint32_t gen, tick_t tick, bool own_
     bool hooked = false;
     for (;;) {
         if (r.gen() != gen) return {false, c, Post::None};
-        ResetStep s = decide_reset(c, gen, tick, r.periodic(), own_run);
+        // A DELAY timer is reset as a one-shot re-arming itself (its next
+        // run is set after this one ends), whoever calls.
+        const bool delay = r.periodic() && r.policy() == Policy::Delay;
+        ResetStep s = decide_reset(c, gen, tick, r.periodic() && !delay, own_run || delay);
         if (!s.rearmed) return s;
         if (!hooked) {
             hooked = true;
@@ -60,7 +63,7 @@ ResetStep TimerState::reset(Record& r, std::uint32_t gen, tick_t tick, bool own_
 ExpireStep TimerState::expire(Record& r, tick_t now) noexcept {
     Word c = r.ctl.load(kAcq);
     for (;;) {
-        const ExpireStep s = decide_expire(c, now, r.period_ticks());
+        const ExpireStep s = decide_expire(c, now, r.grid_period());
         if (s.next == c || r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s;
     }
 }
@@ -78,10 +81,10 @@ bool TimerState::begin_run(Record& r, std::uint32_t gen) noexcept {
     }
 }
 
-FinishStep TimerState::finish_run(Record& r) noexcept {
+FinishStep TimerState::finish_run(Record& r, tick_t delay_next) noexcept {
     Word c = r.ctl.load(kAcq);
     for (;;) {
-        const FinishStep s = decide_finish_run(c, r.periodic());
+        const FinishStep s = decide_finish_run(c, r.periodic(), delay_next);
         if (s.out == FinishOutcome::Stopped) return s;  // RUNNING_STOPPED: the worker's, moved after the release
         if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) {
             if (s.out != FinishOutcome::Last) wake(r);  // Last: woken when retired

@@ -63,9 +63,18 @@
 //     RUNNING, one-shot        --> RELEASING     (W releases, then retires)
 //     RUNNING_REARMED(d2)      --> PENDING(d2)   (W posts an Insert)
 //     RUNNING_STOPPED          --> (W releases) --> CANCELLED (Cancel message)
-//   PENDING(d) | DISPATCHED(d) | RUNNING(d), periodic, d <= now
+//   PENDING(d) | DISPATCHED(d) | RUNNING(d), fixed-rate, d <= now
 //          --skip_period (S)--> same state at the next period (never two
-//                                runs at once, never a burst)
+//                                runs at once; the passed grid deadlines are
+//                                counted: missed (SKIP) or owed (BURST), and
+//                                a BURST worker runs the owed ones back to
+//                                back while the word stays RUNNING)
+// Period policies (Record::policy): SKIP and BURST are fixed-rate (the
+// wheel keeps the grid: "periodic" above). A DELAY timer is filed like a
+// one-shot (out of the wheel once DISPATCHED), is "periodic" for stop
+// (RUNNING -> RUNNING_STOPPED), is reset like a one-shot re-arming itself
+// (RUNNING -> RUNNING_REARMED from any thread), and after a run goes
+// RUNNING -> PENDING(end of the run + period) with an Insert.
 //   CANCELLED --S unlinks it--> retire --> FREE (generation + 1)
 //   RELEASING (after the last run) --W--> retire --> FREE (generation + 1)
 //
@@ -200,19 +209,26 @@ struct ExpireStep {
     Word next;
     tick_t file_at;  // Later, Skip, and Fire of a periodic timer
     tick_t due;      // Fire: the deadline that came due
+    // Grid deadlines (of a fixed-rate `period`) that passed and will not be
+    // served by this step: those after `due` on Fire, all from the word's
+    // deadline on Skip. The shard counts them (missed, or owed for BURST).
+    std::uint64_t skipped = 0;
 };
+/// `period`: the grid period (Record::grid_period(): 0 for one-shot and
+/// DELAY timers, which the wheel holds only while PENDING).
 constexpr ExpireStep decide_expire(Word c, tick_t now, std::uint64_t period) noexcept {
     const State s = Ctl::state(c);
     const tick_t d = Ctl::deadline(c);
     if (s == State::Pending) {
         if (d > now) return {ExpireOutcome::Later, c, d, 0};
         const tick_t next = period != 0 ? next_period(d, period, now) : d;
-        return {ExpireOutcome::Fire, Ctl::with(c, State::Dispatched, next), next, d};
+        const std::uint64_t skipped = period != 0 ? (next - d) / period - 1 : 0;
+        return {ExpireOutcome::Fire, Ctl::with(c, State::Dispatched, next), next, d, skipped};
     }
     if (period != 0 && (s == State::Dispatched || s == State::Running)) {
         if (d > now) return {ExpireOutcome::Later, c, d, 0};
         const tick_t next = next_period(d, period, now);
-        return {ExpireOutcome::Skip, Ctl::with(c, s, next), next, 0};
+        return {ExpireOutcome::Skip, Ctl::with(c, s, next), next, 0, (next - d) / period};
     }
     return {ExpireOutcome::Drop, c, 0, 0};
 }
@@ -234,9 +250,13 @@ struct FinishStep {
     FinishOutcome out;
     Word next;
 };
-constexpr FinishStep decide_finish_run(Word c, bool periodic) noexcept {
+/// `delay_next`: for a DELAY periodic timer, the tick of its next run (the
+/// end of this one plus the period); it is then re-filed as a re-armed one
+/// (Rearmed: PENDING(delay_next), an Insert). 0 for the others.
+constexpr FinishStep decide_finish_run(Word c, bool periodic, tick_t delay_next = 0) noexcept {
     switch (Ctl::state(c)) {
         case State::Running:
+            if (delay_next != 0) return {FinishOutcome::Rearmed, Ctl::with(c, State::Pending, delay_next)};
             if (periodic) return {FinishOutcome::Periodic, Ctl::with(c, State::Pending)};
             return {FinishOutcome::Last, Ctl::with(c, State::Releasing)};
         case State::RunningRearmed: return {FinishOutcome::Rearmed, Ctl::with(c, State::Pending)};
@@ -292,7 +312,8 @@ struct TimerState {
     /// After the run (worker, owner of RUNNING*). Wakes waiters, except on
     /// Last and Stopped, where the worker wakes them once the release is done
     /// (see retire() / finish_stopped()).
-    static FinishStep finish_run(Record& r) noexcept;
+    /// `delay_next`: see decide_finish_run.
+    static FinishStep finish_run(Record& r, tick_t delay_next = 0) noexcept;
     /// RUNNING_STOPPED -> CANCELLED after the release hook (worker, owner).
     static void finish_stopped(Record& r) noexcept;
 
