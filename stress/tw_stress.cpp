@@ -30,6 +30,15 @@
 //               re-created mid-run; shutdown under pollers blocked in
 //               run(n, forever). Exact accounting, thread and context of
 //               every callback and release hook.
+//   groups      T producers (default 2) start timers into G groups (one-shot
+//               and periodic with every period policy, some with leeway, some
+//               in no group) and stop, stop_sync and reset single ones, while
+//               S stopper threads (default 2) stop whole groups (half with
+//               TW_SYNC); at the end every group is stopped once more. Exact
+//               accounting: every timer is released once and either ran its
+//               last run, or was stopped by exactly one stop call or one group
+//               stop -- the group stops' return values add up to the timers
+//               that ended neither way; no run early, none overlapping.
 // Exit status 0 iff every invariant held.
 #include <poll.h>
 #include <pthread.h>
@@ -207,6 +216,96 @@ bool run_accounting(const Options& opt) {
     std::printf("accounting: %u threads, %ld ops, stale-id calls %ld (acted on a dead timer: %ld)\n", threads, opt.ops,
                 stale_ok.load(), stale_wrong.load());
     return finish("accounting", rt, tr, secs) && stale_wrong == 0;
+}
+
+// ---- groups ---------------------------------------------------------------------
+bool run_groups(const Options& opt) {
+    tickwheel::Config cfg;
+    cfg.resolution = microseconds(200);
+    tickwheel::Runtime rt(cfg);
+    Tracker tr;
+    constexpr std::uint64_t kGroups = 8;
+    const unsigned threads = opt.threads ? opt.threads : 2;
+    std::atomic<bool> producing{true};
+    std::atomic<std::uint64_t> group_stopped{0}, group_calls{0};
+    const auto t0 = steady_clock::now();
+    std::vector<std::thread> stoppers;
+    for (unsigned k = 0; k < 2; ++k) {
+        stoppers.emplace_back([&, k] {
+            std::mt19937_64 rng(opt.seed * 31 + k);
+            while (producing.load()) {
+                const std::uint64_t g = 1 + rng() % kGroups;
+                group_stopped.fetch_add(rt.stop_group(g, rng() % 2 == 0));
+                group_calls.fetch_add(1);
+                std::this_thread::sleep_for(microseconds(rng() % 300));
+            }
+        });
+    }
+    std::vector<std::thread> producers;
+    for (unsigned p = 0; p < threads; ++p) {
+        producers.emplace_back([&, p] {
+            std::mt19937_64 rng(opt.seed * 7919 + p);
+            std::vector<Track*> mine;
+            for (long i = 0; i < opt.ops / static_cast<long>(threads); ++i) {
+                const unsigned op = static_cast<unsigned>(rng() % 100);
+                if (op < 60 || mine.empty()) {
+                    const bool periodic = rng() % 8 == 0;
+                    const std::int64_t delay = static_cast<std::int64_t>(rng() % 20'000'000);
+                    const std::int64_t period = periodic ? 1'000'000 + static_cast<std::int64_t>(rng() % 4'000'000) : 0;
+                    Track& t = tr.make(periodic, now_ns() + delay, period);
+                    tickwheel::StartOptions o;
+                    o.delay = nanoseconds(delay);
+                    o.period = nanoseconds(period);
+                    o.policy = static_cast<tickwheel::PeriodPolicy>(rng() % 3);
+                    o.group = rng() % 5 == 0 ? 0 : 1 + rng() % kGroups;
+                    if (rng() % 4 == 0) o.leeway = microseconds(rng() % 3000);
+                    std::error_code ec;
+                    const tickwheel::Timer timer = rt.start(o, tr.callback(t, [](tickwheel::Timer, Track&) {}), ec);
+                    if (ec) {
+                        t.refused = true;
+                        continue;
+                    }
+                    t.id = timer.id();
+                    mine.push_back(&t);
+                    continue;
+                }
+                Track& t = *mine[rng() % mine.size()];
+                if (op < 80) {
+                    stop_tracked(rt, t, op < 70);
+                } else if (!t.periodic) {
+                    reset_tracked(rt, t, static_cast<std::int64_t>(rng() % 10'000'000));
+                } else {
+                    (void)rt.query(t.id);  // races with fire, stop and the group stops
+                }
+            }
+            // Periodic timers in no group never end on their own: stop them.
+            for (Track* t : mine)
+                if (t->periodic) stop_tracked(rt, *t, true);
+        });
+    }
+    for (auto& th : producers) th.join();
+    producing = false;
+    for (auto& th : stoppers) th.join();
+    // Every group once more, then wait for the one-shots still pending.
+    for (std::uint64_t g = 1; g <= kGroups; ++g) group_stopped.fetch_add(rt.stop_group(g, true));
+    const bool drained = stress::wait_for([&] { return rt.stats().live == 0; }, seconds(30));
+    const double secs = duration<double>(steady_clock::now() - t0).count();
+    rt.shutdown();
+    const auto st = rt.stats();
+    // Timers that neither ran their last run nor were stopped by a single
+    // stop call: exactly those the group stops counted (plus any shutdown
+    // cancelled, which must be none: all drained before it).
+    const auto rep = tr.verify(group_stopped.load() + st.cancelled_at_shutdown);
+    Tracker::print("groups", rep, group_stopped.load() + st.cancelled_at_shutdown);
+    std::printf("groups: %u producers, %llu group stops returned %llu in total; drained=%d; cancelled at shutdown %llu; "
+                "stats.stopped %llu = single stops %zu + group %llu\n",
+                threads, static_cast<unsigned long long>(group_calls.load()),
+                static_cast<unsigned long long>(group_stopped.load()), drained ? 1 : 0,
+                static_cast<unsigned long long>(st.cancelled_at_shutdown), static_cast<unsigned long long>(st.stopped),
+                rep.stopped, static_cast<unsigned long long>(group_stopped.load()));
+    std::printf("groups: %.2f s\n", secs);
+    return rep.ok && drained && st.cancelled_at_shutdown == 0 && st.stopped == rep.stopped + group_stopped.load() &&
+           group_stopped.load() > 0;
 }
 
 // ---- deadline races -------------------------------------------------------------
@@ -1292,8 +1391,9 @@ int main(int argc, char** argv) {
     else if (opt.mode == "limit") ok = run_limit(opt);
     else if (opt.mode == "soak") ok = run_soak(opt);
     else if (opt.mode == "queue") ok = run_queue(opt);
+    else if (opt.mode == "groups") ok = run_groups(opt);
     else {
-        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak|queue "
+        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak|queue|groups "
                              "[--ops N] [--seconds S] [--threads T] [--queues Q] [--seed X]\n");
         return 2;
     }
