@@ -23,6 +23,8 @@
 // The runtime uses a 10 us tick and delays of at most a few ms, so timers
 // really fire within an input ("fast clock").
 #include <atomic>
+#include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -177,7 +179,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     };
     int ops = 0;
     while (!in.empty() && ops++ < 64) {
-        switch (in.u8() % 20) {
+        switch (in.u8() % 23) {
             case 0: {  // (re)create, with a fuzzed config
                 destroy();
                 alignas(8) unsigned char buf[Input::kBuf] = {};
@@ -221,9 +223,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 spec.release = on_release;
                 // Mostly a queue of rt (when there is one), sometimes none or another runtime's.
                 spec.queue = pick_queue(true);
+                // 1.3: policy (3..7 unknown), reserved, leeway, group (0 = none).
+                spec.period_policy = in.u8() % 8;
+                spec.reserved = in.u8() % 16 == 0 ? 1u : 0u;
+                spec.leeway_ns = in.u8() % 4 == 0 ? in.delay() : 0;
+                spec.group = in.u8() % 4;
                 const bool foreign = spec.queue != nullptr && spec.queue == other_q;
                 // The queue field is read only from a spec of the 1.2 size or larger.
-                const bool has_queue = spec.size >= sizeof spec && spec.size <= 4096;
+                const bool has_queue = spec.size >= offsetof(tw_timer_spec, period_policy) && spec.size <= 4096;
+                const bool bad_13 = spec.size >= sizeof spec && spec.size <= 4096 &&
+                                    (spec.period_policy > TW_PERIOD_BURST || spec.reserved != 0);
                 c->q = has_queue ? spec.queue : nullptr;
                 tw_timer id = 0;
                 const bool pass_spec = in.u8() % 16 != 0;
@@ -233,6 +242,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                       static_cast<long>(spec.delay_ns), r);
                 if (foreign && has_queue && pass_spec && srt != nullptr && r != TW_EINVAL)
                     bad("start_ex with another runtime's queue: not TW_EINVAL");
+                if (bad_13 && pass_spec && r != TW_EINVAL && r != TW_EFORKED)
+                    bad("start_ex with an unknown policy or reserved != 0: not TW_EINVAL");
                 if (r == TW_OK) {
                     ids.push_back(id);
                     if (c->q != nullptr) qids.push_back(id);
@@ -372,6 +383,37 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     break;
                 }
                 if (tw_queue_create(other, &other_q) != TW_OK) bad("tw_queue_create on a fresh runtime failed");
+                break;
+            }
+            case 20: {  // query, with fuzzed sizes
+                alignas(8) unsigned char buf[Input::kBuf] = {};
+                tw_timer_info& info = *reinterpret_cast<tw_timer_info*>(buf);
+                tw_timer_info_init(&info);
+                info.size = in.size(sizeof info);
+                const int r = tw_timer_query(in.u8() % 8 == 0 ? nullptr : rt, pick_id(), in.u8() % 16 == 0 ? nullptr : &info);
+                if (r == TW_OK && (info.state < TW_TIMER_PENDING || info.state > TW_TIMER_RUNNING || info.shard < 0 ||
+                                   info.size != sizeof info))
+                    bad("tw_timer_query: TW_OK with a state, shard or size out of range");
+                if (r != TW_OK && r != TW_EINVAL && r != TW_ENOENT && r != TW_EFORKED) bad("tw_timer_query: unexpected code");
+                break;
+            }
+            case 21: {  // absolute re-arm: past, near, far, out of range
+                std::uint64_t d = 0;
+                switch (in.u8() % 4) {
+                    case 0: d = in.u64(); break;
+                    case 1: d = tw_now_ns() - in.delay() / 2; break;
+                    default: d = tw_now_ns() + in.delay(); break;
+                }
+                const int r = tw_timer_reset_at(in.u8() % 8 == 0 ? nullptr : rt, pick_id(), d);
+                if (r == TW_OK && d > static_cast<std::uint64_t>(INT64_MAX)) bad("tw_timer_reset_at beyond INT64_MAX: TW_OK");
+                break;
+            }
+            case 22: {  // group stop: a real group, 0, or garbage flags
+                const std::uint64_t g = in.u8() % 5;
+                const unsigned flags = in.u8() % 8 == 0 ? in.u8() : (in.u8() % 2 == 0 ? TW_SYNC : 0u);
+                const std::int64_t n = tw_group_stop(in.u8() % 8 == 0 ? nullptr : rt, g, flags);
+                if ((g == 0 || (flags & ~TW_SYNC) != 0) && n != TW_EINVAL) bad("tw_group_stop: bad group/flags not TW_EINVAL");
+                if (n < 0 && n != TW_EINVAL && n != TW_EFORKED) bad("tw_group_stop: unexpected code");
                 break;
             }
             case 19: {  // stop, stop_sync or reset a queue-bound timer (often the last started: maybe due, not yet run)

@@ -526,11 +526,12 @@ TEST(Groups, StopGroupStopsExactlyTheGroupsLiveTimersOnEveryShard) {
     };
     for (int i = 0; i < 300; ++i) {
         tw::StartOptions o;
-        o.delay = 50ms;
+        o.delay = 1h;  // still pending when stopped, however slow the starts are
         o.group = 7;
         o.shard = i % 3;
         if (i % 10 == 0) o.period = 20ms;
         rt.start(o, Count(&fired_a, &released_a));
+        o.delay = 20ms;
         o.group = 8;
         rt.start(o, [&] { fired_b.fetch_add(1); });
     }

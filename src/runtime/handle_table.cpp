@@ -112,7 +112,6 @@ Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept
 }
 
 void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
-    if (r.flags() != 0) r.set_flags(0);  // the next occupant starts as a common timer
     const std::uint32_t g = r.gen();
     if (g >= Id::kMaxGen) {
         // The last generation: an id with any generation could name a later
@@ -124,6 +123,11 @@ void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
     }
     const std::uint32_t next = g + 1;
     r.set_gen(next);  // before the word changes: a thread that sees the new word sees the new generation
+    // The next occupant starts as a common timer. After the generation moved
+    // on: a query of the ending timer that reads the cleared flags then sees
+    // the new generation and discards what it read. (A retired record keeps
+    // its flags: it is never reused.)
+    if (r.flags() != 0) r.set_flags(0);
     const std::uint32_t index = index_of(&r);
     if ((next & Ctl::kGenMask) == 0) {
         quarantine(r, index, next);  // the word's 10-bit generation wraps: wait for hazards

@@ -316,7 +316,7 @@ void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const Delive
         tick_t due = item.due;
         for (;;) {
             std::uint64_t o = x->owed.load(std::memory_order_relaxed);
-            if (o == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
+            if ((o & Extra::kOwedCountMask) == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
             if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
             x->runs.fetch_add(1, std::memory_order_relaxed);
             due += r.period_ticks();
@@ -331,7 +331,7 @@ void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const Delive
         if (Extra* e = shard(item.shard).table().make_extra(index)) {
             e->runs.store(1, std::memory_order_relaxed);
             e->missed.store(0, std::memory_order_relaxed);
-            e->owed.store(0, std::memory_order_relaxed);
+            e->owed.store(Extra::owed_tag(item.gen), std::memory_order_relaxed);
             e->group.store(0, std::memory_order_relaxed);
             e->leeway_ns.store(0, std::memory_order_relaxed);
             e->leeway_ticks.store(0, std::memory_order_relaxed);
@@ -555,7 +555,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             }
             x->runs.store(0, std::memory_order_relaxed);
             x->missed.store(0, std::memory_order_relaxed);
-            x->owed.store(0, std::memory_order_relaxed);
+            x->owed.store(rt::Extra::owed_tag(gen), std::memory_order_relaxed);
             x->group.store(o.group, std::memory_order_relaxed);
             x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
             x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
@@ -717,7 +717,15 @@ bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t deadline_ns,
         // record cannot be recycled before the timer ends (a reader of a
         // recycled one would at worst move nothing: the word checks again).
         rt::Extra& x = shard->table().extra(Id::index(id));
-        if (r->policy() == rt::Policy::Burst) x.owed.store(0, std::memory_order_relaxed);  // a new phase: nothing owed
+        if (r->policy() == rt::Policy::Burst) {
+            // A new phase: nothing owed. Only this timer's count (the tag is
+            // its generation): the record may have been recycled since the CAS.
+            const std::uint64_t tag = rt::Extra::owed_tag(Id::gen(id));
+            std::uint64_t o = x.owed.load(std::memory_order_relaxed);
+            while ((o & ~rt::Extra::kOwedCountMask) == tag && (o & rt::Extra::kOwedCountMask) != 0 &&
+                   !x.owed.compare_exchange_weak(o, tag, std::memory_order_relaxed)) {
+            }
+        }
         if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks.load(std::memory_order_relaxed));
     }
     if (step.post != rt::Post::None)

@@ -31,7 +31,13 @@ struct TimerState;
 struct Extra {
     std::atomic<std::uint64_t> runs{0};    // runs begun (tw_timer_info.runs)
     std::atomic<std::uint64_t> missed{0};  // grid deadlines skipped (SKIP)
-    std::atomic<std::uint64_t> owed{0};    // grid deadlines passed, not yet run (BURST)
+    // Grid deadlines passed, not yet run (BURST): the count in the low 40
+    // bits, tagged with the timer's 24-bit generation above them, so that a
+    // reset that clears it (a CAS) never touches a later occupant's count.
+    std::atomic<std::uint64_t> owed{0};
+    static constexpr unsigned kOwedTagShift = 40;
+    static constexpr std::uint64_t kOwedCountMask = (std::uint64_t{1} << kOwedTagShift) - 1;
+    static constexpr std::uint64_t owed_tag(std::uint32_t gen) noexcept { return std::uint64_t{gen} << kOwedTagShift; }
     std::atomic<std::uint64_t> group{0};   // 0 = none
     std::atomic<std::uint64_t> leeway_ns{0};
     std::atomic<std::uint64_t> leeway_ticks{0};  // leeway_ns in whole ticks (the coalescing window)
@@ -50,16 +56,17 @@ public:
     // writes them: start() stores them only when non-zero, recycle() clears
     // them only when non-zero (both own the record then), so the common
     // start touches no extra line. Written before the word is published,
-    // read after an acquire of it (relaxed: the word orders them).
+    // read after an acquire of it; release/acquire (plain moves on x86) also
+    // order a worker's late Extra for a one-shot that re-armed itself.
     static constexpr std::uint16_t kHasExtra = 1;       // Extra is valid for this occupant
     static constexpr std::uint16_t kPolicyShift = 1;    // 2 bits: Policy
     static constexpr std::uint16_t kPolicyMask = 3u << kPolicyShift;
     static constexpr std::uint16_t kHasLeeway = 1u << 3;  // Extra::leeway_ticks != 0
     static constexpr std::uint16_t kHasGroup = 1u << 4;   // Extra::group != 0
     std::uint16_t flags() const noexcept {
-        return std::atomic_ref<const std::uint16_t>(user16).load(std::memory_order_relaxed);
+        return std::atomic_ref<const std::uint16_t>(user16).load(std::memory_order_acquire);
     }
-    void set_flags(std::uint16_t f) noexcept { std::atomic_ref<std::uint16_t>(user16).store(f, std::memory_order_relaxed); }
+    void set_flags(std::uint16_t f) noexcept { std::atomic_ref<std::uint16_t>(user16).store(f, std::memory_order_release); }
     bool has_extra() const noexcept { return (flags() & kHasExtra) != 0; }
     Policy policy() const noexcept { return static_cast<Policy>((flags() & kPolicyMask) >> kPolicyShift); }
     /// The period the wheel keeps a rhythm for: a fixed-rate (SKIP, BURST)
