@@ -3,7 +3,9 @@
  * Prints "consumer: OK" and exits 0 when a one-shot timer fired and the
  * runtime's Prometheus metrics (tw_runtime_metrics, TICKWHEEL_1.1) count it,
  * and a timer started on a delivery queue (tw_queue_*, TICKWHEEL_1.2) ran
- * inside tw_queue_run on this thread after its fd polled readable. */
+ * inside tw_queue_run on this thread after its fd polled readable, and the
+ * timer model's calls (TICKWHEEL_1.3) answer: a periodic timer of a group
+ * is queried, moved to an absolute deadline and stopped with its group. */
 #define _POSIX_C_SOURCE 200809L
 #include <poll.h>
 #include <stdatomic.h>
@@ -82,6 +84,25 @@ int main(void) {
     const int ran = tw_queue_run(q, 8, (int64_t)-1);
     if (readable != 1 || not_yet != 0 || ran != 1 || atomic_load(&on_queue) != 1 || tw_queue_destroy(q) != TW_OK) {
         fprintf(stderr, "consumer: delivery queue: readable %d, ran %d\n", readable, ran);
+        tw_runtime_destroy(rt);
+        return 1;
+    }
+    /* The pinned timer-model calls. */
+    tw_timer_spec_init(&spec);
+    spec.delay_ns = 3600ull * 1000000000ull;
+    spec.period_ns = 1000000;
+    spec.period_policy = TW_PERIOD_DELAY;
+    spec.leeway_ns = 2000000;
+    spec.group = 42;
+    spec.callback = on_fire;
+    spec.arg = &on_queue;
+    tw_timer_info info;
+    tw_timer_info_init(&info);
+    if (tw_timer_start_ex(rt, &spec, &id) != TW_OK || tw_timer_query(rt, id, &info) != TW_OK ||
+        info.state != TW_TIMER_PENDING || info.group != 42 || info.period_ns != 1000000 ||
+        tw_timer_reset_at(rt, id, tw_now_ns() + 7200ull * 1000000000ull) != TW_OK ||
+        tw_group_stop(rt, 42, TW_SYNC) != 1 || tw_timer_query(rt, id, &info) != TW_ENOENT) {
+        fprintf(stderr, "consumer: timer model: query / reset_at / group stop failed\n");
         tw_runtime_destroy(rt);
         return 1;
     }

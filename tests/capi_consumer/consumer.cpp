@@ -120,6 +120,23 @@ int main() {
     check(st.pending_per_shard.size() == 2, "stats: one entry per shard");
     check(st.started == 4 && st.stopped == 2 && st.reset == 1 && st.fired >= 5, "stats counters");
 
+    // The timer model (TICKWHEEL_CXX_1.3): query, reset_at, a group stopped whole.
+    {
+        tickwheel::StartOptions o;
+        o.delay = 1h;
+        o.period = 10ms;
+        o.policy = tickwheel::PeriodPolicy::burst;
+        o.leeway = 1ms;
+        o.group = 9;
+        const tickwheel::Timer g = rt.start(o, [] {});
+        const auto info = rt.query(g);
+        check(info && info->state == tickwheel::TimerStatus::pending && info->group == 9 && info->period == 10ms,
+              "query() of a pending grouped timer");
+        check(rt.reset_at(g.id(), tickwheel::Runtime::now() + 2h), "reset_at() of a pending timer");
+        check(rt.stop_group(9, true) == 1, "stop_group() stopped the group's one timer");
+        check(!rt.query(g), "query() of a stopped timer: nullopt");
+    }
+
     rt.shutdown();
     check(rt.is_shut_down(), "is_shut_down");
     try {
