@@ -51,6 +51,9 @@ TW_API int tw_timer_query(tw_runtime* rt, tw_timer id, tw_timer_info* out) TW_NO
 TW_API int64_t tw_group_stop(tw_runtime* rt, uint64_t group, unsigned flags) TW_NOEXCEPT {
     return impl::group_stop(rt, group, flags);
 }
+TW_API uint64_t tw_now_ns_clock(int clock) TW_NOEXCEPT { return impl::now_ns_clock(clock); }
+TW_API uint64_t tw_runtime_now_ns(tw_runtime* rt, int clock) TW_NOEXCEPT { return impl::runtime_now_ns(rt, clock); }
+TW_API int tw_runtime_advance(tw_runtime* rt, uint64_t ns) TW_NOEXCEPT { return impl::runtime_advance(rt, ns); }
 
 TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT { return impl::now_ns(); }
 

@@ -27,6 +27,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "runtime/clock.hpp"
 #include "tickwheel/runtime.hpp"
 
 namespace {
@@ -94,7 +95,8 @@ static_assert(sizeof(tw_config) == kConfigSizeV1 && offsetof(tw_config, max_time
 static_assert(offsetof(tw_timer_spec, release) == 48 && kSpecSizeV1 == 56);
 static_assert(offsetof(tw_timer_spec, queue) == 56 && kSpecSizeV12 == 64);  // 1.2
 static_assert(sizeof(tw_timer_spec) == kSpecSizeV13 && offsetof(tw_timer_spec, period_policy) == 64 &&
-              offsetof(tw_timer_spec, leeway_ns) == 72 && offsetof(tw_timer_spec, group) == 80);  // 1.3
+              offsetof(tw_timer_spec, clock) == 68 && offsetof(tw_timer_spec, leeway_ns) == 72 &&
+              offsetof(tw_timer_spec, group) == 80);  // 1.3
 static_assert(sizeof(tw_timer_info) == kTimerInfoSizeV13 && offsetof(tw_timer_info, deadline_ns) == 16 &&
               offsetof(tw_timer_info, missed) == 56);
 static_assert(TW_PERIOD_SKIP == static_cast<unsigned>(tickwheel::PeriodPolicy::skip) &&
@@ -220,7 +222,7 @@ int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
             return rc;
         c = copy_in(cfg);
     }
-    if ((c.flags & ~TW_PIN_SHARDS) != 0) return TW_EINVAL;
+    if ((c.flags & ~(TW_PIN_SHARDS | TW_CONFIG_MANUAL_CLOCK)) != 0) return TW_EINVAL;
     if (c.resolution_ns != 0 && (c.resolution_ns < 1000 || c.resolution_ns > 1000000000)) return TW_EINVAL;
     if (c.max_timers > std::numeric_limits<std::size_t>::max()) return TW_EINVAL;
     try {
@@ -229,6 +231,7 @@ int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
         config.workers = c.workers;
         if (c.resolution_ns != 0) config.resolution = ns(c.resolution_ns);
         config.pin_shards = (c.flags & TW_PIN_SHARDS) != 0;
+        config.manual_clock = (c.flags & TW_CONFIG_MANUAL_CLOCK) != 0;
         config.max_timers = static_cast<std::size_t>(c.max_timers);
         *out = reinterpret_cast<tw_runtime*>(new Handle(std::move(config)));
         return TW_OK;
@@ -371,11 +374,16 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     if (s.shard < -1) return TW_EINVAL;
     if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
     if (s.delay_ns > TW_MAX_DELAY_NS || s.period_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
-    if (s.period_policy > TW_PERIOD_BURST || s.reserved != 0 || s.leeway_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (s.period_policy > TW_PERIOD_BURST || s.leeway_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (s.clock != TW_CLOCK_MONOTONIC && s.clock != TW_CLOCK_BOOTTIME && s.clock != TW_CLOCK_REALTIME) return TW_EINVAL;
     if (s.queue != nullptr && cqueue(s.queue)->owner != handle(rt)) return TW_EINVAL;  // another runtime's
     tickwheel::StartOptions o;
     if (s.deadline_ns != 0) {
-        if (s.deadline_ns > now_ns() + TW_MAX_DELAY_NS) return TW_EINVAL;
+        // On the timer's own clock (the machine's: a manual runtime's clocks
+        // are never ahead of it by more than what advance() added).
+        const std::uint64_t own_now = static_cast<std::uint64_t>(
+            handle(rt)->rt.now(static_cast<tickwheel::TimerClock>(s.clock)).count());
+        if (s.deadline_ns > own_now + TW_MAX_DELAY_NS) return TW_EINVAL;
         o.deadline = tickwheel::TimePoint(ns(s.deadline_ns));
     } else {
         o.delay = ns(s.delay_ns);
@@ -386,6 +394,7 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     o.policy = static_cast<tickwheel::PeriodPolicy>(s.period_policy);
     o.leeway = ns(s.leeway_ns);
     o.group = s.group;
+    o.clock = static_cast<tickwheel::TimerClock>(s.clock);
     if (s.queue != nullptr) o.queue = &cqueue(s.queue)->q;
     // From here on the release hook runs exactly once: when the callable is
     // destroyed -- inside a failed start (TW_ESHUTDOWN, TW_EAGAIN,
@@ -463,6 +472,30 @@ std::int64_t group_stop(tw_runtime* rt, std::uint64_t group, unsigned flags) noe
     const std::size_t n = handle(rt)->rt.stop_group(group, (flags & TW_SYNC) != 0, ec);
     if (ec) return from_error_code(ec);
     return static_cast<std::int64_t>(n);
+}
+
+std::uint64_t now_ns_clock(int clock) noexcept {
+    if (clock != TW_CLOCK_MONOTONIC && clock != TW_CLOCK_BOOTTIME && clock != TW_CLOCK_REALTIME) return 0;
+    const std::int64_t v = tickwheel::rt::system_clock_ns(static_cast<tickwheel::rt::ClockId>(clock));
+    return v > 0 ? static_cast<std::uint64_t>(v) : 0;
+}
+
+std::uint64_t runtime_now_ns(tw_runtime* rt, int clock) noexcept {
+    if (rt == nullptr || clock < TW_CLOCK_MONOTONIC || clock > TW_CLOCK_REALTIME) return 0;
+    if (handle(rt)->rt.is_forked()) return 0;
+    const auto v = handle(rt)->rt.now(static_cast<tickwheel::TimerClock>(clock)).count();
+    return v > 0 ? static_cast<std::uint64_t>(v) : 0;
+}
+
+int runtime_advance(tw_runtime* rt, std::uint64_t ns_) noexcept {
+    const int rc = check_runtime(rt);
+    if (rc != TW_OK) return rc;
+    if (!handle(rt)->rt.is_manual_clock() || ns_ > TW_MAX_DELAY_NS) return TW_EINVAL;
+    std::error_code ec;
+    const std::size_t ran = handle(rt)->rt.advance(ns(ns_), ec);
+    if (ec) return from_error_code(ec);
+    return ran > static_cast<std::size_t>(std::numeric_limits<int>::max()) ? std::numeric_limits<int>::max()
+                                                                           : static_cast<int>(ran);
 }
 
 std::uint64_t now_ns(void) noexcept {

@@ -225,14 +225,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 spec.queue = pick_queue(true);
                 // 1.3: policy (3..7 unknown), reserved, leeway, group (0 = none).
                 spec.period_policy = in.u8() % 8;
-                spec.reserved = in.u8() % 16 == 0 ? 1u : 0u;
+                spec.clock = in.u8() % 16 == 0 ? static_cast<std::int32_t>(in.u8()) - 64 : static_cast<std::int32_t>(in.u8() % 3);
                 spec.leeway_ns = in.u8() % 4 == 0 ? in.delay() : 0;
                 spec.group = in.u8() % 4;
                 const bool foreign = spec.queue != nullptr && spec.queue == other_q;
                 // The queue field is read only from a spec of the 1.2 size or larger.
                 const bool has_queue = spec.size >= offsetof(tw_timer_spec, period_policy) && spec.size <= 4096;
                 const bool bad_13 = spec.size >= sizeof spec && spec.size <= 4096 &&
-                                    (spec.period_policy > TW_PERIOD_BURST || spec.reserved != 0);
+                                    (spec.period_policy > TW_PERIOD_BURST || spec.clock < 0 || spec.clock > 2);
                 c->q = has_queue ? spec.queue : nullptr;
                 tw_timer id = 0;
                 const bool pass_spec = in.u8() % 16 != 0;
@@ -243,7 +243,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 if (foreign && has_queue && pass_spec && srt != nullptr && r != TW_EINVAL)
                     bad("start_ex with another runtime's queue: not TW_EINVAL");
                 if (bad_13 && pass_spec && r != TW_EINVAL && r != TW_EFORKED)
-                    bad("start_ex with an unknown policy or reserved != 0: not TW_EINVAL");
+                    bad("start_ex with an unknown policy or clock: not TW_EINVAL");
                 if (r == TW_OK) {
                     ids.push_back(id);
                     if (c->q != nullptr) qids.push_back(id);

@@ -16,6 +16,7 @@ TW_CHECK(spec_group, offsetof(tw_timer_spec, group) == 80);
 TW_CHECK(info_size, sizeof(tw_timer_info) == 64);
 TW_CHECK(info_deadline, offsetof(tw_timer_info, deadline_ns) == 16);
 TW_CHECK(info_missed, offsetof(tw_timer_info, missed) == 56);
+TW_CHECK(spec_clock, offsetof(tw_timer_spec, clock) == 68);
 TW_CHECK(queue_stats_size, sizeof(tw_queue_stats) == 112);
 TW_CHECK(stats_size, sizeof(tw_stats) == 136);
 TW_CHECK(spec_release, offsetof(tw_timer_spec, release) == 48);
@@ -89,6 +90,11 @@ int tw_header_c_compiles(void) {
         rc |= tw_timer_reset_at(rt, id, tw_now_ns() + 1000);
         rc |= (int)tw_group_stop(rt, 7, TW_SYNC);
         rc |= (int)(TW_PERIOD_SKIP + TW_PERIOD_DELAY);
+        spec.clock = TW_CLOCK_BOOTTIME;
+        rc |= tw_timer_start_ex(rt, &spec, &id);
+        rc |= (int)(tw_now_ns_clock(TW_CLOCK_REALTIME) & 1u) + (int)(tw_runtime_now_ns(rt, TW_CLOCK_MONOTONIC) & 1u);
+        rc |= tw_runtime_advance(rt, (uint64_t)1000);
+        cfg.flags = TW_CONFIG_MANUAL_CLOCK;
     }
     rc |= tw_runtime_shutdown(rt);
     rc |= tw_runtime_destroy(rt);

@@ -210,7 +210,7 @@ TEST(CApiConfig, CreateBadValuesAreEinval) {
         }
         return rc;
     };
-    EXPECT_EQ(create([](tw_config& c) { c.flags = 0x2; }), TW_EINVAL);
+    EXPECT_EQ(create([](tw_config& c) { c.flags = 0x4; }), TW_EINVAL);  // 0x2: TW_CONFIG_MANUAL_CLOCK since 1.3
     EXPECT_EQ(create([](tw_config& c) { c.flags = 0x80000000u; }), TW_EINVAL);
     EXPECT_EQ(create([](tw_config& c) { c.shards = 257; }), TW_EINVAL);
     EXPECT_EQ(create([](tw_config& c) { c.workers = 4097; }), TW_EINVAL);

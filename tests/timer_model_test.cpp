@@ -205,9 +205,9 @@ TEST(PeriodPolicy, UnknownPolicyIsInvalidAndInTheCApiReleasesNothing) {
     EXPECT_EQ(tw_timer_start_ex(crt, &spec, &id), TW_EINVAL);
     EXPECT_EQ(id, 0u);
     spec.period_policy = TW_PERIOD_BURST;
-    spec.reserved = 1;
+    spec.clock = 3;  // no such clock
     EXPECT_EQ(tw_timer_start_ex(crt, &spec, &id), TW_EINVAL);
-    spec.reserved = 0;
+    spec.clock = TW_CLOCK_MONOTONIC;
     spec.leeway_ns = TW_MAX_DELAY_NS + 1;
     EXPECT_EQ(tw_timer_start_ex(crt, &spec, &id), TW_EINVAL);
     EXPECT_EQ(released.load(), 0) << "TW_EINVAL leaves arg to the caller";

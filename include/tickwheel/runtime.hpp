@@ -176,6 +176,22 @@ public:
 /// years. Longer ones are errc::invalid_argument.
 inline constexpr Duration kMaxDelay{std::int64_t{1} << 60};
 
+/// The clock a timer counts on (StartOptions::clock); the C API's
+/// TW_CLOCK_*. Since 1.3. (Not named `Clock`: that is the runtime's
+/// std::chrono clock type, steady_clock, since 1.0.)
+enum class TimerClock : std::uint32_t {
+    /// CLOCK_MONOTONIC (steady_clock; the default): stops while the machine
+    /// is suspended, never jumps.
+    monotonic = 0,
+    /// CLOCK_BOOTTIME: as monotonic, but counts the time the machine was
+    /// suspended: a 30 s keepalive fires 30 s of real time later, asleep or not.
+    boottime = 1,
+    /// CLOCK_REALTIME (the wall clock): follows clock changes -- set forward
+    /// past a deadline, the timer fires then; set back, pending timers wait
+    /// for the wall clock to reach their deadline again.
+    realtime = 2,
+};
+
 /// Runtime configuration, given to Runtime's constructor; the defaults are
 /// the C API's tw_config_init() ones.
 struct Config {
@@ -195,6 +211,13 @@ struct Config {
     /// is otherwise swallowed and counted in Stats::callback_exceptions; the
     /// timer behaves as if the callback had returned. Must not throw.
     std::function<void(std::exception_ptr, std::uint64_t timer_id)> on_callback_error;
+    /// A manual clock (for tests): the runtime's three clocks stand still
+    /// (starting at the machine's values) until advance() moves them, and
+    /// advance() runs what falls due on its caller's thread; no driver
+    /// thread, no worker runs a callback. Since 1.3 (TW_CONFIG_MANUAL_CLOCK).
+    bool manual_clock = false;
+    /// Padding; must stay 0. (Keeps the struct free of tail padding.)
+    std::uint8_t reserved[7] = {};
 };
 
 /// A snapshot of counters. Counters are totals since creation.
@@ -282,6 +305,12 @@ struct StartOptions {
     Duration leeway{0};
     /// The timer's group, for stop_group(); 0 (default) = none. Since 1.3.
     std::uint64_t group = 0;
+    /// The clock `deadline` (its time_since_epoch(): ns on that clock, as
+    /// now(clock) reads it) and `delay` count on; never early holds against
+    /// it. A value outside TimerClock is errc::invalid_argument. Since 1.3.
+    TimerClock clock = TimerClock::monotonic;
+    /// Must be 0 (otherwise errc::invalid_argument); reserved.
+    std::uint32_t reserved = 0;
 };
 
 /// Where a timer is in its life (TimerInfo::state). Since 1.3.
@@ -442,6 +471,37 @@ public:
     }
     /// As reset_at(), without exceptions (see reset(id, delay, ec)). Since 1.3.
     bool reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec) noexcept;
+
+    // ---- a manual clock ------------------------------------------------
+    /// A manual runtime (Config::manual_clock): moves its three clocks
+    /// forward by `d` and runs, on this thread, every callback that falls
+    /// due, in deadline order (deadlines rounded up to the resolution; ties
+    /// in start order), stepping the clocks to each deadline as it goes --
+    /// including timers that callbacks start, stop or re-arm during the
+    /// advance (a deadline inside the window, even one already past, runs
+    /// in this advance). A periodic timer crossed k times: skip runs once
+    /// (missed += k - 1, judged against the end of the window), burst k
+    /// times, delay as its runs fall. Queue-bound timers are delivered to
+    /// their queue instead (run by Queue::run()). Returns when those
+    /// callbacks have returned, with how many it ran. One advance at a time
+    /// (concurrent callers take turns); any thread may start/stop/reset
+    /// meanwhile. Throws Error: invalid_argument (not a manual runtime, d < 0
+    /// or > kMaxDelay), would_deadlock (from one of this runtime's
+    /// callbacks), shutting_down, forked. Since 1.3.
+    std::size_t advance(Duration d) {
+        std::error_code ec;
+        const std::size_t n = advance(d, ec);
+        if (ec) throw Error(ec);
+        return n;
+    }
+    /// As advance(), without exceptions (0 and `ec` set on error). Since 1.3.
+    std::size_t advance(Duration d, std::error_code& ec) noexcept;
+    /// Clock `c` now, as ns since that clock's epoch: the machine's clock,
+    /// or a manual runtime's virtual one. Zero for a value outside
+    /// TimerClock. Any thread. Since 1.3.
+    Duration now(TimerClock c) const noexcept;
+    /// True for a runtime created with Config::manual_clock. Since 1.3.
+    bool is_manual_clock() const noexcept;
 
     // ---- groups ----------------------------------------------------------
     /// Stops every live timer started with StartOptions::group == `group`,

@@ -186,13 +186,19 @@ typedef void (*tw_release)(void *arg);
 /* ---- runtime ---------------------------------------------------------------- */
 /** tw_config.flags: pin shard i's driver thread to CPU i % online CPUs. */
 #define TW_PIN_SHARDS 0x1u
+/** tw_config.flags (since 1.3): a manual clock, for tests. The runtime's
+ *  three clocks stand still (starting at the machine's values at creation)
+ *  until tw_runtime_advance() moves them; callbacks run inside
+ *  tw_runtime_advance() on its caller's thread (or, for queue-bound timers,
+ *  in tw_queue_run()); the runtime starts no driver thread. */
+#define TW_CONFIG_MANUAL_CLOCK 0x2u
 
 /** Runtime configuration. Initialise with tw_config_init(), then set fields. */
 typedef struct tw_config {
     uint32_t size;          /**< sizeof(tw_config); set by tw_config_init() */
     uint32_t shards;        /**< 0 = one per online CPU; at most 256 */
     uint32_t workers;       /**< callback worker threads; 0 = one per online CPU; at most 4096 */
-    uint32_t flags;         /**< TW_PIN_SHARDS; unknown bits are TW_EINVAL */
+    uint32_t flags;         /**< TW_PIN_SHARDS, TW_CONFIG_MANUAL_CLOCK; unknown bits are TW_EINVAL */
     uint64_t resolution_ns; /**< the tick; 0 = 1 ms; else 1000 (1 us) .. 1000000000 (1 s) */
     uint64_t max_timers;    /**< live (started, not yet released) timers; 0 = unlimited */
 } tw_config;
@@ -293,9 +299,12 @@ typedef struct tw_timer_spec {
         (ignored for a one-shot): TW_PERIOD_SKIP (0, default), TW_PERIOD_DELAY
         or TW_PERIOD_BURST; any other value is TW_EINVAL. */
     uint32_t period_policy;
-    /** Since 1.3. Must be 0 (reserved for a later option whose 0 is today's
-        behaviour); anything else is TW_EINVAL. */
-    uint32_t reserved;
+    /** Since 1.3. The clock deadline_ns, delay_ns and tw_timer_reset_at()
+        deadlines are on, and "never early" is judged against:
+        TW_CLOCK_MONOTONIC (0, default), TW_CLOCK_BOOTTIME or
+        TW_CLOCK_REALTIME (see tw_now_ns_clock()); any other value is
+        TW_EINVAL. */
+    int32_t clock;
     /** Since 1.3. How late the callback may run: it runs in [deadline,
         deadline + leeway_ns + the usual lateness], never before the
         deadline. Timers whose windows overlap share a wheel slot and a
@@ -348,7 +357,7 @@ TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
  *                 spec->queue belongs to another runtime;
  *                 deadline_ns > INT64_MAX or more than TW_MAX_DELAY_NS in
  *                 the future; delay_ns or period_ns > TW_MAX_DELAY_NS;
- *                 period_policy unknown; reserved != 0; leeway_ns >
+ *                 period_policy or clock unknown; leeway_ns >
  *                 TW_MAX_DELAY_NS.
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
  *  @retval TW_ESHUTDOWN  as tw_timer_start() (hook called).
@@ -395,9 +404,9 @@ TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
  *  @retval TW_OK         re-armed. */
 TW_API int tw_timer_reset(tw_runtime *rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT;
 
-/** As tw_timer_reset(), to the absolute CLOCK_MONOTONIC deadline
- *  deadline_ns (tw_now_ns() nanoseconds; a past one fires at once, rounded up
- *  to the tick). Since 1.3 (TICKWHEEL_1.3). Returns, in this order:
+/** As tw_timer_reset(), to the absolute deadline deadline_ns on the timer's
+ *  clock (tw_timer_spec.clock; for the default, CLOCK_MONOTONIC, tw_now_ns()
+ *  nanoseconds; a past one fires at once, rounded up to the tick). Since 1.3 (TICKWHEEL_1.3). Returns, in this order:
  *  @retval TW_EINVAL     rt is NULL; deadline_ns > INT64_MAX, or more than
  *                 TW_MAX_DELAY_NS in the future.
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
@@ -422,7 +431,7 @@ typedef struct tw_timer_info {
     int32_t state;        /**< TW_TIMER_PENDING, TW_TIMER_DUE or TW_TIMER_RUNNING */
     int32_t shard;        /**< the shard it lives on (below tw_stats.shards) */
     uint32_t reserved;    /**< 0 */
-    /** The next deadline (CLOCK_MONOTONIC ns, rounded up to the resolution),
+    /** The next deadline on the timer's clock (ns, rounded up to the resolution),
         without the leeway; 0 if none is set: a one-shot whose callback is
         running (unless it re-armed itself), a TW_PERIOD_DELAY timer until
         its run ends. For a due or running fixed-rate timer: the grid
@@ -601,6 +610,51 @@ TW_API int tw_queue_get_stats(tw_queue *q, tw_queue_stats *out) TW_NOEXCEPT;
 /** The runtime's clock: CLOCK_MONOTONIC, in nanoseconds. The scale of
  *  tw_timer_spec.deadline_ns. */
 TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT;
+
+/* ---- clocks (since 1.3, TICKWHEEL_1.3) ---------------------------------------- */
+/** @name Clocks (tw_timer_spec.clock, tw_now_ns_clock(), tw_runtime_now_ns())
+ *  @{ */
+/** CLOCK_MONOTONIC (default): stops while the machine is suspended, never jumps. */
+#define TW_CLOCK_MONOTONIC 0
+/** CLOCK_BOOTTIME: as monotonic, but counts the time the machine was
+ *  suspended (a 30 s keepalive fires 30 s of real time later, asleep or not). */
+#define TW_CLOCK_BOOTTIME 1
+/** CLOCK_REALTIME, the wall clock: a timer follows clock changes -- set
+ *  forward past its deadline it fires then; set back, it waits for the wall
+ *  clock to reach its deadline again. A change is noticed within one pass of
+ *  its shard (at most 100 ms), a resume from suspend likewise. */
+#define TW_CLOCK_REALTIME 2
+/** @} */
+
+/** The machine's clock `clock` (TW_CLOCK_*) in nanoseconds; 0 for an unknown
+ *  clock. Any thread; a vDSO read. */
+TW_API uint64_t tw_now_ns_clock(int clock) TW_NOEXCEPT;
+
+/** Clock `clock` of runtime rt in nanoseconds: the machine's for a real
+ *  runtime, the virtual one for a runtime created with
+ *  TW_CONFIG_MANUAL_CLOCK. 0 for NULL rt, an unknown clock, or in a fork()
+ *  child. Any thread. */
+TW_API uint64_t tw_runtime_now_ns(tw_runtime *rt, int clock) TW_NOEXCEPT;
+
+/** A manual runtime (TW_CONFIG_MANUAL_CLOCK): moves its three clocks forward
+ *  by exactly ns and runs, on the calling thread, every callback that falls
+ *  due, in deadline order (deadlines are rounded up to the resolution; ties
+ *  in start order), stepping the clocks to each deadline as it goes:
+ *  timers that callbacks start (a deadline inside the window, even one
+ *  already past, runs in this advance), stop or re-arm are honoured. A
+ *  periodic timer crossed k times: TW_PERIOD_SKIP runs once with missed
+ *  += k - 1 (judged against the end of the window; the next deadline stays
+ *  on the grid), TW_PERIOD_BURST k times, TW_PERIOD_DELAY as its runs fall.
+ *  Queue-bound timers are delivered to their queue (tw_queue_run() runs
+ *  them). Returns when those callbacks have returned. One advance at a time
+ *  (concurrent callers take turns); other threads may start, stop and reset
+ *  meanwhile. Returns, in this order:
+ *  @retval TW_EINVAL     rt is NULL; rt has no manual clock; ns > TW_MAX_DELAY_NS.
+ *  @retval TW_EFORKED    in a fork() child of the process that created rt.
+ *  @retval TW_ESHUTDOWN  the runtime is shut down or shutting down.
+ *  @retval TW_EDEADLK    called from inside one of rt's callbacks (at any depth).
+ *  @retval >=0           success: the number of callbacks it ran (capped at INT_MAX). */
+TW_API int tw_runtime_advance(tw_runtime *rt, uint64_t ns) TW_NOEXCEPT;
 
 /** A snapshot of a runtime's counters (totals since creation). */
 typedef struct tw_stats {

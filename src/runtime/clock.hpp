@@ -9,6 +9,7 @@
 // A timer fires when now tick >= deadline tick, hence now_ns >= deadline_ns.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <ctime>
 
@@ -21,6 +22,14 @@ inline std::int64_t monotonic_ns() noexcept {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
+
+/// The clocks a timer may count on (tw_timer_spec.clock, TimerClock).
+enum class ClockId : std::uint8_t { Monotonic = 0, Boottime = 1, Realtime = 2 };
+constexpr unsigned kClocks = 3;
+
+/// The machine's clock `c` in ns (CLOCK_REALTIME plus the test seam's shift,
+/// test_hooks::realtime_shift_ns).
+std::int64_t system_clock_ns(ClockId c) noexcept;
 
 /// Next deadline of a periodic timer: the first d + k*period > now, k >= 1.
 constexpr tick_t next_period(tick_t d, std::uint64_t period, tick_t now) noexcept {
@@ -43,6 +52,39 @@ constexpr tick_t coalesce(tick_t tick, std::uint64_t window) noexcept {
     }
     return tick;
 }
+
+/// The clocks of one runtime: the machine's (system_clock_ns), or, for a
+/// runtime with a manual clock (Config::manual_clock), three virtual clocks
+/// that stand still until advance_to() moves them, together, forward. They
+/// start at the machine's values at creation and keep those offsets.
+class Clocks {
+public:
+    explicit Clocks(bool manual) noexcept : manual_(manual) {
+        const std::int64_t mono = monotonic_ns();
+        virt_.store(mono, std::memory_order_relaxed);
+        offset_[0] = 0;
+        offset_[1] = system_clock_ns(ClockId::Boottime) - mono;
+        offset_[2] = system_clock_ns(ClockId::Realtime) - mono;
+    }
+    bool manual() const noexcept { return manual_; }
+    /// CLOCK_MONOTONIC now (the wheels' clock). Any thread.
+    std::int64_t mono() const noexcept { return manual_ ? virt_.load(std::memory_order_acquire) : monotonic_ns(); }
+    /// Clock `c` now. Any thread.
+    std::int64_t now(ClockId c) const noexcept {
+        if (!manual_) return system_clock_ns(c);
+        return virt_.load(std::memory_order_acquire) + offset_[static_cast<unsigned>(c)];
+    }
+    /// Manual clocks only: moves every clock to monotonic time `mono_ns`
+    /// (never back). The caller serialises advances.
+    void advance_to(std::int64_t mono_ns) noexcept {
+        if (mono_ns > virt_.load(std::memory_order_relaxed)) virt_.store(mono_ns, std::memory_order_release);
+    }
+
+private:
+    bool manual_;
+    std::atomic<std::int64_t> virt_{0};
+    std::int64_t offset_[kClocks] = {};
+};
 
 class TickClock {
 public:

@@ -51,6 +51,7 @@ void GroupIndex::add(std::uint64_t group, std::uint32_t gen, std::uint32_t index
     l.v.push_back(entry(gen, index));
     ++entries_;
     if (entries_ >= std::max(kMinFullCompact, 2 * entries_after_full_)) compact_all();
+    hint_.store(entries_, std::memory_order_relaxed);
 }
 
 std::vector<std::uint64_t> GroupIndex::take(std::uint64_t group) {
@@ -60,6 +61,7 @@ std::vector<std::uint64_t> GroupIndex::take(std::uint64_t group) {
     std::vector<std::uint64_t> v = std::move(it->second.v);
     groups_.erase(it);
     entries_ -= v.size();
+    hint_.store(entries_, std::memory_order_relaxed);
     return v;
 }
 

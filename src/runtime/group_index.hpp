@@ -18,6 +18,7 @@
 // A std::mutex per shard: only starts with a group and group stops take it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -46,6 +47,8 @@ public:
     std::vector<std::uint64_t> take(std::uint64_t group);
     /// Entries held (live and stale), for tests and metrics.
     std::size_t entries() const;
+    /// entries() without the lock (a recent value). Any thread.
+    std::size_t entries_hint() const noexcept { return hint_.load(std::memory_order_relaxed); }
 
 private:
     bool live(std::uint64_t e) const noexcept;
@@ -61,6 +64,7 @@ private:
     std::unordered_map<std::uint64_t, List> groups_;
     std::size_t entries_ = 0;
     std::size_t entries_after_full_ = 0;
+    std::atomic<std::size_t> hint_{0};
 };
 
 }  // namespace tickwheel::rt

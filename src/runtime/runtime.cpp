@@ -7,9 +7,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -56,9 +58,11 @@ Error::~Error() = default;  // the key function: Error's vtable and typeinfo liv
 // so that every growth changes sizeof; the 1.0 size stays the minimum).
 namespace {
 constexpr std::size_t kConfigSizeV1 = 64;
+constexpr std::size_t kConfigSizeV13 = 72;  // 1.3 appended `manual_clock` (+ padding)
+static_assert(sizeof(Config) == kConfigSizeV13, "a new Config size: add it to read_config");
 constexpr std::size_t kStartOptionsSizeV1 = 32;
 constexpr std::size_t kStartOptionsSizeV12 = 40;  // 1.2 appended `queue`
-constexpr std::size_t kStartOptionsSizeV13 = 56;  // 1.3 appended `leeway`, `group`
+constexpr std::size_t kStartOptionsSizeV13 = 64;  // 1.3 appended `leeway`, `group`, `clock`, `reserved`
 static_assert(sizeof(StartOptions) == kStartOptionsSizeV13, "a new StartOptions size: add it to read_start_options");
 constexpr std::size_t kTimerInfoSizeV13 = 56;
 static_assert(sizeof(TimerInfo) == kTimerInfoSizeV13 && std::is_trivially_copyable_v<TimerInfo>);
@@ -95,7 +99,9 @@ static_assert(offsetof(Config, shards) == 0 && offsetof(Config, workers) == 4 &&
 static_assert(offsetof(StartOptions, deadline) == 0 && offsetof(StartOptions, delay) == 8 &&
               offsetof(StartOptions, period) == 16 && offsetof(StartOptions, shard) == 24 &&
               offsetof(StartOptions, policy) == 28 && offsetof(StartOptions, queue) == 32 &&
-              offsetof(StartOptions, leeway) == 40 && offsetof(StartOptions, group) == 48);
+              offsetof(StartOptions, leeway) == 40 && offsetof(StartOptions, group) == 48 &&
+              offsetof(StartOptions, clock) == 56 && offsetof(StartOptions, reserved) == 60);
+static_assert(offsetof(Config, manual_clock) == 64);
 static_assert(offsetof(TimerInfo, state) == 0 && offsetof(TimerInfo, shard) == 4 &&
               offsetof(TimerInfo, deadline) == 8 && offsetof(TimerInfo, period) == 16 &&
               offsetof(TimerInfo, leeway) == 24 && offsetof(TimerInfo, group) == 32 &&
@@ -125,11 +131,15 @@ void copy_within(T& to, const T& from, std::size_t size, M T::*... members) {
 }
 
 Config read_config(const Config* p, std::size_t size) {
-    if (p == nullptr || size < kConfigSizeV1 || size > sizeof(Config)) throw Error(errc::invalid_argument);
-    if (size == sizeof(Config)) return *p;
+    if (p == nullptr || (size != kConfigSizeV1 && size != kConfigSizeV13)) throw Error(errc::invalid_argument);
+    if (size == sizeof(Config)) {
+        for (const std::uint8_t b : p->reserved)
+            if (b != 0) throw Error(errc::invalid_argument);
+        return *p;
+    }
     Config c;  // a caller built against an older 1.x header: its fields, then our defaults
     copy_within(c, *p, size, &Config::shards, &Config::workers, &Config::resolution, &Config::pin_shards,
-                &Config::max_timers, &Config::on_callback_error);
+                &Config::max_timers, &Config::on_callback_error, &Config::manual_clock);
     return c;
 }
 
@@ -202,13 +212,15 @@ struct ReleaseScope {
 RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
     : owner(rt),
       config(validated(std::move(cfg))),
-      clock(monotonic_ns(), static_cast<std::uint64_t>(config.resolution.count())),
+      clocks(config.manual_clock),
+      clock(clocks.mono(), static_cast<std::uint64_t>(config.resolution.count())),
       max_timers(config.max_timers),
       created_in_epoch(fork_epoch()) {
     dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);
     shards.reserve(config.shards);
     for (unsigned i = 0; i < config.shards; ++i)
-        shards.push_back(std::make_unique<Shard>(i, clock, *dispatcher, queues));
+        shards.push_back(std::make_unique<Shard>(i, clock, clocks, *dispatcher, queues));
+    if (config.manual_clock) return;  // no driver threads: advance() drives the wheels
     const unsigned cpus = online_cpus();
     for (unsigned i = 0; i < config.shards; ++i)
         shards[i]->start(config.pin_shards ? static_cast<int>(i % cpus) : -1);
@@ -280,8 +292,9 @@ bool RuntimeCore::begin_run(const FireItem& item) noexcept {
 }
 
 void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
-    const std::int64_t start_ns = monotonic_ns();
     const std::int64_t due_ns = clock.tick_start_ns(due);
+    if (clocks.manual()) clocks.advance_to(due_ns);  // an advance steps the clocks to each deadline it serves
+    const std::int64_t start_ns = clocks.mono();
     lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
     try {
         r.cb(Timer(owner, id));
@@ -352,7 +365,7 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     Shard& s = shard(item.shard);
     // A DELAY timer's next run: the end of this one plus the period.
     const tick_t delay_next = r.periodic() && r.policy() == Policy::Delay
-                                  ? clock.deadline_tick(monotonic_ns()) + r.period_ticks()
+                                  ? clock.deadline_tick(clocks.mono()) + r.period_ticks()
                                   : 0;
     const FinishStep step = TimerState::finish_run(r, delay_next);
     switch (step.out) {
@@ -372,6 +385,64 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
             s.post_cancel(Msg::make(MsgType::Cancel, item.gen, index));
             return;
     }
+}
+
+// ---- a manual clock --------------------------------------------------------------
+// The advancing thread is every shard's driver: it drains the inboxes, moves
+// the wheels, and runs what comes due itself, one callback at a time in
+// (deadline tick, start order), stepping the clocks to each deadline it
+// serves. After each callback it looks again (the callback may have started,
+// stopped or re-armed timers, due in the window, even in the past), so the
+// order holds for timers started during the advance too. Periodic skips are
+// judged against the end of the window (decide_expire's grid_now): SKIP runs
+// once per advance with missed += k - 1, BURST k times (its catch-up).
+std::size_t RuntimeCore::advance(std::int64_t ns) {
+    std::lock_guard<std::mutex> serial(advance_mutex);
+    const std::int64_t from = clocks.mono();
+    const std::int64_t target_ns = ns > std::numeric_limits<std::int64_t>::max() - from
+                                       ? std::numeric_limits<std::int64_t>::max()
+                                       : from + ns;
+    const tick_t target = clock.now_tick(target_ns);
+    struct Due {
+        FireItem item;
+        std::uint64_t seq;
+    };
+    const auto later = [](const Due& a, const Due& b) {
+        return a.item.due != b.item.due ? a.item.due > b.item.due : a.seq > b.seq;
+    };
+    std::vector<Due> heap;  // a min-heap by (due, seq)
+    std::vector<FireItem> fired;
+    std::size_t ran = 0;
+    for (;;) {
+        const tick_t now = clock.now_tick(clocks.mono());
+        for (auto& s : shards) s->manual_step(now, target, fired);
+        for (const FireItem& f : fired) {
+            const std::uint32_t index = HandleTable::index_of(f.rec);
+            const Record& r = *f.rec;
+            const std::uint64_t seq =
+                r.has_extra() ? shard(f.shard).table().extra(index).seq.load(std::memory_order_relaxed) : 0;
+            heap.push_back({f, seq});
+            std::push_heap(heap.begin(), heap.end(), later);
+        }
+        fired.clear();
+        if (!heap.empty()) {
+            std::pop_heap(heap.begin(), heap.end(), later);
+            const FireItem f = heap.back().item;
+            heap.pop_back();
+            if (begin_run(f)) {
+                FreeChain freed(shard(f.shard).table());
+                run_begun(f, freed, nullptr);
+                ++ran;
+            }
+            continue;
+        }
+        tick_t next = Wheel::kNever;
+        for (auto& s : shards) next = std::min(next, s->manual_next_expiry());
+        if (next > target) break;
+        clocks.advance_to(clock.tick_start_ns(next));  // the clocks step to the next deadline
+    }
+    clocks.advance_to(target_ns);
+    return ran;
 }
 
 // ---- delivery queues (delivery_queue.hpp) ---------------------------------------
@@ -456,10 +527,17 @@ Runtime::~Runtime() {
 namespace {
 std::atomic<std::uint32_t> next_thread_seq{0};
 
-/// Checks start()'s arguments; the first deadline's tick and the period in
-/// ticks on success.
-errc start_args(const rt::TickClock& clock, const StartOptions& o, tick_t& tick, std::uint64_t& period) noexcept {
-    const std::int64_t now = rt::monotonic_ns();
+/// Checks start()'s arguments; the first deadline's tick (on the monotonic
+/// wheel), the period in ticks, and the timer's clock minus the monotonic
+/// clock (`offset`: its deadline is on its own clock) on success.
+errc start_args(const rt::RuntimeCore& core, const StartOptions& o, tick_t& tick, std::uint64_t& period,
+                std::int64_t& offset) noexcept {
+    const rt::TickClock& clock = core.clock;
+    if (static_cast<std::uint32_t>(o.clock) >= rt::kClocks || o.reserved != 0) return errc::invalid_argument;
+    const auto cid = static_cast<rt::ClockId>(o.clock);
+    const std::int64_t mono = core.clocks.mono();
+    const std::int64_t now = cid == rt::ClockId::Monotonic ? mono : core.clocks.now(cid);
+    offset = now - mono;
     std::int64_t deadline;
     if (o.deadline != TimePoint{}) {
         deadline = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count();
@@ -469,7 +547,7 @@ errc start_args(const rt::TickClock& clock, const StartOptions& o, tick_t& tick,
         deadline = now + o.delay.count();
     }
     if (o.period < Duration::zero() || o.period > kMaxDelay) return errc::invalid_argument;
-    tick = clock.deadline_tick(deadline);
+    tick = clock.deadline_tick(deadline - offset);
     if (tick > Ctl::kMaxDeadline) return errc::invalid_argument;
     period = o.period > Duration::zero() ? clock.period_ticks(static_cast<std::uint64_t>(o.period.count())) : 0;
     return errc{};
@@ -505,7 +583,8 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         }
         tick_t tick;
         std::uint64_t period;
-        if (const errc bad = start_args(core.clock, o, tick, period); bad != errc{}) return bad;
+        std::int64_t offset = 0;
+        if (const errc bad = start_args(core, o, tick, period, offset); bad != errc{}) return bad;
 
         // Register as an in-flight start, then check for shutdown (see
         // RuntimeCore). Nothing below runs user code: a failed start's
@@ -544,7 +623,9 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         const std::uint64_t leeway_ticks =
             o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
         tick_t file_at = tick;
-        if (period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero()) {
+        const bool clocked = o.clock != TimerClock::monotonic;
+        if (period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
+            core.clocks.manual()) {
             rt::Extra* x = shard.table().make_extra(index);
             if (x == nullptr) {
                 TimerState::unpublish(*r);  // never published: its word is FREE; make it terminal for recycle
@@ -559,7 +640,11 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             x->group.store(o.group, std::memory_order_relaxed);
             x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
             x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
+            x->offset_ns.store(offset, std::memory_order_relaxed);
+            x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
+                         std::memory_order_relaxed);
             std::uint16_t f = Record::kHasExtra;
+            f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.clock) << Record::kClockShift);
             if (period != 0) f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
             if (leeway_ticks != 0) f |= Record::kHasLeeway;
             if (o.group != 0) f |= Record::kHasGroup;
@@ -568,11 +653,12 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         }
         r->cb = std::move(cb);
         TimerState::publish(*r, gen, tick);
-        if (o.group != 0) {
+        if (o.group != 0 || (clocked && !core.clocks.manual())) {
             // Indexed before start() returns: a group stop that begins after
-            // it finds the timer (group_index.hpp).
+            // it finds the timer (group_index.hpp); a clock step re-files it.
             try {
-                shard.groups().add(o.group, gen, index);
+                if (o.group != 0) shard.groups().add(o.group, gen, index);
+                if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
             } catch (...) {
                 TimerState::unpublish(*r);
                 cb = std::move(r->cb);
@@ -687,7 +773,8 @@ bool Runtime::reset(std::uint64_t id, Duration delay) {
 namespace {
 /// reset() and reset_at(): re-arms timer `id` to the deadline `deadline_ns`
 /// (CLOCK_MONOTONIC), already checked against kMaxDelay.
-bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t deadline_ns, std::error_code& ec) noexcept {
+/// `value`: a delay (relative) or a deadline on the timer's own clock.
+bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
     if (core.shutting_down.load(std::memory_order_relaxed)) {
         ec = make_error_code(errc::shutting_down);
         return false;
@@ -695,7 +782,19 @@ bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t deadline_ns,
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
     if (r == nullptr) return false;
-    const tick_t tick = core.clock.deadline_tick(deadline_ns);
+    // The timer's clock (its flags are valid for our generation if the CAS
+    // below succeeds on it; a recycled record's answer is never used).
+    const rt::ClockId cid = r->clock();
+    const std::int64_t mono = core.clocks.mono();
+    const std::int64_t now = cid == rt::ClockId::Monotonic ? mono : core.clocks.now(cid);
+    if (absolute && value > now && value - now > kMaxDelay.count()) {
+        ec = make_error_code(errc::invalid_argument);
+        return false;
+    }
+    const std::int64_t deadline_ns = absolute ? value : now + value;
+    if (cid != rt::ClockId::Monotonic && r->has_extra())
+        shard->table().extra(Id::index(id)).offset_ns.store(now - mono, std::memory_order_relaxed);
+    const tick_t tick = core.clock.deadline_tick(deadline_ns - (now - mono));
     if (tick > Ctl::kMaxDeadline) {
         ec = make_error_code(errc::invalid_argument);
         return false;
@@ -748,7 +847,7 @@ bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexc
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
-    return reset_to(core, id, rt::monotonic_ns() + delay.count(), ec);
+    return reset_to(core, id, delay.count(), false, ec);
 }
 
 bool Runtime::reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec) noexcept {
@@ -758,14 +857,38 @@ bool Runtime::reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec
         ec = make_error_code(errc::forked);
         return false;
     }
-    const std::int64_t d = std::chrono::duration_cast<Duration>(deadline.time_since_epoch()).count();
-    const std::int64_t now = rt::monotonic_ns();
-    if (d > now && d - now > kMaxDelay.count()) {
-        ec = make_error_code(errc::invalid_argument);
-        return false;
-    }
-    return reset_to(core, id, d, ec);
+    return reset_to(core, id, std::chrono::duration_cast<Duration>(deadline.time_since_epoch()).count(), true, ec);
 }
+
+// ---- a manual clock ------------------------------------------------------------
+std::size_t Runtime::advance(Duration d, std::error_code& ec) noexcept {
+    rt::RuntimeCore& core = *core_;
+    ec.clear();
+    if (core.forked()) {
+        ec = make_error_code(errc::forked);
+        return 0;
+    }
+    if (!core.clocks.manual() || d < Duration::zero() || d > kMaxDelay) {
+        ec = make_error_code(errc::invalid_argument);
+        return 0;
+    }
+    if (rt::inside_callback_of(&core)) {
+        ec = make_error_code(errc::would_deadlock);
+        return 0;
+    }
+    if (core.shutting_down.load(std::memory_order_acquire)) {
+        ec = make_error_code(errc::shutting_down);
+        return 0;
+    }
+    return core.advance(d.count());
+}
+
+Duration Runtime::now(TimerClock c) const noexcept {
+    if (static_cast<std::uint32_t>(c) >= rt::kClocks) return Duration::zero();
+    return Duration(core_->clocks.now(static_cast<rt::ClockId>(c)));
+}
+
+bool Runtime::is_manual_clock() const noexcept { return core_->clocks.manual(); }
 
 // ---- groups ------------------------------------------------------------------
 std::size_t Runtime::stop_group(std::uint64_t group, bool sync, std::error_code& ec) noexcept {
@@ -817,8 +940,10 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     TimerInfo info;
     info.shard = static_cast<int>(si);
     std::uint64_t runs = 0, missed = 0;
+    std::int64_t offset = 0;  // a boot-time or wall-clock timer: its deadline is on its clock
     if ((flags & Record::kHasExtra) != 0) {
         const rt::Extra& x = table.extra(Id::index(id));
+        if ((flags & Record::kClockMask) != 0) offset = x.offset_ns.load(std::memory_order_relaxed);
         runs = x.runs.load(std::memory_order_relaxed);
         missed = x.missed.load(std::memory_order_relaxed);
         info.group = x.group.load(std::memory_order_relaxed);
@@ -830,10 +955,11 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     if (r->gen() != gen) return false;
     const bool delay = period != 0 && ((flags & Record::kPolicyMask) >> Record::kPolicyShift) ==
                                            static_cast<std::uint16_t>(rt::Policy::Delay);
-    const std::int64_t d_ns = core.clock.tick_start_ns(Ctl::deadline(c));
+    const std::int64_t d_ns = core.clock.tick_start_ns(Ctl::deadline(c)) + offset;
+    const auto cid = static_cast<rt::ClockId>((flags & Record::kClockMask) >> Record::kClockShift);
     switch (s) {
         case State::Pending:
-            info.state = d_ns <= rt::monotonic_ns() ? TimerStatus::due : TimerStatus::pending;
+            info.state = d_ns <= core.clocks.now(cid) ? TimerStatus::due : TimerStatus::pending;
             info.deadline = TimePoint(Duration(d_ns));
             break;
         case State::Dispatched:
@@ -884,7 +1010,10 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
     // 1. No start() is in flight any more, and none can begin.
     for (auto& g : core.starting)
         while (g.n.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
-    // 2. Drivers stop: nothing new is dispatched.
+    // 2. Drivers stop: nothing new is dispatched (a manual runtime's driver
+    //    is an advance in progress: it ends first).
+    std::unique_lock<std::mutex> no_advance(core.advance_mutex, std::defer_lock);
+    if (core.clocks.manual()) no_advance.lock();
     for (auto& s : core.shards) s->stop_and_join();
     // 3. Runs in progress finish: on the workers, and on the threads that
     //    run delivery queues (which start no run any more).

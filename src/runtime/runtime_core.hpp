@@ -93,8 +93,15 @@ struct RuntimeCore {
     /// Inside a QueueTable::Section.
     void undue(const Record& r) noexcept;
 
+    /// A manual runtime (Config::manual_clock): moves its clocks by `ns`
+    /// and runs what falls due on this thread, in deadline order (ties:
+    /// start order); returns the callbacks run. The caller checked: manual,
+    /// not inside a callback of this runtime, not shut down.
+    std::size_t advance(std::int64_t ns);
+
     Runtime* const owner;
     const Config config;
+    Clocks clocks;  // the machine's, or a manual runtime's virtual ones
     const TickClock clock;
     const std::uint64_t max_timers;
     const std::uint32_t created_in_epoch;
@@ -117,6 +124,10 @@ struct RuntimeCore {
     };
     Guard starting[kStripes];
     std::mutex shutdown_mutex;  // serialises shutdown() callers; not on any hot path
+    // A manual runtime: serialises advance() (and shutdown against it), and
+    // numbers starts (Extra::seq: the order of ties).
+    std::mutex advance_mutex;
+    std::atomic<std::uint64_t> start_seq{0};
     std::atomic<bool> shut_down{false};
 };
 

@@ -9,12 +9,22 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/hazard.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
 
-Shard::Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher, const QueueTable& queues)
-    : index_(index), clock_(clock), dispatcher_(dispatcher), queues_(queues), wheel_(clock.now_tick()) {}
+Shard::Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispatcher& dispatcher,
+             const QueueTable& queues)
+    : index_(index),
+      clock_(clock),
+      clocks_(clocks),
+      dispatcher_(dispatcher),
+      queues_(queues),
+      wheel_(clock.now_tick(clocks.mono())) {
+    const std::int64_t mono = clocks.mono();
+    for (unsigned c = 1; c < kClocks; ++c) seen_offset_[c] = clocks.now(static_cast<ClockId>(c)) - mono;
+}
 
 Shard::~Shard() { stop_and_join(); }
 
@@ -118,6 +128,11 @@ bool Shard::drain_inbox() {
 
 bool Shard::flush_fired() {
     if (fired_n_ == 0) return true;
+    if (manual_sink_ != nullptr) {
+        manual_sink_->insert(manual_sink_->end(), fired_, fired_ + fired_n_);
+        fired_n_ = 0;
+        return true;
+    }
     if (!dispatcher_.submit(fired_, fired_n_)) return false;  // no memory: keep them, retry soon
     fired_n_ = 0;
     return true;
@@ -154,7 +169,77 @@ bool Shard::flush_queued(std::int64_t now_ns) {
 // word, whether it fires, moves (lazy re-arm), skips a period, or was
 // stopped. False if due timers could not be handed over (no memory): the
 // rest stay on the wheel's expired list for the next pass.
-bool Shard::expire(tick_t now, std::int64_t now_ns) {
+bool Shard::clocked_due(Record& r, tick_t now) noexcept {
+    const Word c = TimerState::load(r);
+    if (Ctl::state(c) != State::Pending) return true;  // the word decides (skip, drop)
+    const Extra& x = table_.extra(HandleTable::index_of(&r));
+    const ClockId id = r.clock();
+    // The deadline on its own clock: the tick's start plus the offset it
+    // was filed with; "never early" is judged on that clock.
+    const std::int64_t own_deadline = clock_.tick_start_ns(Ctl::deadline(c)) + x.offset_ns.load(std::memory_order_relaxed);
+    const std::int64_t own_now = clocks_.now(id);
+    if (own_now >= own_deadline) return true;
+    // Its clock is behind (set back, or not yet caught up): file it where the
+    // clock will reach the deadline, by today's offset.
+    const std::int64_t mono_now = clocks_.mono();
+    const tick_t at = std::max(clock_.deadline_tick(own_deadline - (own_now - mono_now)), now + 1);
+    wheel_.insert(&r, file_tick(r, at));
+    return false;
+}
+
+void Shard::reclock() noexcept {
+    const std::int64_t mono = clocks_.mono();
+    bool moved = false;
+    std::int64_t offset[kClocks] = {};
+    for (unsigned c = 1; c < kClocks; ++c) {
+        offset[c] = clocks_.now(static_cast<ClockId>(c)) - mono;
+        const std::int64_t d = offset[c] - seen_offset_[c];
+        if (d >= static_cast<std::int64_t>(clock_.resolution_ns()) || -d >= static_cast<std::int64_t>(clock_.resolution_ns()))
+            moved = true;
+    }
+    if (!moved) return;
+    for (unsigned c = 1; c < kClocks; ++c) seen_offset_[c] = offset[c];
+    // Every live timer of the moved clocks: same deadline on its clock, a
+    // new tick on the wheel's (an earlier one fires at once: the clock was
+    // set forward past it, or the machine slept through it).
+    for (unsigned c = 1; c < kClocks; ++c) {
+        std::vector<std::uint64_t> list;
+        try {
+            list = clocked_.take(c);
+        } catch (...) {
+            continue;
+        }
+        for (const std::uint64_t e : list) {
+            const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
+            Record* r = table_.find(index);
+            if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry
+            try {
+                clocked_.add(c, gen, index);  // still ours: keep it indexed
+            } catch (...) {
+            }
+            const Word w = TimerState::load(*r);
+            const State st = Ctl::state(w);
+            // PENDING, or RUNNING with its next grid deadline in the word (a
+            // fixed-rate timer; a DELAY one's word holds the run's own).
+            if (Ctl::gen10(w) != (gen & Ctl::kGenMask) ||
+                !(st == State::Pending || (st == State::Running && r->grid_period() != 0)))
+                continue;
+            Extra& x = table_.extra(index);
+            const std::int64_t own_deadline = clock_.tick_start_ns(Ctl::deadline(w)) + x.offset_ns.load(std::memory_order_relaxed);
+            const tick_t tick = clock_.deadline_tick(own_deadline - offset[c]);
+            x.offset_ns.store(offset[c], std::memory_order_relaxed);
+            ResetStep step;
+            {
+                HazardScope acting_on(r);
+                step = TimerState::reset(*r, gen, tick, false);
+            }
+            if (!step.rearmed || !r->linked()) continue;  // fired or stopped meanwhile; a running one is filed after its run
+            wheel_.rearm(r, file_tick(*r, tick));
+        }
+    }
+}
+
+bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
     if (!flush_fired() || !flush_queued(now_ns)) return false;
     while (WheelNode* node = wheel_.pop_expired()) {
         Record& r = static_cast<Record&>(*node);
@@ -166,7 +251,11 @@ bool Shard::expire(tick_t now, std::int64_t now_ns) {
         // Skips are counted before the item is handed over, so a query from
         // the run that begins next already counts them.
         const bool fixed_rate = r.grid_period() != 0;
-        const ExpireStep s = TimerState::expire(r, now);
+        if ((r.flags() & Record::kClockMask) != 0 && !clocked_due(r, now)) continue;
+        // A manual advance judges skips against the end of its window
+        // (grid_now); a BURST timer instead runs every crossed deadline in
+        // deadline order among the others, so it is judged at `now`.
+        const ExpireStep s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now);
         switch (s.out) {
             case ExpireOutcome::Fire:
                 count_skipped(r, s.skipped);
@@ -204,6 +293,24 @@ void Shard::check_wheel() const noexcept {
 #endif
 }
 
+void Shard::manual_step(tick_t now, tick_t grid_now, std::vector<FireItem>& out) {
+    drain_inbox();
+    wheel_.advance(now);
+    manual_sink_ = &out;
+    // Never short of memory here: fired items go to `out`; a queue without
+    // memory keeps its items for the next step (flush_queued).
+    (void)expire(now, clocks_.mono(), grid_now);
+    manual_sink_ = nullptr;
+    pending_.store(wheel_.size(), std::memory_order_relaxed);
+    if (table_.quarantine_due(clocks_.mono())) table_.reclaim_quarantine();
+}
+
+tick_t Shard::manual_next_expiry() {
+    drain_inbox();
+    check_wheel();
+    return wheel_.next_expiry();
+}
+
 void Shard::run(int cpu) {
     char name[16];
     std::snprintf(name, sizeof name, "tw-shard-%u", index_);
@@ -218,7 +325,8 @@ void Shard::run(int cpu) {
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);
         wheel_.advance(now);
-        const bool handed_over = expire(now, now_ns);
+        if (clocked_.entries_hint() != 0) reclock();  // a wall-clock step, or a suspend: within a pass (<= 100 ms)
+        const bool handed_over = expire(now, now_ns, now);
         pending_.store(wheel_.size(), std::memory_order_relaxed);
         check_wheel();
         if (table_.quarantine_due(now_ns)) table_.reclaim_quarantine();

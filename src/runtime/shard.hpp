@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "runtime/clock.hpp"
 #include "runtime/delivery_queue.hpp"
@@ -43,7 +44,10 @@ public:
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
     /// or to their delivery queue in `queues` (timers bound to one).
-    Shard(unsigned index, const TickClock& clock, Dispatcher& dispatcher, const QueueTable& queues);
+    /// `clocks`: the runtime's clocks (boot-time and wall-clock timers are
+    /// checked against theirs; a manual runtime's shards run no thread).
+    Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispatcher& dispatcher,
+          const QueueTable& queues);
     ~Shard();
     Shard(const Shard&) = delete;
     Shard& operator=(const Shard&) = delete;
@@ -61,6 +65,18 @@ public:
     HandleTable& table() noexcept { return table_; }
     /// The shard's timers by group (any thread; see group_index.hpp).
     GroupIndex& groups() noexcept { return groups_; }
+    /// The shard's boot-time and wall-clock timers (keyed by ClockId), which
+    /// it re-files when their clock moves against the monotonic one.
+    GroupIndex& clocked() noexcept { return clocked_; }
+
+    // ---- a manual runtime (Config::manual_clock): the advancing thread drives
+    /// Drains the inbox and moves the wheel to `now`; the timers that fire
+    /// are appended to `out` (queue-bound ones are delivered to their queue),
+    /// periodic skips judged against `grid_now` (the end of the advance).
+    /// Only the thread that advances (the runtime serialises it).
+    void manual_step(tick_t now, tick_t grid_now, std::vector<FireItem>& out);
+    /// The wheel's next expiry after draining the inbox (kNever if empty).
+    tick_t manual_next_expiry();
     const HandleTable& table() const noexcept { return table_; }
     unsigned index() const noexcept { return index_; }
 
@@ -87,7 +103,13 @@ private:
     void check_wheel() const noexcept;
     bool drain_inbox();
     void handle(std::uint64_t msg, FreeChain& freed);
-    bool expire(tick_t now, std::int64_t now_ns);
+    bool expire(tick_t now, std::int64_t now_ns, tick_t grid_now);
+    /// A boot-time or wall-clock timer popped PENDING: false (and re-filed)
+    /// if its own clock has not reached its deadline yet.
+    bool clocked_due(Record& r, tick_t now) noexcept;
+    /// Re-files the boot-time and wall-clock timers after their clock moved
+    /// against the monotonic clock by `moved` (ns per ClockId).
+    void reclock() noexcept;
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
@@ -100,10 +122,15 @@ private:
 
     const unsigned index_;
     const TickClock& clock_;
+    const Clocks& clocks_;
     Dispatcher& dispatcher_;
     const QueueTable& queues_;
     HandleTable table_;
     GroupIndex groups_{table_};
+    GroupIndex clocked_{table_};
+    // The boot-time and wall-clock offsets to the monotonic clock at the last
+    // reclock (shard thread only).
+    std::int64_t seen_offset_[kClocks] = {};
     Wheel wheel_;
     Inbox inbox_;
     Parker parker_;
@@ -117,6 +144,7 @@ private:
     // (kept here if the dispatcher had no memory for them).
     FireItem fired_[kFireBatch];
     std::size_t fired_n_ = 0;
+    std::vector<FireItem>* manual_sink_ = nullptr;  // manual_step(): fired items go here
     // Due timers bound to a delivery queue, with the queue's slot, not yet
     // delivered. The shard holds a QueueTable::Section from the first such
     // transition until all are delivered (across passes if a queue had no

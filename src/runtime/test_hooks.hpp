@@ -32,6 +32,10 @@ extern std::atomic<std::int64_t> fail_inbox_posts;
 /// given record can be taken again.
 extern std::atomic<void (*)(std::uint32_t top_index)> freed;
 
+/// Added to every CLOCK_REALTIME reading the library makes (tw_now_ns_clock,
+/// realtime timers): a test steps "the wall clock" forward or back without
+/// touching the machine's clock.
+extern std::atomic<std::int64_t> realtime_shift_ns;
 inline void window(const void* rec, char what) noexcept {
     if (auto* f = in_window.load(std::memory_order_relaxed)) f(rec, what);
 }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "runtime/clock.hpp"
 #include "tickwheel/detail/callback.hpp"
 #include "tickwheel/wheel.hpp"
 
@@ -41,6 +42,13 @@ struct Extra {
     std::atomic<std::uint64_t> group{0};   // 0 = none
     std::atomic<std::uint64_t> leeway_ns{0};
     std::atomic<std::uint64_t> leeway_ticks{0};  // leeway_ns in whole ticks (the coalescing window)
+    // A boot-time or wall-clock timer: its clock minus the monotonic clock
+    // when its deadline was last converted to the (monotonic) wheel. Its
+    // deadline on its own clock is the word's tick start plus this; the
+    // shard checks that on its own clock before it fires, and re-converts
+    // (Shard::reclock) when the clock moves against the monotonic one.
+    std::atomic<std::int64_t> offset_ns{0};
+    std::atomic<std::uint64_t> seq{0};  // a manual runtime's timers: start order (ties of an advance)
 };
 
 /// A periodic timer's policy when runs fall behind (tw_timer_spec.period_policy).
@@ -63,12 +71,16 @@ public:
     static constexpr std::uint16_t kPolicyMask = 3u << kPolicyShift;
     static constexpr std::uint16_t kHasLeeway = 1u << 3;  // Extra::leeway_ticks != 0
     static constexpr std::uint16_t kHasGroup = 1u << 4;   // Extra::group != 0
+    static constexpr std::uint16_t kClockShift = 5;       // 2 bits: ClockId (0: monotonic)
+    static constexpr std::uint16_t kClockMask = 3u << kClockShift;
     std::uint16_t flags() const noexcept {
         return std::atomic_ref<const std::uint16_t>(user16).load(std::memory_order_acquire);
     }
     void set_flags(std::uint16_t f) noexcept { std::atomic_ref<std::uint16_t>(user16).store(f, std::memory_order_release); }
     bool has_extra() const noexcept { return (flags() & kHasExtra) != 0; }
     Policy policy() const noexcept { return static_cast<Policy>((flags() & kPolicyMask) >> kPolicyShift); }
+    /// The clock the timer counts on (kept in Extra::deadline_ns when not monotonic).
+    ClockId clock() const noexcept { return static_cast<ClockId>((flags() & kClockMask) >> kClockShift); }
     /// The period the wheel keeps a rhythm for: a fixed-rate (SKIP, BURST)
     /// timer's; 0 for a one-shot and for DELAY (re-filed after each run).
     std::uint64_t grid_period() const noexcept { return policy() == Policy::Delay ? 0 : period_ticks(); }

@@ -215,19 +215,22 @@ struct ExpireStep {
     std::uint64_t skipped = 0;
 };
 /// `period`: the grid period (Record::grid_period(): 0 for one-shot and
-/// DELAY timers, which the wheel holds only while PENDING).
-constexpr ExpireStep decide_expire(Word c, tick_t now, std::uint64_t period) noexcept {
+/// DELAY timers, which the wheel holds only while PENDING). `grid_now`: the
+/// time skipped grid deadlines are judged against (now; a manual runtime's
+/// advance judges them against the end of its window).
+constexpr ExpireStep decide_expire(Word c, tick_t now, std::uint64_t period, tick_t grid_now = 0) noexcept {
+    if (grid_now < now) grid_now = now;
     const State s = Ctl::state(c);
     const tick_t d = Ctl::deadline(c);
     if (s == State::Pending) {
         if (d > now) return {ExpireOutcome::Later, c, d, 0};
-        const tick_t next = period != 0 ? next_period(d, period, now) : d;
+        const tick_t next = period != 0 ? next_period(d, period, grid_now) : d;
         const std::uint64_t skipped = period != 0 ? (next - d) / period - 1 : 0;
         return {ExpireOutcome::Fire, Ctl::with(c, State::Dispatched, next), next, d, skipped};
     }
     if (period != 0 && (s == State::Dispatched || s == State::Running)) {
         if (d > now) return {ExpireOutcome::Later, c, d, 0};
-        const tick_t next = next_period(d, period, now);
+        const tick_t next = next_period(d, period, grid_now);
         return {ExpireOutcome::Skip, Ctl::with(c, s, next), next, 0, (next - d) / period};
     }
     return {ExpireOutcome::Drop, c, 0, 0};
@@ -303,7 +306,7 @@ struct TimerState {
     /// The shard's decision for a record popped from its wheel at `now`
     /// (the shard owns the wheel links, so the record cannot be recycled
     /// meanwhile: no hazard needed).
-    static ExpireStep expire(Record& r, tick_t now) noexcept;
+    static ExpireStep expire(Record& r, tick_t now, tick_t grid_now = 0) noexcept;
 
     /// DISPATCHED -> RUNNING for a FireItem of generation `gen` (worker,
     /// inside a HazardScope). False: the run is not ours (stopped, reset,
