@@ -54,18 +54,79 @@ export interface RuntimeOptions {
   pinShards?: boolean;
 }
 
-export interface StartOptions {
-  /** If > 0: run every `period` ms after the first run (fixed rate). */
+/** What a periodic timer does when a run overruns its period (library 1.3):
+ *  'skip' (default) -- fixed rate, the grid deadlines that pass during a run
+ *  are skipped and counted in TimerInfo.missed; 'delay' -- the next run is one
+ *  period after the end of this one; 'burst' -- fixed rate, the overrun grid
+ *  deadlines run after it, back to back, until caught up. */
+export type PeriodPolicy = 'skip' | 'delay' | 'burst';
+
+/** The period policies by name: periodPolicies.BURST === 'burst'. */
+export declare const periodPolicies: Readonly<{ SKIP: 'skip'; DELAY: 'delay'; BURST: 'burst' }>;
+
+/** The options of the timer model (library 1.3), shared by start() and startPeriodic(). */
+export interface TimerModelOptions {
+  /** A periodic timer's overrun policy (ignored for a one-shot); default 'skip'.
+   *  Another string is a RangeError, a non-string a TypeError (code 'TW_EINVAL'). */
+  policy?: PeriodPolicy;
+  /** How late the callback may run, in ms (default 0): it runs in [deadline,
+   *  deadline + leeway + the usual lateness], never before the deadline;
+   *  timers whose windows overlap share a wake-up. */
+  leeway?: number;
+  /** The timer's group for stopGroup(): a safe integer or a BigInt up to
+   *  2^64-1; 0 (default) = none. */
+  group?: number | bigint;
+}
+
+export interface StartOptions extends TimerModelOptions {
+  /** If > 0: run every `period` ms after the first run (see `policy`). */
   period?: number;
   /** Shard hint: -1 (default) = the calling thread's shard; >= 0: that shard modulo the count. */
   shard?: number;
 }
 
-export interface StartPeriodicOptions {
+export interface StartPeriodicOptions extends TimerModelOptions {
   /** Delay of the first run in ms; default: one period. */
   delay?: number;
   /** Shard hint, as in StartOptions. */
   shard?: number;
+}
+
+export interface StopGroupOptions {
+  /** Accepted for parity with the other bindings; changes nothing here:
+   *  every callback runs on the JavaScript thread, so when stopGroup()
+   *  returns none of the group's callbacks is running (except the caller's
+   *  own) and the stopped timers are released. The event loop never blocks. */
+  sync?: boolean;
+}
+
+/** What runtime.query() tells about a live timer (tw_timer_info): a snapshot
+ *  taken at the call. */
+export interface TimerInfo {
+  /** 'pending' (waiting for its deadline), 'due' (deadline passed, callback
+   *  waiting for the event loop) or 'running' (its callback runs now). */
+  state: 'pending' | 'due' | 'running';
+  /** The shard it lives on. */
+  shard: number;
+  /** The next deadline in ns on now()'s clock, rounded up to the resolution,
+   *  without the leeway; null when none is set (a one-shot whose callback is
+   *  running, a 'delay' timer until its run ends). For a due or running
+   *  fixed-rate timer: the grid deadline after the one being served (while a
+   *  'burst' timer runs the deadlines it owes: the grid deadline after the
+   *  owed ones, the same for each of those runs). */
+  deadline: bigint | null;
+  /** Milliseconds from the query to `deadline` (0 once it has passed); null without a deadline. */
+  remaining: number | null;
+  /** The period in ms (0 for a one-shot), rounded up to the resolution. */
+  period: number;
+  /** The leeway in ms, as started. */
+  leeway: number;
+  /** The group as started (0 = none): a Number, or a BigInt above Number.MAX_SAFE_INTEGER. */
+  group: number | bigint;
+  /** Runs started so far, the one in progress included. */
+  runs: number;
+  /** Grid deadlines skipped so far ('skip' policy; 0 for the others). */
+  missed: number;
 }
 
 /** A snapshot of the counters of a runtime's delivery queue (tw_queue_stats). */
@@ -138,6 +199,10 @@ export declare class Timer {
   stop(): boolean;
   /** Same as runtime.reset(timer, ms). */
   reset(ms: number): boolean;
+  /** Same as runtime.resetAt(timer, deadlineNs). */
+  resetAt(deadlineNs: bigint): boolean;
+  /** Same as runtime.query(timer). */
+  query(): TimerInfo | null;
 }
 
 /**
@@ -184,6 +249,26 @@ export declare class Runtime extends EventEmitter {
    *  run yet is pending, and so is a one-shot timer inside its own callback
    *  (re-armed with the same id). Never blocks. */
   reset(timer: Timer | bigint, ms: number): boolean;
+  /** Re-arms a timer to fire at the absolute deadline `deadlineNs`: BigInt
+   *  nanoseconds on the clock of now() (e.g. `now() + 50_000_000n`); a past
+   *  one fires as soon as possible, never before it. A periodic timer then
+   *  runs every period from there. True if re-armed; false if it is not
+   *  pending, as reset(). Never blocks.
+   *  @throws {TypeError|RangeError} not a BigInt; negative, above 2^63-1 or
+   *  more than MAX_DELAY_MS ahead (code 'TW_EINVAL'). */
+  resetAt(timer: Timer | bigint, deadlineNs: bigint): boolean;
+  /** A live timer's state, next deadline, period, leeway, group and run
+   *  counters; null once it is released (ran its last run, stopped,
+   *  cancelled), for an unknown id, or after close(). From inside its own
+   *  callback a timer is 'running'. Never blocks. */
+  query(timer: Timer | bigint): TimerInfo | null;
+  /** Stops every live timer started with `group` (not 0) and returns how
+   *  many it stopped (a one-shot running its callback -- the caller -- is not
+   *  counted; a periodic one is). Due timers waiting for the event loop are
+   *  stopped too: none of the group's callbacks starts after it returns.
+   *  0 after close(). Never blocks (see StopGroupOptions.sync).
+   *  @throws {TypeError|RangeError} group not an integer, 0 or above 2^64-1 (code 'TW_EINVAL'). */
+  stopGroup(group: number | bigint, options?: StopGroupOptions): number;
   /** The runtime's counters (and its queue's, in `queue`); after close() has
    *  finished, the final ones. */
   stats(): RuntimeStats;

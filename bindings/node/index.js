@@ -41,6 +41,12 @@
  * returns (from inside one of the runtime's own callbacks: as soon as that
  * callback has returned).
  *
+ * Timer model (library 1.3). start()/startPeriodic() take a period policy
+ * ('skip', 'delay', 'burst'), a leeway (ms) and a group; query() reports a
+ * live timer's state and counters, resetAt() re-arms it to an absolute
+ * deadline on now()'s clock (BigInt nanoseconds), stopGroup() stops a whole
+ * group. With a 1.2 library these throw (see requireModel).
+ *
  * Errors. A failed call throws a TickwheelError (code 'TW_ESHUTDOWN',
  * 'TW_EAGAIN', ...); bad arguments throw TypeError or RangeError with code
  * 'TW_EINVAL'. An exception thrown by a timer callback is emitted as an
@@ -92,6 +98,13 @@ const CODE_NAMES = new Map(Object.entries(errorCodes).map(([k, v]) => [v, k]));
 const { TW_OK, TW_ENOMEM, TW_ENOENT, TW_ESHUTDOWN } = errorCodes;
 const TW_PIN_SHARDS = 0x1;
 const TW_MAX_DELAY_NS = 1n << 60n;
+const INT64_MAX = (1n << 63n) - 1n;
+const U64_MAX = (1n << 64n) - 1n;
+/** Period policies (tw_timer_spec.period_policy, since 1.3), by their names in this binding. */
+const periodPolicies = Object.freeze({ SKIP: 'skip', DELAY: 'delay', BURST: 'burst' });
+const POLICY_CODES = new Map([['skip', 0], ['delay', 1], ['burst', 2]]);
+/** tw_timer_info.state (since 1.3) -> the name query() reports. */
+const TIMER_STATES = new Map([[1, 'pending'], [2, 'due'], [3, 'running']]);
 /** The longest delay or period accepted, in milliseconds (2^60 ns, about 36.5 years). */
 const MAX_DELAY_MS = Number(TW_MAX_DELAY_NS) / 1e6;
 const MAX_SHARDS = 256;
@@ -197,9 +210,10 @@ const Config = defineType('tw_config', (n) => koffi.struct(n, {
 // passes an integer key as arg, so it is declared uintptr_t (same ABI class).
 const Callback = defineType('tw_callback', (n) => koffi.proto(n, 'void', ['uintptr_t', 'uint64_t']));
 const Release = defineType('tw_release', (n) => koffi.proto(n, 'void', ['uintptr_t']));
-// The 1.2 layout (64 bytes), with the delivery queue at its end. Only its
-// size and offsets are used: each Runtime fills one Buffer with it.
-const Spec = defineType('tw_timer_spec_1_2', (n) => koffi.struct(n, {
+// The 1.3 layout (88 bytes): the delivery queue (1.2), then the timer
+// model's fields. Only its size and offsets are used: each Runtime fills one
+// Buffer with it. (A 1.2 library accepts it while the 1.3 fields are 0.)
+const Spec = defineType('tw_timer_spec_1_3', (n) => koffi.struct(n, {
   size: 'uint32_t',
   shard: 'int32_t',
   deadline_ns: 'uint64_t',
@@ -209,10 +223,19 @@ const Spec = defineType('tw_timer_spec_1_2', (n) => koffi.struct(n, {
   arg: 'uintptr_t',
   release: koffi.pointer(Release),
   queue: 'void *',
+  period_policy: 'uint32_t',
+  reserved: 'uint32_t',
+  leeway_ns: 'uint64_t',
+  group: 'uint64_t',
 }));
 const SPEC_SIZE = koffi.sizeof(Spec);
-const SPEC_AT = Object.fromEntries(['shard', 'delay_ns', 'period_ns', 'callback', 'arg', 'release', 'queue']
-  .map((k) => [k, koffi.offsetof(Spec, k)]));
+const SPEC_AT = Object.fromEntries(['shard', 'delay_ns', 'period_ns', 'callback', 'arg', 'release', 'queue',
+  'period_policy', 'leeway_ns', 'group'].map((k) => [k, koffi.offsetof(Spec, k)]));
+// tw_timer_info (1.3, 64 bytes), read from a Buffer by offset.
+const INFO_SIZE = 64;
+const INFO_AT = {
+  state: 4, shard: 8, deadline_ns: 16, period_ns: 24, leeway_ns: 32, group: 40, runs: 48, missed: 56,
+};
 const STAT_FIELDS = {
   size: 'uint32_t',
   shards: 'uint32_t',
@@ -298,6 +321,18 @@ function bind(handle, where) {
     tw_now_ns: f('tw_now_ns', 'uint64_t', []),
     tw_strerror: f('tw_strerror', 'const char *', [ 'int' ]),
   };
+  // The timer model (1.3): bound only if the library has it (see requireModel).
+  const optional = (name, ret, args) => {
+    try {
+      return f(name, ret, args);
+    } catch {
+      return null;
+    }
+  };
+  fns.tw_timer_query = optional('tw_timer_query', 'int', [rtPtr, 'uint64_t', 'uint8_t *']);
+  fns.tw_timer_reset_at = optional('tw_timer_reset_at', 'int', [rtPtr, 'uint64_t', 'uint64_t']);
+  fns.tw_group_stop = optional('tw_group_stop', 'int64_t', [rtPtr, 'uint64_t', 'unsigned int']);
+  fns.hasModel = fns.tw_timer_query !== null && fns.tw_timer_reset_at !== null && fns.tw_group_stop !== null;
   fns.path = where;
   fns.version = ver;
   return fns;
@@ -354,6 +389,51 @@ function libraryPath() {
  *  process.hrtime.bigint() on Linux). */
 function now() {
   return BigInt(load().tw_now_ns());
+}
+
+/** Throws unless the loaded library has the timer model of 1.3 (query,
+ *  resetAt, stopGroup, the policy/leeway/group options). */
+function requireModel(what) {
+  if (!lib.hasModel) {
+    const err = new Error(`tickwheel: ${what} needs libtickwheel 1.3 or later; ${lib.path} is ${lib.version}`);
+    err.code = 'ERR_TICKWHEEL_LIBRARY';
+    throw err;
+  }
+}
+
+/** A period policy name to its C value. */
+function policyCode(policy) {
+  if (typeof policy !== 'string') {
+    throw invalid(TypeError, `policy must be 'skip', 'delay' or 'burst', got ${describe(policy)}`);
+  }
+  const code = POLICY_CODES.get(policy);
+  if (code === undefined) {
+    throw invalid(RangeError, `unknown period policy ${JSON.stringify(policy)} (known: skip, delay, burst)`);
+  }
+  return code;
+}
+
+/** A group (a safe integer Number or a BigInt, 0 .. 2^64-1; 0 only if
+ *  allowZero) as a BigInt. */
+function groupId(group, allowZero) {
+  const min = allowZero ? 0n : 1n;
+  let g;
+  if (typeof group === 'bigint') {
+    g = group;
+  } else if (typeof group === 'number' && Number.isSafeInteger(group)) {
+    g = BigInt(group);
+  } else {
+    throw invalid(TypeError, `group must be an integer (a Number or a BigInt), got ${describe(group)}`);
+  }
+  if (g < min || g > U64_MAX) {
+    throw invalid(RangeError, `group must be between ${min} and 2^64-1${allowZero ? '' : ' (0 is no group)'}, got ${g}`);
+  }
+  return g;
+}
+
+/** A group as query() reports it: a Number while it is a safe integer, else a BigInt. */
+function groupValue(g) {
+  return g <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(g) : g;
 }
 
 // ---- the shared trampolines ------------------------------------------------------
@@ -449,12 +529,23 @@ class Timer {
   reset(ms) {
     return this._rt.reset(this, ms);
   }
+
+  /** Same as runtime.resetAt(timer, deadlineNs). */
+  resetAt(deadlineNs) {
+    return this._rt.resetAt(this, deadlineNs);
+  }
+
+  /** Same as runtime.query(timer). */
+  query() {
+    return this._rt.query(this);
+  }
 }
 
 // ---- Runtime ---------------------------------------------------------------------
 const RUNTIME_OPTIONS = ['shards', 'workers', 'resolution', 'maxTimers', 'pinShards'];
-const START_OPTIONS = ['period', 'shard'];
-const PERIODIC_OPTIONS = ['delay', 'shard'];
+const MODEL_OPTIONS = ['policy', 'leeway', 'group'];
+const START_OPTIONS = ['period', 'shard', ...MODEL_OPTIONS];
+const PERIODIC_OPTIONS = ['delay', 'shard', ...MODEL_OPTIONS];
 // Callbacks run per wake-up of the queue's poll handle, at most; more due
 // ones are run on the next turns of the event loop (the fd stays readable).
 const MAX_BATCH = 1024;
@@ -517,6 +608,8 @@ class Runtime extends EventEmitter {
     this._ptr = out[0];
     this._entries = new Map(); // key -> Entry, this runtime's live timers
     this._byId = new Map(); // id (BigInt) -> Entry
+    this._groups = new Map(); // group (BigInt, not 0) -> Set of Entry, live timers started with it
+    this._info = Buffer.alloc(INFO_SIZE); // tw_timer_info, read by offset
     this._closed = false;
     this._closePromise = null;
     this._settle = null; // { resolve, reject } of _closePromise
@@ -609,19 +702,26 @@ class Runtime extends EventEmitter {
   /**
    * Starts a timer: fn(timer) runs once, ms milliseconds from now (rounded up
    * to the resolution), on the JavaScript thread. With options.period > 0 it
-   * then runs every period ms (fixed rate; overrun periods are skipped).
+   * then runs every period ms (by options.policy: 'skip' (default) = fixed
+   * rate, overrun periods are skipped and counted in query().missed;
+   * 'delay' = each run one period after the end of the previous one;
+   * 'burst' = fixed rate, overrun periods run back to back to catch up).
+   * options.leeway (ms, default 0): the callback may run that much late
+   * (never early), so that nearby timers share a wake-up. options.group (a
+   * Number or BigInt, 0 = none): a tag for stopGroup().
    * @returns {Timer}
    */
   start(ms, fn, options) {
     const delay = msToNs(ms, 'ms');
     const o = checkOptions(options, START_OPTIONS, 'start options');
     const period = o.period === undefined ? 0n : msToNs(o.period, 'period');
-    return this._start(delay, period, fn, o.shard, period > 0n);
+    return this._start(delay, period, fn, o, period > 0n);
   }
 
   /**
    * Starts a periodic timer: fn(timer) runs every period ms, the first time
-   * after options.delay ms (default: period). period must be > 0.
+   * after options.delay ms (default: period). period must be > 0. The
+   * options policy, leeway and group are those of start().
    * @returns {Timer}
    */
   startPeriodic(period, fn, options) {
@@ -629,17 +729,21 @@ class Runtime extends EventEmitter {
     if (p === 0n) throw invalid(RangeError, 'period must be > 0 ms');
     const o = checkOptions(options, PERIODIC_OPTIONS, 'startPeriodic options');
     const delay = o.delay === undefined ? p : msToNs(o.delay, 'delay');
-    return this._start(delay, p, fn, o.shard, true);
+    return this._start(delay, p, fn, o, true);
   }
 
-  _start(delayNs, periodNs, fn, shard, periodic) {
+  _start(delayNs, periodNs, fn, o, periodic) {
     if (typeof fn !== 'function') throw invalid(TypeError, `fn must be a function, got ${describe(fn)}`);
-    const s = shard === undefined ? -1 : checkInteger(shard, 'shard', -1, 0x7fffffff);
+    const s = o.shard === undefined ? -1 : checkInteger(o.shard, 'shard', -1, 0x7fffffff);
+    const policy = o.policy === undefined ? 0 : policyCode(o.policy);
+    const leeway = o.leeway === undefined ? 0n : msToNs(o.leeway, 'leeway');
+    const group = o.group === undefined ? 0n : groupId(o.group, true);
+    if ((policy !== 0 || leeway !== 0n || group !== 0n) && !lib.hasModel) requireModel('policy, leeway and group');
     if (this._closed) throw new TickwheelError(TW_ESHUTDOWN, 'start');
     const timer = new Timer(this, periodic);
     const key = nextKey++;
     const e = {
-      key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n,
+      key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n, group,
       running: false, rearmed: false, ran: false, cancelled: false,
     };
     entries.set(key, e);
@@ -648,6 +752,9 @@ class Runtime extends EventEmitter {
     spec.writeInt32LE(s, SPEC_AT.shard);
     spec.writeBigUInt64LE(delayNs, SPEC_AT.delay_ns);
     spec.writeBigUInt64LE(periodNs, SPEC_AT.period_ns);
+    spec.writeUInt32LE(policy, SPEC_AT.period_policy);
+    spec.writeBigUInt64LE(leeway, SPEC_AT.leeway_ns);
+    spec.writeBigUInt64LE(group, SPEC_AT.group);
     spec.writeUInt32LE(key % 0x100000000, SPEC_AT.arg);
     spec.writeUInt32LE(Math.floor(key / 0x100000000), SPEC_AT.arg + 4);
     const rc = lib.tw_timer_start_ex(this._ptr, spec, this._idOut);
@@ -659,6 +766,11 @@ class Runtime extends EventEmitter {
     }
     e.id = this._idOut.readBigUInt64LE(0);
     this._byId.set(e.id, e);
+    if (group !== 0n) {
+      let set = this._groups.get(group);
+      if (set === undefined) this._groups.set(group, (set = new Set()));
+      set.add(e);
+    }
     timer._entry = e;
     timer._lastId = e.id;
     this._syncRef();
@@ -711,6 +823,111 @@ class Runtime extends EventEmitter {
     }
     if (rc === TW_ENOENT) return false;
     throw new TickwheelError(rc, 'reset');
+  }
+
+  /**
+   * Re-arms a timer (a Timer or its BigInt id) to fire at the absolute
+   * deadline deadlineNs: a BigInt of nanoseconds on the clock of now() (and
+   * of process.hrtime.bigint()), e.g. now() + 50_000_000n; a past one fires
+   * as soon as possible, never before it. A periodic timer then runs every
+   * period from there. Returns true if re-armed, false if the timer is not
+   * pending, as reset(). Throws TypeError (not a BigInt) or RangeError
+   * (negative, above 2^63-1, or more than MAX_DELAY_MS ahead), code 'TW_EINVAL'.
+   */
+  resetAt(timer, deadlineNs) {
+    if (typeof deadlineNs !== 'bigint') {
+      throw invalid(TypeError, `deadlineNs must be a BigInt of nanoseconds on now()'s clock, got ${describe(deadlineNs)}`);
+    }
+    if (deadlineNs < 0n || deadlineNs > INT64_MAX) {
+      throw invalid(RangeError, `deadlineNs must be between 0n and 2^63-1, got ${deadlineNs}n`);
+    }
+    const e = this._lookup(timer, 'resetAt');
+    requireModel('resetAt()');
+    if (deadlineNs - now() > TW_MAX_DELAY_NS) {
+      throw invalid(RangeError, `deadlineNs is more than ${MAX_DELAY_MS} ms ahead of now()`);
+    }
+    if (this._closed || e === null || e.cancelled || e.ran) return false;
+    const rc = lib.tw_timer_reset_at(this._ptr, e.id, deadlineNs);
+    if (rc === TW_OK) {
+      if (e.running) e.rearmed = true; // a one-shot timer stays alive past this run
+      return true;
+    }
+    if (rc === TW_ENOENT) return false;
+    throw new TickwheelError(rc, 'resetAt');
+  }
+
+  /**
+   * What the C runtime knows about a live timer (a Timer of this runtime or
+   * a BigInt id): an object { state, shard, deadline, remaining, period,
+   * leeway, group, runs, missed } -- see TimerInfo in index.d.ts -- or null
+   * once the timer is released (ran its last run, stopped, cancelled), for
+   * an unknown id, or after close(). From inside its own callback a timer
+   * is 'running', with runs and missed current. Never blocks.
+   */
+  query(timer) {
+    let id;
+    if (timer instanceof Timer) {
+      if (timer._rt !== this) throw invalid(TypeError, 'query: the timer belongs to another Runtime');
+      id = timer.id;
+    } else if (typeof timer === 'bigint') {
+      if (timer < 0n || timer > U64_MAX) throw invalid(RangeError, `query: a timer id is between 0n and 2^64-1, got ${timer}n`);
+      id = timer;
+    } else {
+      throw invalid(TypeError, `query: expected a Timer or a BigInt id, got ${describe(timer)}`);
+    }
+    requireModel('query()');
+    if (this._closed || this._ptr === null) return null;
+    const b = this._info;
+    b.fill(0);
+    b.writeUInt32LE(INFO_SIZE, 0);
+    const rc = lib.tw_timer_query(this._ptr, id, b);
+    if (rc === TW_ENOENT) return null;
+    if (rc !== TW_OK) throw new TickwheelError(rc, 'query');
+    const deadline = b.readBigUInt64LE(INFO_AT.deadline_ns);
+    const state = b.readInt32LE(INFO_AT.state);
+    return {
+      state: TIMER_STATES.get(state) || 'pending', // the library reports only these three
+      shard: b.readInt32LE(INFO_AT.shard),
+      deadline: deadline === 0n ? null : deadline,
+      remaining: deadline === 0n ? null : Math.max(0, Number(deadline - now()) / 1e6),
+      period: Number(b.readBigUInt64LE(INFO_AT.period_ns)) / 1e6,
+      leeway: Number(b.readBigUInt64LE(INFO_AT.leeway_ns)) / 1e6,
+      group: groupValue(b.readBigUInt64LE(INFO_AT.group)),
+      runs: Number(b.readBigUInt64LE(INFO_AT.runs)),
+      missed: Number(b.readBigUInt64LE(INFO_AT.missed)),
+    };
+  }
+
+  /**
+   * Stops every live timer started with options.group === group (a Number
+   * or BigInt, not 0), as stop() on each, and returns how many it stopped (a
+   * one-shot timer running its callback now -- the caller itself -- is not
+   * counted; a periodic one is). Due timers whose callbacks wait for the
+   * event loop are stopped too: none of the group's callbacks starts after
+   * this returns. options.sync (boolean) is accepted for parity with the
+   * other bindings and changes nothing: every callback of this runtime runs
+   * on this thread, so when stopGroup() returns no callback of the group is
+   * running (except the caller's own, when called from one) and every
+   * stopped timer is already released -- what sync would wait for. The
+   * binding never makes the C library wait (the event loop is never
+   * blocked). Returns 0 after close().
+   */
+  stopGroup(group, options) {
+    const g = groupId(group, false);
+    const o = checkOptions(options, ['sync'], 'stopGroup options');
+    if (o.sync !== undefined && typeof o.sync !== 'boolean') {
+      throw invalid(TypeError, `sync must be a boolean, got ${describe(o.sync)}`);
+    }
+    requireModel('stopGroup()');
+    if (this._closed) return 0;
+    // No run of the group is delivered to JavaScript any more. (Only the
+    // callback in progress, if it is of the group, is still running: a
+    // one-shot one is on its last run anyway.)
+    const set = this._groups.get(g);
+    if (set !== undefined) for (const e of set) e.cancelled = true;
+    const n = lib.tw_group_stop(this._ptr, g, 0); // release hooks of the stopped timers run inside
+    if (n < 0) throw new TickwheelError(Number(n), 'stopGroup');
+    return Number(n);
   }
 
   _rawStats() {
@@ -798,6 +1015,10 @@ class Runtime extends EventEmitter {
   _released(e) {
     this._entries.delete(e.key);
     if (this._byId.get(e.id) === e) this._byId.delete(e.id);
+    if (e.group !== 0n) {
+      const set = this._groups.get(e.group);
+      if (set !== undefined && set.delete(e) && set.size === 0) this._groups.delete(e.group);
+    }
     this._syncRef();
   }
 
@@ -922,6 +1143,7 @@ module.exports = {
   TickwheelError,
   LibraryLoadError,
   errorCodes,
+  periodPolicies,
   MAX_DELAY_MS,
   version,
   libraryPath,

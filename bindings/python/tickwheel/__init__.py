@@ -22,6 +22,13 @@ and no worker thread takes the GIL for it; stop stays exact. For asyncio,
 ``tickwheel.asyncio`` does this on the loop (``call_later``, ``sleep``,
 ``timeout``). See Queue.
 
+Timer model (library 1.3): ``start(..., policy="skip"|"delay"|"burst",
+leeway=seconds, group=int)`` chooses what a periodic timer does when a run
+overruns its period, how late a callback may run (never early), and a group
+tag; ``rt.query(timer)`` (a TimerInfo: state, next deadline, run counters),
+``rt.reset_at(timer, deadline)`` on ``now()``'s clock and
+``rt.stop_group(group, sync=False)`` go with it.
+
 The callable is kept alive by the binding until the C library's release hook
 says the runtime is done with the timer (after its last run, when it is
 stopped, or at close), then dropped. A start that fails drops it before
@@ -54,7 +61,9 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import dataclasses
 import datetime
+import enum
 import itertools
 import math
 import numbers
@@ -76,6 +85,12 @@ __all__ = [
     "Runtime",
     "Timer",
     "Queue",
+    "TimerInfo",
+    "TimerState",
+    "PeriodPolicy",
+    "PERIOD_SKIP",
+    "PERIOD_DELAY",
+    "PERIOD_BURST",
     "TickwheelError",
     "ForkedError",
     "now",
@@ -95,6 +110,13 @@ TW_EDEADLK = -35
 TW_EFORKED = -1001
 TW_PIN_SHARDS = 0x1
 TW_MAX_DELAY_NS = 1 << 60
+TW_PERIOD_SKIP = 0  # tw_timer_spec.period_policy (since 1.3)
+TW_PERIOD_DELAY = 1
+TW_PERIOD_BURST = 2
+TW_TIMER_PENDING = 1  # tw_timer_info.state (since 1.3)
+TW_TIMER_DUE = 2
+TW_TIMER_RUNNING = 3
+TW_SYNC = 1  # tw_group_stop() flag
 _ABI_MAJOR = 1  # the N of libtickwheel.so.N this binding speaks
 _VERSION_MAJOR = int(__version__.split(".")[0])  # tw_version()'s major must equal it
 
@@ -132,6 +154,25 @@ class _Spec(ctypes.Structure):
         ("arg", ctypes.c_void_p),
         ("release", _RELEASE),
         ("queue", ctypes.c_void_p),  # since 1.2 (the spec grew from 56 to 64 bytes)
+        ("period_policy", ctypes.c_uint32),  # since 1.3 (88 bytes)
+        ("reserved", ctypes.c_uint32),
+        ("leeway_ns", ctypes.c_uint64),
+        ("group", ctypes.c_uint64),
+    ]
+
+
+class _TimerInfo(ctypes.Structure):  # tw_timer_info (since 1.3)
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("state", ctypes.c_int32),
+        ("shard", ctypes.c_int32),
+        ("reserved", ctypes.c_uint32),
+        ("deadline_ns", ctypes.c_uint64),
+        ("period_ns", ctypes.c_uint64),
+        ("leeway_ns", ctypes.c_uint64),
+        ("group", ctypes.c_uint64),
+        ("runs", ctypes.c_uint64),
+        ("missed", ctypes.c_uint64),
     ]
 
 
@@ -180,6 +221,9 @@ def _prepare(lib: ctypes.CDLL) -> None:
         "tw_timer_stop": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
         "tw_timer_stop_sync": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
         "tw_timer_reset": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
+        "tw_timer_reset_at": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
+        "tw_timer_query": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.POINTER(_TimerInfo)]),
+        "tw_group_stop": (ctypes.c_int64, [rt_p, ctypes.c_uint64, ctypes.c_uint]),
         "tw_now_ns": (ctypes.c_uint64, []),
         "tw_runtime_stats": (ctypes.c_int, [rt_p, ctypes.POINTER(_Stats)]),
         "tw_runtime_metrics": (ctypes.c_int, [rt_p, ctypes.c_char_p, ctypes.c_size_t]),
@@ -285,6 +329,111 @@ def _to_ns(value: Seconds, what: str) -> int:
     if ns < 0:
         raise ValueError("%s must not be negative: %r" % (what, value))
     return min(ns, _U64_MAX)  # the library answers TW_EINVAL beyond TW_MAX_DELAY_NS
+
+
+# ---- the timer model (since 1.3): period policies, groups, query ---------------------
+class PeriodPolicy(str, enum.Enum):
+    """What a periodic timer does when a run overruns its period (``policy=`` of
+    start()). A str enum: ``PeriodPolicy.DELAY == "delay"``.
+
+    SKIP (the default): fixed rate, runs stay on the grid first + k * period; a
+    grid deadline that passes while a run is in progress (or waits to start)
+    is skipped and counted in TimerInfo.missed. DELAY: fixed delay, the next
+    deadline is the end of the run plus the period (never a miss). BURST:
+    fixed rate with catch-up, the grid deadlines that passed during a run are
+    run after it, back to back (never overlapping), until caught up."""
+
+    SKIP = "skip"
+    DELAY = "delay"
+    BURST = "burst"
+
+
+PERIOD_SKIP = PeriodPolicy.SKIP
+PERIOD_DELAY = PeriodPolicy.DELAY
+PERIOD_BURST = PeriodPolicy.BURST
+_POLICY_CODES = {PeriodPolicy.SKIP: TW_PERIOD_SKIP, PeriodPolicy.DELAY: TW_PERIOD_DELAY,
+                 PeriodPolicy.BURST: TW_PERIOD_BURST}
+
+
+def _policy_code(policy) -> int:
+    if not isinstance(policy, str):  # PeriodPolicy is a str too
+        raise TypeError("policy must be \"skip\", \"delay\" or \"burst\" (or a tickwheel.PeriodPolicy), "
+                        "not %s" % type(policy).__name__)
+    try:
+        return _POLICY_CODES[PeriodPolicy(policy)]
+    except ValueError:
+        raise ValueError("unknown period policy %r: expected \"skip\", \"delay\" or \"burst\"" % (policy,)) from None
+
+
+def _group_id(group, what: str, allow_zero: bool) -> int:
+    if isinstance(group, bool) or not isinstance(group, numbers.Integral):
+        raise TypeError("%s must be an int, not %s" % (what, type(group).__name__))
+    group = int(group)
+    if group < (0 if allow_zero else 1) or group > _U64_MAX:
+        raise ValueError("%s must be %s 2**64 - 1: %r" % (what, "between 0 (none) and" if allow_zero
+                                                         else "between 1 and", group))
+    return group
+
+
+class TimerState(str, enum.Enum):
+    """TimerInfo.state, a str enum: ``TimerState.RUNNING == "running"``."""
+
+    PENDING = "pending"  #: waiting for its deadline
+    DUE = "due"  #: its deadline has passed, the callback has not started yet
+    RUNNING = "running"  #: its callback is running now
+
+
+_STATES = {TW_TIMER_PENDING: TimerState.PENDING, TW_TIMER_DUE: TimerState.DUE,
+           TW_TIMER_RUNNING: TimerState.RUNNING}
+
+
+@dataclasses.dataclass(frozen=True)
+class TimerInfo:
+    """What Runtime.query() tells about a live timer (tw_timer_info): a snapshot.
+
+    ``deadline``: the next deadline in seconds on the runtime's clock
+    (tickwheel.now(), i.e. time.monotonic()), rounded up to the resolution,
+    without the leeway; None when none is set (a one-shot whose callback is
+    running, a "delay" timer until its run ends). For a due or running
+    fixed-rate timer it is the grid deadline after the one being served
+    (while a "burst" timer runs the deadlines it owes: the grid deadline
+    after the owed ones, the same for each of those runs).
+    ``period`` (0.0 for a one-shot; rounded up to the resolution) and
+    ``leeway`` are seconds; ``group`` is 0 for none; ``runs`` counts the runs
+    started so far (the one in progress included); ``missed`` the grid
+    deadlines skipped so far (policy "skip"; 0 for the others), so
+    ``runs + missed - 1`` is the index of the grid deadline the current (or
+    last) run serves."""
+
+    state: TimerState
+    shard: int
+    deadline: Optional[float]
+    period: float
+    leeway: float
+    group: int
+    runs: int
+    missed: int
+
+    @property
+    def remaining(self) -> Optional[float]:
+        """Seconds from now to ``deadline`` (0.0 once it has passed), or None
+        without a deadline. Reads the clock at each access."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - now())
+
+
+def _info_from(raw: "_TimerInfo") -> TimerInfo:
+    return TimerInfo(
+        state=_STATES.get(raw.state, TimerState.PENDING),  # the library only reports the three
+        shard=raw.shard,
+        deadline=raw.deadline_ns / 1e9 if raw.deadline_ns else None,
+        period=raw.period_ns / 1e9,
+        leeway=raw.leeway_ns / 1e9,
+        group=raw.group,
+        runs=raw.runs,
+        missed=raw.missed,
+    )
 
 
 # ---- callables kept alive until their release hook ---------------------------------
@@ -397,6 +546,19 @@ class Timer:
         ns = _to_ns(delay_s, "delay")
         return self._native.call("reset", _lib.tw_timer_reset, self.id, ns) == TW_OK
 
+    def reset_at(self, deadline_s: Seconds) -> bool:
+        """Re-arms the pending timer to fire at the absolute ``deadline_s`` on the
+        runtime's clock (tickwheel.now(), i.e. time.monotonic(); a past one
+        fires at once). False if it is not pending. Same as
+        ``runtime.reset_at(timer, deadline_s)``."""
+        return _reset_at(self._native, self.id, deadline_s)
+
+    def query(self) -> Optional["TimerInfo"]:
+        """The timer's state, next deadline and run counters (a TimerInfo), or
+        None once it is released (ran its last run, stopped, closed). Same as
+        ``runtime.query(timer)``."""
+        return _query(self._native, self.id)
+
     @property
     def runtime(self) -> "Runtime":
         return self._runtime
@@ -409,6 +571,19 @@ class Timer:
 
     def __repr__(self):
         return "<tickwheel.Timer id=%#x>" % self.id
+
+
+def _reset_at(native: "_Native", timer_id: int, deadline_s: Seconds) -> bool:
+    ns = _to_ns(deadline_s, "deadline")  # > INT64_MAX (or too far ahead): TickwheelError EINVAL from C
+    return native.call("reset_at", _lib.tw_timer_reset_at, timer_id, ns) == TW_OK
+
+
+def _query(native: "_Native", timer_id: int) -> Optional[TimerInfo]:
+    raw = _TimerInfo()
+    raw.size = ctypes.sizeof(_TimerInfo)
+    if native.call("query", _lib.tw_timer_query, timer_id, ctypes.byref(raw)) == TW_ENOENT:
+        return None
+    return _info_from(raw)
 
 
 class _Native:
@@ -596,23 +771,90 @@ class Runtime:
 
     # -- timers --------------------------------------------------------------------
     def start(self, delay_s: Seconds, fn: Callable[[], object], period_s: Seconds = 0, *,
-              shard: int = -1, queue: Optional["Queue"] = None) -> Timer:
+              shard: int = -1, queue: Optional["Queue"] = None, policy: Union[str, PeriodPolicy] = "skip",
+              leeway: Seconds = 0, group: int = 0) -> Timer:
         """Calls ``fn()`` once, ``delay_s`` seconds from now; with ``period_s`` > 0,
-        then every ``period_s`` seconds (fixed rate) until stopped. Returns the Timer.
+        then every ``period_s`` seconds until stopped. Returns the Timer.
+
+        ``policy`` (a periodic timer's, when a run overruns its period; see
+        PeriodPolicy): "skip" (default; fixed rate, overrun grid deadlines are
+        skipped and counted in TimerInfo.missed), "delay" (the next run one
+        period after the end of this one) or "burst" (fixed rate, missed runs
+        caught up back to back). Anything else raises ValueError (TypeError
+        for a non-str).
+
+        ``leeway`` (seconds, default 0): how late the callback may run; it
+        runs in [deadline, deadline + leeway + the usual lateness], never
+        before the deadline, and timers whose windows overlap share a
+        wake-up. ``group`` (an int, 0 = none): a tag for stop_group().
 
         ``queue``: None (default) = ``fn`` runs on the runtime's worker threads;
         a Queue of this runtime (``rt.queue()``) = it runs only inside that
         queue's ``run()``, on the thread calling it. A Queue that is not one
         of this runtime's raises ValueError; a closed one TickwheelError
         (ESHUTDOWN); anything else TypeError."""
-        return self._start(fn, 0, _to_ns(delay_s, "delay"), _to_ns(period_s, "period"), shard, queue)
+        return self._start(fn, 0, _to_ns(delay_s, "delay"), _to_ns(period_s, "period"), shard, queue,
+                           policy=policy, leeway=leeway, group=group)
 
     def start_at(self, deadline_s: float, fn: Callable[[], object], period_s: Seconds = 0, *,
-                 shard: int = -1, queue: Optional["Queue"] = None) -> Timer:
+                 shard: int = -1, queue: Optional["Queue"] = None, policy: Union[str, PeriodPolicy] = "skip",
+                 leeway: Seconds = 0, group: int = 0) -> Timer:
         """As start(), at an absolute deadline on the runtime's clock
         (tickwheel.now(), i.e. time.monotonic()). A past deadline fires at once."""
         deadline_ns = _to_ns(deadline_s, "deadline")
-        return self._start(fn, max(1, deadline_ns), 0, _to_ns(period_s, "period"), shard, queue)
+        return self._start(fn, max(1, deadline_ns), 0, _to_ns(period_s, "period"), shard, queue,
+                           policy=policy, leeway=leeway, group=group)
+
+    def query(self, timer: Union[Timer, int]) -> Optional[TimerInfo]:
+        """What the runtime knows about a live timer (a Timer of this runtime or
+        its id): a TimerInfo with its state ("pending", "due" or "running" --
+        from inside its own callback, "running" with ``runs``/``missed``
+        current), shard, next deadline (``remaining`` = seconds until it),
+        period, leeway, group and run counters. None once the timer is
+        released (it ran its last run, was stopped or cancelled) or for an id
+        that is stale or was never one. Never blocks. Raises TickwheelError
+        (ESHUTDOWN) once closed, ForkedError in a fork child; a Timer of
+        another Runtime ValueError."""
+        return _query(self._native, self._timer_id(timer, "query"))
+
+    def reset_at(self, timer: Union[Timer, int], deadline_s: Seconds) -> bool:
+        """Re-arms a pending timer (a Timer of this runtime or its id) to fire at
+        the absolute ``deadline_s`` on the runtime's clock (tickwheel.now(),
+        i.e. time.monotonic(); a past one fires at once, never before it); a
+        periodic one then runs every period from there. True if re-armed,
+        False if the timer is not pending (fired, stopped, stale). A negative
+        deadline raises ValueError; one beyond 2**63 ns or more than
+        MAX_DELAY_S ahead TickwheelError (EINVAL)."""
+        return _reset_at(self._native, self._timer_id(timer, "reset_at"), deadline_s)
+
+    def stop_group(self, group: int, sync: bool = False) -> int:
+        """Stops every live timer started with ``group=group``, as Timer.stop()
+        on each, and returns how many it stopped (a one-shot already running
+        its callback is not counted; a running periodic one is). With
+        ``sync=True`` it also waits, as stop_sync() does, for the group's
+        callbacks in progress and their releases (from inside a callback it
+        does not wait for that callback's own timer). Timers started before
+        the call are all stopped; one started concurrently is stopped or
+        left, never lost. Cost: O(shards + the group's timers). Group 0 (no
+        group) or beyond 2**64 - 1 raises ValueError, a non-int TypeError;
+        0 is returned after shutdown(); TickwheelError (ESHUTDOWN) once
+        closed, ForkedError in a fork child."""
+        group = _group_id(group, "group", allow_zero=False)
+        n = self._native.call_rc("stop_group", _lib.tw_group_stop, group, TW_SYNC if sync else 0)
+        if n < 0:
+            raise _error(n, "stop_group")
+        return n
+
+    def _timer_id(self, timer, what: str) -> int:
+        if isinstance(timer, Timer):
+            if timer._native is not self._native:
+                raise ValueError("%s: the Timer belongs to another Runtime" % what)
+            return timer.id
+        if isinstance(timer, bool) or not isinstance(timer, numbers.Integral):
+            raise TypeError("%s: expected a tickwheel.Timer or an int id, not %s" % (what, type(timer).__name__))
+        if not 0 <= timer <= _U64_MAX:
+            raise ValueError("%s: a timer id is between 0 and 2**64 - 1: %r" % (what, timer))
+        return int(timer)
 
     def queue(self) -> "Queue":
         """A new delivery queue of this runtime (tw_queue_create): timers started
@@ -622,9 +864,12 @@ class Runtime:
         return Queue(self)
 
     def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int,
-               queue: Optional["Queue"] = None) -> Timer:
+               queue: Optional["Queue"] = None, *, policy="skip", leeway: Seconds = 0, group: int = 0) -> Timer:
         if not callable(fn):
             raise TypeError("fn must be callable")
+        policy_code = TW_PERIOD_SKIP if policy == "skip" else _policy_code(policy)
+        leeway_ns = 0 if leeway == 0 else _to_ns(leeway, "leeway")
+        group = 0 if group == 0 and type(group) is int else _group_id(group, "group", allow_zero=True)
         if queue is not None:
             if not isinstance(queue, Queue):
                 raise TypeError("queue must be a tickwheel.Queue or None, not %s" % type(queue).__name__)
@@ -642,6 +887,13 @@ class Runtime:
         spec.callback = _on_fire
         spec.arg = token
         spec.release = _on_release
+        if policy_code or leeway_ns or group:
+            # The exported tw_timer_spec_init writes the 1.0 size (56 bytes):
+            # the 1.3 size makes the library read the fields of the timer model.
+            spec.size = ctypes.sizeof(_Spec)
+            spec.period_policy = policy_code
+            spec.leeway_ns = leeway_ns
+            spec.group = group
         out = ctypes.c_uint64(0)
         try:
             if queue is None:
@@ -650,7 +902,7 @@ class Runtime:
                 # Counted as a call on the runtime and on the queue: neither is
                 # freed before it returns (Queue.close waits for it).
                 # The exported tw_timer_spec_init writes the 1.0 size (56 bytes,
-                # without .queue): the 1.2 size makes the library read it.
+                # without .queue): the full size makes the library read it.
                 spec.size = ctypes.sizeof(_Spec)
                 handle, spec.queue = queue._enter("start")
                 try:

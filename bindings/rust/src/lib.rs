@@ -19,6 +19,28 @@
 //! so an `FnMut` is fine; it runs on the runtime's worker threads, hence
 //! `Send + 'static`.
 //!
+//! Since 1.3 a timer can be started from a [`TimerSpec`] (period policy,
+//! leeway, group, absolute deadline), inspected with [`Runtime::query`],
+//! re-armed to an absolute deadline with [`Runtime::reset_at`], and stopped
+//! with the rest of its group by [`Runtime::stop_group`]:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tickwheel::{PeriodPolicy, Runtime, TimerSpec};
+//! let rt = Runtime::new().unwrap();
+//! let spec = TimerSpec::after(Duration::from_millis(10))
+//!     .every(Duration::from_millis(10))
+//!     .policy(PeriodPolicy::Delay)
+//!     .leeway(Duration::from_millis(2))
+//!     .group(7);
+//! let id = rt.start_with(&spec, |_| { /* ... */ }).unwrap();
+//! if let Some(info) = rt.query(id).unwrap() {
+//!     println!("{:?}, {} runs, next in {:?}", info.state, info.runs, info.remaining());
+//! }
+//! rt.reset_at(id, tickwheel::now_ns() + 50_000_000).unwrap();
+//! assert_eq!(rt.stop_group(7, true), Ok(1));
+//! ```
+//!
 //! fork(): in a child process, every method of a `Runtime` created before
 //! the fork returns `Err(Error::FORKED)`; none of its callbacks runs and none
 //! of its closures is dropped there (the child's copies are leaked).
@@ -36,7 +58,7 @@ use std::time::Duration;
 #[allow(non_camel_case_types)]
 pub mod ffi {
     use std::ffi::c_void;
-    use std::os::raw::{c_char, c_int};
+    use std::os::raw::{c_char, c_int, c_uint};
 
     /// Opaque.
     #[repr(C)]
@@ -62,6 +84,16 @@ pub mod ffi {
     pub const TW_EFORKED: c_int = -1001;
     pub const TW_PIN_SHARDS: u32 = 0x1;
     pub const TW_MAX_DELAY_NS: u64 = 1 << 60;
+    /// `tw_timer_spec.period_policy` (since 1.3).
+    pub const TW_PERIOD_SKIP: u32 = 0;
+    pub const TW_PERIOD_DELAY: u32 = 1;
+    pub const TW_PERIOD_BURST: u32 = 2;
+    /// `tw_timer_info.state` (since 1.3).
+    pub const TW_TIMER_PENDING: i32 = 1;
+    pub const TW_TIMER_DUE: i32 = 2;
+    pub const TW_TIMER_RUNNING: i32 = 3;
+    /// `tw_group_stop()` flag (since 1.3).
+    pub const TW_SYNC: c_uint = 1;
 
     #[repr(C)]
     #[derive(Debug, Default, Clone, Copy)]
@@ -87,6 +119,30 @@ pub mod ffi {
         pub release: tw_release,
         /// Since 1.2 (`size` 64): NULL = the workers.
         pub queue: *mut tw_queue,
+        /// Since 1.3 (`size` 88): TW_PERIOD_SKIP (0), _DELAY or _BURST.
+        pub period_policy: u32,
+        /// Since 1.3: must be 0.
+        pub reserved: u32,
+        /// Since 1.3: how late the callback may run, in ns.
+        pub leeway_ns: u64,
+        /// Since 1.3: the timer's group for `tw_group_stop()`; 0 = none.
+        pub group: u64,
+    }
+
+    /// `tw_timer_info` (since 1.3, 64 bytes): what `tw_timer_query()` fills.
+    #[repr(C)]
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct tw_timer_info {
+        pub size: u32,
+        pub state: i32,
+        pub shard: i32,
+        pub reserved: u32,
+        pub deadline_ns: u64,
+        pub period_ns: u64,
+        pub leeway_ns: u64,
+        pub group: u64,
+        pub runs: u64,
+        pub missed: u64,
     }
 
     /// `tw_queue_stats` (since 1.2).
@@ -152,6 +208,12 @@ pub mod ffi {
         pub fn tw_timer_stop(rt: *mut tw_runtime, id: tw_timer) -> c_int;
         pub fn tw_timer_stop_sync(rt: *mut tw_runtime, id: tw_timer) -> c_int;
         pub fn tw_timer_reset(rt: *mut tw_runtime, id: tw_timer, delay_ns: u64) -> c_int;
+        /// Since 1.3.
+        pub fn tw_timer_reset_at(rt: *mut tw_runtime, id: tw_timer, deadline_ns: u64) -> c_int;
+        /// Since 1.3.
+        pub fn tw_timer_query(rt: *mut tw_runtime, id: tw_timer, out: *mut tw_timer_info) -> c_int;
+        /// Since 1.3.
+        pub fn tw_group_stop(rt: *mut tw_runtime, group: u64, flags: c_uint) -> i64;
         pub fn tw_now_ns() -> u64;
         pub fn tw_runtime_stats(rt: *mut tw_runtime, out: *mut tw_stats) -> c_int;
         pub fn tw_strerror(err: c_int) -> *const c_char;
@@ -268,6 +330,183 @@ pub struct Config {
     pub pin_shards: bool,
 }
 
+/// What a periodic timer does when a run overruns its period
+/// (`tw_timer_spec.period_policy`, since 1.3). Ignored for a one-shot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u32)]
+pub enum PeriodPolicy {
+    /// Fixed rate (the default): runs stay on the grid first + k * period; a
+    /// grid deadline that passes while a run is in progress (or waits to
+    /// start) is skipped and counted in [`TimerInfo::missed`].
+    #[default]
+    Skip = ffi::TW_PERIOD_SKIP,
+    /// Fixed delay: the next deadline is the end of this run plus the period.
+    Delay = ffi::TW_PERIOD_DELAY,
+    /// Fixed rate with catch-up: the grid deadlines that passed during a run
+    /// are run after it, back to back (never overlapping), until caught up.
+    Burst = ffi::TW_PERIOD_BURST,
+}
+
+impl TryFrom<u32> for PeriodPolicy {
+    type Error = Error;
+    /// The C value (`TW_PERIOD_*`); any other is `Error::INVALID`.
+    fn try_from(v: u32) -> Result<Self, Error> {
+        match v {
+            ffi::TW_PERIOD_SKIP => Ok(PeriodPolicy::Skip),
+            ffi::TW_PERIOD_DELAY => Ok(PeriodPolicy::Delay),
+            ffi::TW_PERIOD_BURST => Ok(PeriodPolicy::Burst),
+            _ => Err(Error::INVALID),
+        }
+    }
+}
+
+impl std::str::FromStr for PeriodPolicy {
+    type Err = Error;
+    /// `"skip"`, `"delay"` or `"burst"`; anything else is `Error::INVALID`.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "skip" => Ok(PeriodPolicy::Skip),
+            "delay" => Ok(PeriodPolicy::Delay),
+            "burst" => Ok(PeriodPolicy::Burst),
+            _ => Err(Error::INVALID),
+        }
+    }
+}
+
+/// Everything a timer can be started with ([`Runtime::start_with`]), the
+/// safe side of `tw_timer_spec`. `TimerSpec::default()` fires as soon as
+/// possible, once. Build it with the public fields or the chained setters:
+/// `TimerSpec::after(d).every(p).policy(PeriodPolicy::Burst).group(3)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimerSpec {
+    /// First run this long from now (used when `deadline_ns` is 0).
+    pub delay: Duration,
+    /// Absolute deadline of the first run on [`now_ns`]'s clock
+    /// (CLOCK_MONOTONIC ns; a past one fires at once); 0 = use `delay`.
+    /// Above `i64::MAX`, or more than `TW_MAX_DELAY_NS` ahead, is `Error::INVALID`.
+    pub deadline_ns: u64,
+    /// Zero = one-shot; else the period (see `policy`).
+    pub period: Duration,
+    /// A periodic timer's overrun policy.
+    pub policy: PeriodPolicy,
+    /// How late the callback may run: in [deadline, deadline + leeway + the
+    /// usual lateness], never before the deadline. Timers whose windows
+    /// overlap share a wake-up. Zero = exact to the tick; at most
+    /// `TW_MAX_DELAY_NS` (else `Error::INVALID`).
+    pub leeway: Duration,
+    /// The timer's group for [`Runtime::stop_group`]; 0 = none.
+    pub group: u64,
+    /// Shard hint: `None` = the calling thread's own shard; `Some(n)`: shard
+    /// n modulo the count (n above `i32::MAX` is `Error::INVALID`).
+    pub shard: Option<u32>,
+}
+
+impl TimerSpec {
+    /// A one-shot timer firing `delay` from now.
+    pub fn after(delay: Duration) -> TimerSpec {
+        TimerSpec { delay, ..TimerSpec::default() }
+    }
+
+    /// A one-shot timer firing at the absolute `deadline_ns` ([`now_ns`]'s clock).
+    pub fn at(deadline_ns: u64) -> TimerSpec {
+        TimerSpec { deadline_ns, ..TimerSpec::default() }
+    }
+
+    /// Makes it periodic: every `period` after the first run (zero: one-shot).
+    pub fn every(mut self, period: Duration) -> TimerSpec {
+        self.period = period;
+        self
+    }
+
+    /// Sets the overrun policy of a periodic timer.
+    pub fn policy(mut self, policy: PeriodPolicy) -> TimerSpec {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the leeway.
+    pub fn leeway(mut self, leeway: Duration) -> TimerSpec {
+        self.leeway = leeway;
+        self
+    }
+
+    /// Sets the group (0 = none).
+    pub fn group(mut self, group: u64) -> TimerSpec {
+        self.group = group;
+        self
+    }
+
+    /// Sets the shard hint.
+    pub fn shard(mut self, shard: u32) -> TimerSpec {
+        self.shard = Some(shard);
+        self
+    }
+}
+
+/// Where a live timer is in its life ([`TimerInfo::state`], `tw_timer_info.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimerStatus {
+    /// Waiting for its deadline.
+    Pending,
+    /// Its deadline has passed; the callback has not started yet.
+    Due,
+    /// Its callback is running now.
+    Running,
+}
+
+/// What [`Runtime::query`] tells about a live timer (`tw_timer_info`): a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerInfo {
+    /// Pending, due or running (from inside its own callback: running).
+    pub state: TimerStatus,
+    /// The shard it lives on.
+    pub shard: u32,
+    /// The next deadline on [`now_ns`]'s clock, rounded up to the resolution,
+    /// without the leeway; `None` when none is set (a one-shot whose
+    /// callback is running, a `Delay` timer until its run ends). For a due
+    /// or running fixed-rate timer: the grid deadline after the one being
+    /// served (while a `Burst` timer runs the deadlines it owes: the grid
+    /// deadline after the owed ones, the same for each of those runs).
+    pub deadline_ns: Option<u64>,
+    /// Zero for a one-shot; rounded up to the resolution.
+    pub period: Duration,
+    /// As started.
+    pub leeway: Duration,
+    /// As started; 0 = none.
+    pub group: u64,
+    /// Runs started so far, the one in progress included.
+    pub runs: u64,
+    /// Grid deadlines skipped so far (`Skip`; 0 for the other policies):
+    /// `runs + missed - 1` is the index of the grid deadline the current
+    /// (or last) run serves.
+    pub missed: u64,
+}
+
+impl TimerInfo {
+    /// The time from now to `deadline_ns` (zero once it has passed), or
+    /// `None` without a deadline. Reads the clock.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline_ns.map(|d| Duration::from_nanos(d.saturating_sub(now_ns())))
+    }
+
+    fn from_raw(raw: &ffi::tw_timer_info) -> TimerInfo {
+        TimerInfo {
+            state: match raw.state {
+                ffi::TW_TIMER_DUE => TimerStatus::Due,
+                ffi::TW_TIMER_RUNNING => TimerStatus::Running,
+                _ => TimerStatus::Pending, // TW_TIMER_PENDING (the library reports only these three)
+            },
+            shard: u32::try_from(raw.shard).unwrap_or(0),
+            deadline_ns: if raw.deadline_ns == 0 { None } else { Some(raw.deadline_ns) },
+            period: Duration::from_nanos(raw.period_ns),
+            leeway: Duration::from_nanos(raw.leeway_ns),
+            group: raw.group,
+            runs: raw.runs,
+            missed: raw.missed,
+        }
+    }
+}
+
 /// A tickwheel runtime. Thread-safe: share it with `Arc` to use it from
 /// callbacks. Dropping it cancels pending timers (dropping their closures)
 /// and waits for running callbacks.
@@ -312,7 +551,29 @@ impl Runtime {
     where
         F: FnMut(TimerId) + Send + 'static,
     {
-        self.start_spec(delay, period, std::ptr::null_mut(), Box::new(f))
+        self.start_spec(&TimerSpec { delay, period, ..TimerSpec::default() }, std::ptr::null_mut(), Box::new(f))
+    }
+
+    /// Starts the timer `spec` describes (delay or absolute deadline, period
+    /// and policy, leeway, group, shard): calls `f` at its deadline, then,
+    /// if periodic, every period until stopped. Never early. Errors:
+    /// `INVALID` (a delay, period or leeway above `TW_MAX_DELAY_NS`, a
+    /// deadline above `i64::MAX` or too far ahead, a shard above `i32::MAX`;
+    /// the closure is dropped before returning), `SHUTDOWN`, `LIMIT`,
+    /// `NO_MEMORY`, `FORKED`.
+    pub fn start_with<F>(&self, spec: &TimerSpec, f: F) -> Result<TimerId, Error>
+    where
+        F: FnMut(TimerId) + Send + 'static,
+    {
+        self.start_spec(spec, std::ptr::null_mut(), Box::new(f))
+    }
+
+    /// As start_with(), on a delivery queue of this runtime (see start_on()).
+    pub fn start_on_with<F>(&self, queue: &Queue<'_>, spec: &TimerSpec, f: F) -> Result<TimerId, Error>
+    where
+        F: FnMut(TimerId) + Send + 'static,
+    {
+        self.start_spec(spec, queue.ptr, Box::new(f))
     }
 
     /// As start(), but the closure runs only inside `queue.run()`, on the
@@ -323,22 +584,31 @@ impl Runtime {
     where
         F: FnMut(TimerId) + Send + 'static,
     {
-        self.start_spec(delay, period, queue.ptr, Box::new(f))
+        self.start_spec(&TimerSpec { delay, period, ..TimerSpec::default() }, queue.ptr, Box::new(f))
     }
 
-    fn start_spec(&self, delay: Duration, period: Duration, queue: *mut ffi::tw_queue, f: BoxedFn) -> Result<TimerId, Error> {
+    fn start_spec(&self, ts: &TimerSpec, queue: *mut ffi::tw_queue, f: BoxedFn) -> Result<TimerId, Error> {
+        let shard = match ts.shard {
+            None => -1,
+            Some(n) => i32::try_from(n).map_err(|_| Error::INVALID)?, // drops f
+        };
         let boxed: Box<BoxedFn> = Box::new(f);
-        // The 1.2 layout: tw_timer_spec_init (the exported one) writes the
-        // 1.0 fields and size; the queue field is ours.
+        // The 1.3 layout: tw_timer_spec_init (the exported one) writes the
+        // 1.0 fields and size; the later fields (zeroed) and the size are ours.
         let mut spec = unsafe {
             let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::zeroed();
             ffi::tw_timer_spec_init(s.as_mut_ptr());
             s.assume_init()
         };
         spec.size = std::mem::size_of::<ffi::tw_timer_spec>() as u32;
+        spec.shard = shard;
         spec.queue = queue;
-        spec.delay_ns = nanos(delay);
-        spec.period_ns = nanos(period);
+        spec.deadline_ns = ts.deadline_ns;
+        spec.delay_ns = nanos(ts.delay);
+        spec.period_ns = nanos(ts.period);
+        spec.period_policy = ts.policy as u32;
+        spec.leeway_ns = nanos(ts.leeway);
+        spec.group = ts.group;
         spec.callback = Some(on_fire);
         spec.arg = Box::into_raw(boxed) as *mut c_void;
         spec.release = Some(on_release);
@@ -371,6 +641,50 @@ impl Runtime {
     /// Re-arms a pending timer to fire `delay` from now. Ok(false) if it is not pending.
     pub fn reset(&self, id: TimerId, delay: Duration) -> Result<bool, Error> {
         found(unsafe { ffi::tw_timer_reset(self.ptr, id.0, nanos(delay)) })
+    }
+
+    /// Re-arms a pending timer to fire at the absolute `deadline_ns` on
+    /// [`now_ns`]'s clock (a past one fires at once; never before it); a
+    /// periodic one then runs every period from there. Ok(false) if it is
+    /// not pending (fired, stopped, stale). `Error::INVALID` for a deadline
+    /// above `i64::MAX` or more than `TW_MAX_DELAY_NS` ahead.
+    pub fn reset_at(&self, id: TimerId, deadline_ns: u64) -> Result<bool, Error> {
+        found(unsafe { ffi::tw_timer_reset_at(self.ptr, id.0, deadline_ns) })
+    }
+
+    /// A live timer's state, next deadline, period, leeway, group and run
+    /// counters; `Ok(None)` once it is released (ran its last run, stopped,
+    /// cancelled by shutdown) or for a stale, random or 0 id. From inside
+    /// its own callback it reports `TimerStatus::Running` with `runs` and
+    /// `missed` current. Never blocks. Errors: `FORKED`.
+    pub fn query(&self, id: TimerId) -> Result<Option<TimerInfo>, Error> {
+        let mut raw = ffi::tw_timer_info {
+            size: std::mem::size_of::<ffi::tw_timer_info>() as u32,
+            ..Default::default()
+        };
+        match unsafe { ffi::tw_timer_query(self.ptr, id.0, &mut raw) } {
+            ffi::TW_OK => Ok(Some(TimerInfo::from_raw(&raw))),
+            ffi::TW_ENOENT => Ok(None),
+            e => Err(Error(e)),
+        }
+    }
+
+    /// Stops every live timer started with `TimerSpec::group == group`, as
+    /// stop() on each, and returns how many it stopped (a one-shot already
+    /// running its callback is not counted; a running periodic one is).
+    /// With `sync` it also waits, as stop_sync() does, for the group's
+    /// callbacks in progress and their closures' drop (from inside a
+    /// callback, not for that callback's own timer). Timers started before
+    /// the call are all stopped; one started concurrently is stopped or
+    /// left, never lost. Ok(0) after shutdown. Errors: `INVALID` (group
+    /// 0), `FORKED`.
+    pub fn stop_group(&self, group: u64, sync: bool) -> Result<u64, Error> {
+        let n = unsafe { ffi::tw_group_stop(self.ptr, group, if sync { ffi::TW_SYNC } else { 0 }) };
+        if n < 0 {
+            Err(Error(c_int::try_from(n).unwrap_or(ffi::TW_EINVAL)))
+        } else {
+            Ok(n as u64)
+        }
     }
 
     /// Cancels pending timers, waits for running callbacks, stops the threads.
