@@ -23,7 +23,10 @@
 # 1,000,000 pairs, covered 2.5 times): 1,000,000 per repetition takes the
 # suite past 10 minutes on 2 cores, the peers being slow at 10 million
 # pending (Boost.Asio ~10 us per pair: 5 million pairs take ~50 s per Asio
-# variant). With the default, a run takes about 7-8 minutes on 2 cores.
+# variant). With the default, a run took about 7-8 minutes on 2 cores before
+# libevent and DPDK joined; they add an estimated 4 minutes (DPDK's skip
+# list at 1-10 million pending and its spinlock under 2-4 producers are most
+# of it). A --quick run takes about 2.5 minutes after the build.
 # The machine should be otherwise idle: load averages before and after are
 # recorded in the results.
 set -euo pipefail
