@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT OR Apache-2.0
-# The benchmark suite: tickwheel against Boost.Asio, libuv, a mutex +
-# std::map + condition-variable timer service and its own bare wheel, on the
-# workloads of docs/bench/README.md. One command:
+# The benchmark suite: tickwheel against Boost.Asio, libuv, libevent (with
+# evthread_use_pthreads), DPDK rte_timer (EAL without NIC or hugepages), a
+# mutex + std::map + condition-variable timer service and its own bare wheel,
+# on the workloads of docs/bench/README.md. One command:
 #
 #   scripts/bench.sh            install what is missing (Debian packages, as
 #                               root), build Release (the `release` preset),
@@ -22,7 +23,10 @@
 # 1,000,000 pairs, covered 2.5 times): 1,000,000 per repetition takes the
 # suite past 10 minutes on 2 cores, the peers being slow at 10 million
 # pending (Boost.Asio ~10 us per pair: 5 million pairs take ~50 s per Asio
-# variant). With the default, a run takes about 7-8 minutes on 2 cores.
+# variant). With the default, a run took about 7-8 minutes on 2 cores before
+# libevent and DPDK joined; they add an estimated 4 minutes (DPDK's skip
+# list at 1-10 million pending and its spinlock under 2-4 producers are most
+# of it). A --quick run takes about 2.5 minutes after the build.
 # The machine should be otherwise idle: load averages before and after are
 # recorded in the results.
 set -euo pipefail
@@ -40,7 +44,7 @@ log() { printf '[bench %4ds] %s\n' $(( $(date +%s) - t_start )) "$*" >&2; }
 
 # ---- 1. Debian packages: only what is missing ---------------------------------------
 want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev libbenchmark-dev libgtest-dev
-      libboost-dev libuv1-dev gnuplot-nox python3)
+      libboost-dev libuv1-dev libevent-dev dpdk-dev gnuplot-nox python3)
 missing=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -83,15 +87,30 @@ logs=$build/bench-logs
 mkdir -p "$logs"
 trap 'rm -f "$raw"' EXIT
 failures=()
+# A peer that cannot run on this machine exits with status 77 and says why on
+# stderr (peer_dpdk when DPDK's EAL cannot start): it is skipped from then on
+# and the reason goes into the report.
+declare -A unavailable=()
+unavailable_why() {  # the peer's stderr without stack frames, on one line
+  grep -v -E '^[0-9]+: ' "$1" | tr '\n' ' ' | sed 's/ *$//'
+}
 # run <timeout s> <label> <program> <args...>: JSON lines to $raw, stderr to $logs
 run() {
-  local limit=$1 label=$2 prog=$3; shift 3
+  local limit=$1 label=$2 prog=$3 rc=0; shift 3
   if [[ ! -x "$bin/$prog" ]]; then
     log "skip $label ($prog not built)"
     return 0
   fi
+  if [[ -n "${unavailable[$prog]:-}" ]]; then
+    log "skip $label ($prog cannot run here)"
+    return 0
+  fi
   log "$label"
-  if ! timeout --kill-after=5 "$limit" "$bin/$prog" "$@" >>"$raw" 2>"$logs/$label.log"; then
+  timeout --kill-after=5 "$limit" "$bin/$prog" "$@" >>"$raw" 2>"$logs/$label.log" || rc=$?
+  if ((rc == 77)); then
+    unavailable[$prog]=$(unavailable_why "$logs/$label.log")
+    log "$prog cannot run on this machine: ${unavailable[$prog]}"
+  elif ((rc != 0)); then
     failures+=("$label")
     log "FAILED or timed out: $label (see $logs/$label.log)"
   fi
@@ -116,6 +135,8 @@ for n in "${PENDINGS[@]}"; do
   run 300 "startstop-asio2-$n" "${asio2[@]}" "${c[@]}"
   run 300 "startstop-uv-$n" peer_uv "${c[@]}"
   run 300 "startstop-mutex-$n" peer_mutex "${c[@]}"
+  run 300 "startstop-event-$n" peer_event "${c[@]}"
+  run 300 "startstop-dpdk-$n" peer_dpdk "${c[@]}"
 done
 
 # 2. re-arm later, 1 million pending
@@ -126,6 +147,8 @@ run 200 rearm-asio1 "${asio1[@]}" "${c[@]}"
 run 200 rearm-asio2 "${asio2[@]}" "${c[@]}"
 run 200 rearm-uv peer_uv "${c[@]}"
 run 200 rearm-mutex peer_mutex "${c[@]}"
+run 200 rearm-event peer_event "${c[@]}"
+run 200 rearm-dpdk peer_dpdk "${c[@]}"
 
 # 3. producers
 for t in 1 2 4; do
@@ -134,6 +157,11 @@ for t in 1 2 4; do
   run 300 "mt-asio1-$t" "${asio1[@]}" "${c[@]}"
   run 300 "mt-asio2-$t" "${asio2[@]}" "${c[@]}"
   run 300 "mt-mutex-$t" peer_mutex "${c[@]}"
+  run 300 "mt-event-$t" peer_event "${c[@]}"
+  # DPDK: a fifth of the pairs (the figure is a rate): its producers share one
+  # spinlock and cost 10-50x the others' per pair on 2 cores (a preempted
+  # holder stalls the rest), so equal work would add ~5 minutes to the run
+  run 300 "mt-dpdk-$t" peer_dpdk "${c[@]}" --ops $((MT_OPS / 5))
 done
 
 # 4. expiry: the window is one tick of a 1 s runtime for tickwheel; the
@@ -145,6 +173,8 @@ run 120 expiry-asio1 "${asio1[@]}" "${c[@]}"
 run 120 expiry-asio2 "${asio2[@]}" "${c[@]}"
 run 120 expiry-uv peer_uv "${c[@]}"
 run 120 expiry-mutex peer_mutex "${c[@]}"
+run 120 expiry-event peer_event "${c[@]}"
+run 120 expiry-dpdk peer_dpdk "${c[@]}"
 
 # 5. lateness of steady streams
 for rate in "${RATES[@]}"; do
@@ -155,9 +185,13 @@ for rate in "${RATES[@]}"; do
   run 60 "lateness-asio2-$rate" "${asio2[@]}" "${c[@]}"
   run 60 "lateness-uv-$rate" peer_uv "${c[@]}"
   run 60 "lateness-mutex-$rate" peer_mutex "${c[@]}"
+  run 60 "lateness-event-$rate" peer_event "${c[@]}"
+  run 60 "lateness-dpdk-$rate" peer_dpdk "${c[@]}"  # its manager polls every 1 ms (--resolution-us)
 done
 
-# 8. slow callbacks: 2 workers, one callback blocks 100 ms every 10 ms
+# 8. slow callbacks: 2 workers, one callback blocks 100 ms every 10 ms (not
+#    the single-dispatcher peers: libuv, Asio on 1 thread, libevent's loop,
+#    DPDK's manager lcore -- such a callback blocks them by construction)
 c=(--workload lateness --slow --rate "$SLOW_RATE" --max-delay-ms 2000 --segment-s "$SEG" --reps "$R" --workers 2)
 run 60 slow-tickwheel peer_tickwheel "${c[@]}"
 run 60 slow-asio2 "${asio2[@]}" "${c[@]}"
@@ -168,16 +202,24 @@ log "idle CPU (${IDLE_S} s, peers in parallel)"
 c=(--workload idle --pending "${PENDINGS[2]}" --seconds "$IDLE_S" --reps "$R")
 pids=()
 for spec in "tickwheel:peer_tickwheel" "asio1:peer_asio --io-threads 1" "asio2:peer_asio --io-threads 2" \
-            "uv:peer_uv" "mutex:peer_mutex"; do
+            "uv:peer_uv" "mutex:peer_mutex" "event:peer_event" "dpdk:peer_dpdk"; do
   label=idle-${spec%%:*}
   read -r -a cmd <<<"${spec#*:}"
-  [[ -x "$bin/${cmd[0]}" ]] || continue
+  [[ -x "$bin/${cmd[0]}" && -z "${unavailable[${cmd[0]}]:-}" ]] || continue
   timeout --kill-after=5 60 "$bin/${cmd[0]}" "${cmd[@]:1}" "${c[@]}" >"$logs/$label.json" 2>"$logs/$label.log" &
-  pids+=("$!:$label")
+  pids+=("$!:$label:${cmd[0]}")
 done
 for pl in "${pids[@]}"; do
-  wait "${pl%%:*}" || failures+=("${pl#*:}")
-  cat "$logs/${pl#*:}.json" >>"$raw"
+  IFS=: read -r pid label prog <<<"$pl"
+  rc=0
+  wait "$pid" || rc=$?
+  if ((rc == 77)); then
+    unavailable[$prog]=$(unavailable_why "$logs/$label.log")
+    log "$prog cannot run on this machine: ${unavailable[$prog]}"
+  elif ((rc != 0)); then
+    failures+=("$label")
+  fi
+  cat "$logs/$label.json" >>"$raw"
 done
 
 # 9. FFI: the start+stop pair from Python through the C ABI
@@ -206,16 +248,20 @@ fi
 t_end=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 meta=$(mktemp)
-python3 - "$meta" <<EOF
+unav=$(mktemp)
+for prog in "${!unavailable[@]}"; do printf '%s\t%s\n' "$prog" "${unavailable[$prog]}"; done >"$unav"
+python3 - "$meta" "$unav" <<EOF
 import json, sys
+unavailable = dict(l.rstrip("\n").split("\t", 1) for l in open(sys.argv[2]) if "\t" in l)
 json.dump({
   "quick": bool($quick), "reps": $R, "build_dir": "$build",
   "started_unix": $t_start, "build_s": $((t_built - t_start)), "total_s": $((t_end - t_start)),
   "load_before": "$load_before", "load_after": "$load_after",
   "ffi_status": "$ffi_status", "failures": "${failures[*]:-}".split(),
-  "ffi_pending": $FFI_PENDING, "ffi_ops": $FFI_OPS,
+  "ffi_pending": $FFI_PENDING, "ffi_ops": $FFI_OPS, "unavailable": unavailable,
 }, open(sys.argv[1], "w"))
 EOF
+rm -f "$unav"
 log "writing $out"
 python3 bench/suite/report.py --raw "$raw" --meta "$meta" --out "$out"
 rm -f "$meta"

@@ -22,13 +22,19 @@ import shutil
 import subprocess
 import sys
 
-PEERS = ["tickwheel", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "mutex-map", "mutex-map-2w"]
+PEERS = ["tickwheel", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "libevent", "dpdk-timer", "mutex-map",
+         "mutex-map-2w"]
+# scripts/bench.sh's program -> peer name (meta["unavailable"] is keyed by program)
+PROGRAM_PEER = {"peer_event": "libevent", "peer_dpdk": "dpdk-timer", "peer_uv": "libuv", "peer_asio": "asio-1t"}
 PEER_TEXT = {
     "tickwheel": "tickwheel runtime (C++ API)",
     "tickwheel-wheel": "tickwheel's single-shard wheel, used directly",
     "asio-1t": "Boost.Asio steady_timer, io_context run by 1 thread",
     "asio-2t": "Boost.Asio steady_timer, io_context run by 2 threads",
     "libuv": "libuv timers, one loop thread",
+    "libevent": "libevent 2.1 with evthread_use_pthreads(): callers add/delete, one loop thread dispatches",
+    "dpdk-timer": "DPDK rte_timer: callers reset/stop on one manager lcore's list, which polls "
+                  "rte_timer_manage() every 1 ms (EAL without NIC or hugepages)",
     "mutex-map": "mutex + std::map + condition variable, 1 worker",
     "mutex-map-2w": "mutex + std::map + condition variable, 2 workers",
     "python-binding": "Python binding (bindings/python): rt.start() + Timer.stop()",
@@ -144,7 +150,8 @@ def environment():
     except OSError:
         pass
     pkgs = {}
-    for p in ["libboost-dev", "libboost1.74-dev", "libuv1-dev", "libtbb-dev", "libconcurrentqueue-dev",
+    for p in ["libboost-dev", "libboost1.74-dev", "libuv1-dev", "libevent-dev", "dpdk-dev", "libdpdk-dev",
+              "libtbb-dev", "libconcurrentqueue-dev",
               "libbenchmark-dev", "gnuplot-nox", "python3", "g++", "cmake"]:
         v = sh("dpkg-query -W -f='${Version}' %s 2>/dev/null" % p)
         if v:
@@ -242,7 +249,8 @@ def build(res, meta, env, out_dir):
     sec = ["## 1. start+stop pair at N pending\n\n",
            "Preload N timers due in [1 s, 100 s]; each repetition times %s pairs of (start one with a random "
            "delay in [1 ms, 100 s], stop a random pending one). **wall** runs until the peer has processed every "
-           "request (tickwheel: every shard inbox empty; Asio: every cancelled handler has run); **CPU** is the "
+           "request (tickwheel: every shard inbox empty; Asio: every cancelled handler has run; libevent: its loop "
+           "thread has run a marker event; libuv and DPDK do everything in the caller); **CPU** is the "
            "process's CPU time (all threads) over the same interval. ns per pair, median [min–max] of %s "
            "repetitions; ×: the peer's median ÷ tickwheel's, same N.\n\n" % (
                num(R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=ns[0])["params"]["ops"])
@@ -299,6 +307,13 @@ def build(res, meta, env, out_dir):
     q = ratio_value(uv1, tw1)
     goal("same: ≥ 5× faster than libuv (same run)", "%s (libuv %s ns)" % (ratio(uv1, tw1), cell(uv1)),
          None if q is None else q >= 5)
+    ev1 = R.get("startstop", "libevent", "wall_ns_per_pair", pending=1000000)
+    q = ratio_value(ev1, tw1)
+    dp1 = R.get("startstop", "dpdk-timer", "wall_ns_per_pair", pending=1000000)
+    goal("same: ≥ 3× cheaper than libevent (same run)",
+         "%s (libevent %s ns)%s" % (ratio(ev1, tw1), cell(ev1), "; for reference DPDK rte_timer: %s (%s ns)" % (
+             ratio(dp1, tw1), cell(dp1)) if dp1 else ""),
+         None if q is None else q >= 3)
     qa = [(a, ratio_value(R.get("startstop", a, "wall_ns_per_pair", pending=1000000), tw1)) for a in ASIO]
     qa = [(a, v) for a, v in qa if v is not None]
     goal("same: ≥ 8× faster than Boost.Asio (1 and 2 io threads)",
@@ -338,12 +353,18 @@ def build(res, meta, env, out_dir):
     ts = R.values("mt", "threads")
     if mp:
         ops = R.get("mt", mp[0], "pairs_per_s", threads=ts[0])["params"]["ops"]
+        other_ops = sorted({(p, r["params"]["ops"]) for p in mp for t in ts
+                            for r in [R.get("mt", p, "pairs_per_s", threads=t)] if r and r["params"]["ops"] != ops})
         sec = ["## 3. producer threads\n\n",
                "T producer threads, each doing %s start+stop pairs per repetition on its own share of %s pending timers "
                "(100K/T each). Aggregate pairs per second, wall time from the common start until every producer "
                "is done and the peer has drained (caller-only figure below it); ×: tickwheel over the peer. "
-               "libuv and the bare wheel are not thread-safe (n/a).\n\n" % (
-                   num(ops), short_n(R.get("mt", mp[0], "pairs_per_s", threads=ts[0])["params"]["pending"]))]
+               "libuv and the bare wheel are not thread-safe (n/a). libevent's producers share the base's lock; "
+               "DPDK's producers are registered lcores (rte_thread_register) sharing the manager lcore's "
+               "spinlock.%s\n\n" % (
+                   num(ops), short_n(R.get("mt", mp[0], "pairs_per_s", threads=ts[0])["params"]["pending"]),
+                   "".join(" %s does %s pairs per thread and repetition (its rate is what counts)." % (p, num(o))
+                           for p, o in other_ops))]
         rows = []
         for p in mp:
             row = [p]
@@ -386,7 +407,8 @@ def build(res, meta, env, out_dir):
                "callbacks per second from the moment all of them are due to the last callback. tickwheel runs at a "
                "1 s tick here, so the window is one tick and the whole backlog comes due at its boundary (the "
                "callbacks go through the TBB arena); the peers' event loops / workers are started once the window "
-               "has passed and deliver the backlog; the bare wheel is advanced once past the window and popped. "
+               "has passed and deliver the backlog (DPDK: the paused manager lcore is woken); the bare wheel is "
+               "advanced once past the window and popped. "
                "×: tickwheel over the peer.\n\n" % short_n(n)]
         tw = R.get("expiry", "tickwheel", "callbacks_per_s")
         rows = []
@@ -429,7 +451,10 @@ def build(res, meta, env, out_dir):
                "started in one %s s slice of the stream (%s slices). µs, median [min–max] over slices; **early**: "
                "callbacks that started before their deadline, whole stream. tickwheel at its default 1 ms tick "
                "and at 100 µs; Asio and the mutex service use the clock's nanoseconds; libuv rounds to "
-               "milliseconds of its cached loop time.\n\n" % (
+               "milliseconds of its cached loop time; libevent to microseconds of its cached loop time "
+               "(CLOCK_MONOTONIC, EVENT_BASE_FLAG_PRECISE_TIMER: a caller that adds a timer while the loop runs "
+               "callbacks computes its deadline from that cache, hence some early callbacks); DPDK counts TSC "
+               "cycles and its manager polls every 1 ms (rte_timer cannot be woken for an earlier timer).\n\n" % (
                    num(any_r["params"]["max_delay_ms"]), any_r["params"]["segment_s"], meta.get("reps", 5))]
         for rate in rates:
             rows = []
@@ -477,7 +502,8 @@ def build(res, meta, env, out_dir):
                "2 workers; a periodic timer every 10 ms whose callback blocks 100 ms, plus a stream of %s timers/s "
                "(delays in [0, %s ms]) whose lateness is measured as in 5. tickwheel: 2 TBB workers, 1 ms tick; "
                "Asio: 2 io threads; the mutex service: 2 worker threads. Single-threaded loops (libuv, Asio on one "
-               "thread, the 1-worker service) are blocked by such a callback by construction and are not run.\n\n" % (
+               "thread, the 1-worker service, libevent's loop, DPDK's manager lcore) are blocked by such a "
+               "callback by construction and are not run.\n\n" % (
                    num(any_r["params"]["rate"]), num(any_r["params"]["max_delay_ms"]))]
         rows = []
         for p in sp:
@@ -588,14 +614,22 @@ def build(res, meta, env, out_dir):
     rows += [["package %s" % k, v] for k, v in sorted(env.get("packages", {}).items())]
     head.append(table(["", ""], rows))
     head.append("\n## Peers\n\n")
+    unavailable = {PROGRAM_PEER.get(k, k): v for k, v in (meta.get("unavailable") or {}).items()}
     head.append(table(["peer", "what"], [[p, PEER_TEXT[p]] for p in PEERS if any(
-        r["peer"] == p for r in R.records)]))
+        r["peer"] == p for r in R.records)] + [[p, "**not run: cannot run on this machine:** %s" % why.replace(
+            "|", "\\|")] for p, why in sorted(unavailable.items())]))
     head.append("\nEach peer is driven through its own API (programs in `bench/peers/`): tickwheel "
                 "`Runtime::start/stop/reset`; the bare wheel `Wheel::insert/remove/rearm` with a free list of "
                 "nodes; Asio `steady_timer::expires_after` + `async_wait`, `cancel()` (the cancelled handler "
                 "then runs with `operation_aborted` on an io thread; that work is counted), timer objects reused "
                 "from a per-thread free list; libuv `uv_timer_start/uv_timer_stop` on the loop thread, handles "
-                "initialised once and reused; the mutex service `std::map<(deadline, seq), std::function>` under "
+                "initialised once and reused; libevent (2.1, `evthread_use_pthreads()`, `EVENT_BASE_FLAG_PRECISE_TIMER`) "
+                "`evtimer_add`/`event_del` from the callers' threads on one `event_base` whose loop thread runs "
+                "`event_base_loop`, events made once with `evtimer_new` and reused; DPDK (`rte_eal_init` with "
+                "`--no-huge --no-pci --no-shconf`, both lcores free to run on every CPU) "
+                "`rte_timer_reset`/`rte_timer_stop` onto the skip list of one manager lcore that polls "
+                "`rte_timer_manage()` every 1 ms and sleeps in between (DPDK's own examples spin, which would take "
+                "one of the two cores), timers reused; the mutex service `std::map<(deadline, seq), std::function>` under "
                 "one `std::mutex`, stop = `erase(key)`. Preloads are filed in deadline order (so that the "
                 "ordered containers load ten million timers in seconds; for `std::map` at 10M the timed pairs cost "
                 "the same as after a random-order preload, within noise); the timed phases use random delays and "

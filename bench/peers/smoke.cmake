@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+# Smoke run of one benchmark peer program (ctest bench_peer_*_smoke): every
+# workload the peer applies to, at a tiny size, must exit 0 and print its
+# JSON result lines (startstop: wall_ns_per_pair and the memory lines; rearm:
+# caller_ns_per_rearm; mt: pairs_per_s; expiry: callbacks_per_s, printed
+# once every callback has run; lateness: no timer left unfired; idle:
+# cpu_percent). A peer that reports
+# it cannot run here (exit status 77, e.g. DPDK's EAL cannot start) is
+# skipped with its reason.
+#   cmake -DPEER=<program> [-DWORKLOADS=startstop;rearm;...] -P smoke.cmake
+if(NOT PEER)
+  message(FATAL_ERROR "smoke.cmake: -DPEER=<program> is required")
+endif()
+if(NOT WORKLOADS)
+  set(WORKLOADS startstop rearm mt expiry lateness idle)
+endif()
+get_filename_component(_name "${PEER}" NAME)
+
+set(_args_startstop --workload startstop --pending 1000 --ops 2000 --reps 1 --warmup 0)
+set(_args_rearm --workload rearm --pending 1000 --ops 2000 --reps 1)
+set(_args_mt --workload mt --threads 2 --pending 1000 --ops 2000 --reps 1 --warmup 0)
+set(_args_expiry --workload expiry --pending 2000 --window-ms 50 --reps 1)
+set(_args_lateness --workload lateness --rate 2000 --segment-s 0.1 --max-delay-ms 50 --reps 1)
+set(_args_idle --workload idle --pending 1000 --seconds 0.2 --reps 1)
+# metric that must be present (and, for some, the value it must have)
+set(_need_startstop "startstop/wall_ns_per_pair;memory/rss_bytes_per_timer")
+set(_need_rearm "rearm/caller_ns_per_rearm")
+set(_need_mt "mt/pairs_per_s")
+set(_need_expiry "expiry/callbacks_per_s")
+set(_need_lateness "lateness/lateness_p99;lateness/unfired=0")
+set(_need_idle "idle/cpu_percent")
+
+foreach(w IN LISTS WORKLOADS)
+  execute_process(COMMAND "${PEER}" ${_args_${w}} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  TIMEOUT 60)
+  if(rc EQUAL 77)
+    # the peer's stderr, without stack frames, on one line
+    string(REGEX REPLACE "\n[0-9]+: [^\n]*" "" why "\n${err}")
+    string(STRIP "${why}" why)
+    string(REPLACE "\n" " | " why "${why}")
+    message(STATUS "TW-SKIP: ${_name} cannot run on this machine: ${why}")
+    return()
+  endif()
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${_name} --workload ${w}: exit status '${rc}'\nstderr:\n${err}")
+  endif()
+  string(REPLACE "\n" ";" lines "${out}")
+  foreach(need IN LISTS _need_${w})
+    string(REGEX MATCH "^([a-z]+)/([a-z0-9_]+)(=(.*))?$" _ "${need}")
+    set(wl "${CMAKE_MATCH_1}")
+    set(metric "${CMAKE_MATCH_2}")
+    set(want "${CMAKE_MATCH_4}")
+    set(found "")
+    foreach(line IN LISTS lines)
+      if(NOT line MATCHES "^{")
+        continue()
+      endif()
+      string(JSON lw ERROR_VARIABLE jerr GET "${line}" workload)
+      if(jerr)
+        message(FATAL_ERROR "${_name} --workload ${w}: not a JSON line: ${line}")
+      endif()
+      string(JSON lm GET "${line}" metric)
+      if(lw STREQUAL wl AND lm STREQUAL metric)
+        string(JSON found GET "${line}" median)
+      endif()
+    endforeach()
+    if(found STREQUAL "" OR found STREQUAL "null")
+      message(FATAL_ERROR "${_name} --workload ${w}: no ${wl}/${metric} result\nstdout:\n${out}\nstderr:\n${err}")
+    endif()
+    if(NOT want STREQUAL "" AND NOT found EQUAL want)
+      message(FATAL_ERROR "${_name} --workload ${w}: ${wl}/${metric} = ${found}, expected ${want}\nstderr:\n${err}")
+    endif()
+    message(STATUS "${_name} ${w}: ${wl}/${metric} = ${found}")
+  endforeach()
+endforeach()
+message(STATUS "${_name}: OK (${WORKLOADS})")
