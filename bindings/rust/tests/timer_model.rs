@@ -323,7 +323,7 @@ fn bad_input_is_invalid() {
     // refused by the library itself (the ffi struct's offsets are right).
     let mut raw = std::ptr::null_mut();
     assert_eq!(unsafe { ffi::tw_runtime_create(std::ptr::null(), &mut raw) }, ffi::TW_OK);
-    for (policy, reserved) in [(7u32, 0u32), (0, 1)] {
+    for (policy, reserved) in [(7u32, 0u32), (0, 7)] {  // offset 68: the clock since 1.3 (7: no such clock)
         let mut spec = unsafe {
             let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::zeroed();
             ffi::tw_timer_spec_init(s.as_mut_ptr());
