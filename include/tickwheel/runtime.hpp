@@ -15,7 +15,9 @@
 ///  * Thread safety. Every member function of Runtime and Timer may be called
 ///    from any thread, concurrently, including from inside a callback.
 ///  * Never early. A callback never starts before its deadline, as read by
-///    std::chrono::steady_clock (CLOCK_MONOTONIC) by the caller of start().
+///    std::chrono::steady_clock (CLOCK_MONOTONIC) by the caller of start()
+///    -- or by the timer's clock (StartOptions::clock), or by a manual
+///    runtime's virtual clocks.
 ///    Deadlines are rounded UP to the runtime's resolution (a tick, default
 ///    1 ms); a timer fires within about one tick plus scheduling noise after
 ///    its deadline.
@@ -327,8 +329,10 @@ struct TimerInfo {
     /// The next deadline (steady_clock), rounded up to the resolution,
     /// without the leeway; TimePoint{} (0) if none is set: a one-shot whose
     /// callback is running (unless it re-armed itself), a delay-policy timer
-    /// until its run ends. For a due or running fixed-rate timer: the grid
-    /// deadline after the one being served.
+    /// until its run ends. For a due or running fixed-rate timer: the next
+    /// grid deadline it is filed for (after the one being served; while a
+    /// burst timer runs the deadlines it owes, after all of them). On the
+    /// timer's clock (StartOptions::clock): ns since that clock's epoch.
     TimePoint deadline{};
     Duration period{0};       ///< 0 for a one-shot; rounded up to the resolution
     Duration leeway{0};       ///< as started

@@ -21,7 +21,9 @@
  *    struct by a newer library. (The library still exports them for
  *    programs built before; those write only the ABI-1 layout.)
  *  * Never early. A callback never starts before its deadline as read from
- *    CLOCK_MONOTONIC (tw_now_ns()) by the caller of the start function.
+ *    its clock (tw_timer_spec.clock: CLOCK_MONOTONIC, tw_now_ns(), by
+ *    default; CLOCK_BOOTTIME or CLOCK_REALTIME; a manual runtime's virtual
+ *    clocks) by the caller of the start function.
  *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
  *    timer fires about one tick plus scheduling noise after its deadline.
  *  * Callback context. Callbacks run on the runtime's worker threads (a
@@ -282,8 +284,9 @@ typedef struct tw_timer_spec {
     int32_t shard;        /**< shard hint: -1 (default) = the calling thread's own
                              shard, given to each thread round-robin on its
                              first start; >= 0: that shard, modulo the count */
-    uint64_t deadline_ns; /**< absolute CLOCK_MONOTONIC deadline of the first run,
-                             in tw_now_ns() nanoseconds; a past one fires at once;
+    uint64_t deadline_ns; /**< absolute deadline of the first run, in ns on the
+                             timer's clock (`clock`: by default CLOCK_MONOTONIC,
+                             tw_now_ns()); a past one fires at once;
                              0 (default) = use delay_ns instead */
     uint64_t delay_ns;    /**< first run this long from now, if deadline_ns == 0 */
     uint64_t period_ns;   /**< 0 = one-shot (default); else the period (see period_policy) */
@@ -434,8 +437,10 @@ typedef struct tw_timer_info {
     /** The next deadline on the timer's clock (ns, rounded up to the resolution),
         without the leeway; 0 if none is set: a one-shot whose callback is
         running (unless it re-armed itself), a TW_PERIOD_DELAY timer until
-        its run ends. For a due or running fixed-rate timer: the grid
-        deadline after the one being served. */
+        its run ends. For a due or running fixed-rate timer: the next grid
+        deadline it is filed for -- the one after the deadline being served,
+        or, while a TW_PERIOD_BURST timer runs deadlines it owes back to
+        back, the one after all of them. */
     uint64_t deadline_ns;
     uint64_t period_ns;   /**< 0 for a one-shot; rounded up to the resolution */
     uint64_t leeway_ns;   /**< as started */
