@@ -326,7 +326,8 @@ enum class TimerStatus : std::uint32_t {
 struct TimerInfo {
     TimerStatus state = TimerStatus::pending;  ///< see TimerStatus
     int shard = 0;                             ///< the shard it lives on (< shard_count())
-    /// The next deadline (steady_clock), rounded up to the resolution,
+    /// The next deadline (steady_clock), rounded up to the resolution (on
+    /// the timer's clock, exact, for a boot-time or wall-clock timer),
     /// without the leeway; TimePoint{} (0) if none is set: a one-shot whose
     /// callback is running (unless it re-armed itself), a delay-policy timer
     /// until its run ends. For a due or running fixed-rate timer: the next

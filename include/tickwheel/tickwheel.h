@@ -434,7 +434,8 @@ typedef struct tw_timer_info {
     int32_t state;        /**< TW_TIMER_PENDING, TW_TIMER_DUE or TW_TIMER_RUNNING */
     int32_t shard;        /**< the shard it lives on (below tw_stats.shards) */
     uint32_t reserved;    /**< 0 */
-    /** The next deadline on the timer's clock (ns, rounded up to the resolution),
+    /** The next deadline on the timer's clock (ns; rounded up to the resolution,
+        exact for a TW_CLOCK_BOOTTIME or TW_CLOCK_REALTIME timer),
         without the leeway; 0 if none is set: a one-shot whose callback is
         running (unless it re-armed itself), a TW_PERIOD_DELAY timer until
         its run ends. For a due or running fixed-rate timer: the next grid

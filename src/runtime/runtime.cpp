@@ -367,6 +367,10 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     const tick_t delay_next = r.periodic() && r.policy() == Policy::Delay
                                   ? clock.deadline_tick(clocks.mono()) + r.period_ticks()
                                   : 0;
+    if (delay_next != 0 && r.clock() != rt::ClockId::Monotonic)
+        shard(item.shard).table().extra(HandleTable::index_of(&r)).deadline_ns.store(
+            clocks.now(r.clock()) + static_cast<std::int64_t>(r.period_ticks() * clock.resolution_ns()),
+            std::memory_order_relaxed);
     const FinishStep step = TimerState::finish_run(r, delay_next);
     switch (step.out) {
         case FinishOutcome::Periodic: return;  // pending again, already in the wheel
@@ -531,13 +535,13 @@ std::atomic<std::uint32_t> next_thread_seq{0};
 /// wheel), the period in ticks, and the timer's clock minus the monotonic
 /// clock (`offset`: its deadline is on its own clock) on success.
 errc start_args(const rt::RuntimeCore& core, const StartOptions& o, tick_t& tick, std::uint64_t& period,
-                std::int64_t& offset) noexcept {
+                std::int64_t& own_deadline) noexcept {
     const rt::TickClock& clock = core.clock;
     if (static_cast<std::uint32_t>(o.clock) >= rt::kClocks || o.reserved != 0) return errc::invalid_argument;
     const auto cid = static_cast<rt::ClockId>(o.clock);
     const std::int64_t mono = core.clocks.mono();
     const std::int64_t now = cid == rt::ClockId::Monotonic ? mono : core.clocks.now(cid);
-    offset = now - mono;
+    const std::int64_t offset = now - mono;
     std::int64_t deadline;
     if (o.deadline != TimePoint{}) {
         deadline = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count();
@@ -548,6 +552,7 @@ errc start_args(const rt::RuntimeCore& core, const StartOptions& o, tick_t& tick
     }
     if (o.period < Duration::zero() || o.period > kMaxDelay) return errc::invalid_argument;
     tick = clock.deadline_tick(deadline - offset);
+    own_deadline = deadline;
     if (tick > Ctl::kMaxDeadline) return errc::invalid_argument;
     period = o.period > Duration::zero() ? clock.period_ticks(static_cast<std::uint64_t>(o.period.count())) : 0;
     return errc{};
@@ -583,8 +588,8 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         }
         tick_t tick;
         std::uint64_t period;
-        std::int64_t offset = 0;
-        if (const errc bad = start_args(core, o, tick, period, offset); bad != errc{}) return bad;
+        std::int64_t own_deadline = 0;
+        if (const errc bad = start_args(core, o, tick, period, own_deadline); bad != errc{}) return bad;
 
         // Register as an in-flight start, then check for shutdown (see
         // RuntimeCore). Nothing below runs user code: a failed start's
@@ -640,7 +645,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             x->group.store(o.group, std::memory_order_relaxed);
             x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
             x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
-            x->offset_ns.store(offset, std::memory_order_relaxed);
+            x->deadline_ns.store(own_deadline, std::memory_order_relaxed);
             x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
                          std::memory_order_relaxed);
             std::uint16_t f = Record::kHasExtra;
@@ -793,7 +798,7 @@ bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool 
     }
     const std::int64_t deadline_ns = absolute ? value : now + value;
     if (cid != rt::ClockId::Monotonic && r->has_extra())
-        shard->table().extra(Id::index(id)).offset_ns.store(now - mono, std::memory_order_relaxed);
+        shard->table().extra(Id::index(id)).deadline_ns.store(deadline_ns, std::memory_order_relaxed);
     const tick_t tick = core.clock.deadline_tick(deadline_ns - (now - mono));
     if (tick > Ctl::kMaxDeadline) {
         ec = make_error_code(errc::invalid_argument);
@@ -940,10 +945,11 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     TimerInfo info;
     info.shard = static_cast<int>(si);
     std::uint64_t runs = 0, missed = 0;
-    std::int64_t offset = 0;  // a boot-time or wall-clock timer: its deadline is on its clock
+    const bool clocked = (flags & Record::kClockMask) != 0;
+    std::int64_t own_deadline = 0;  // a boot-time or wall-clock timer: its exact deadline on its clock
     if ((flags & Record::kHasExtra) != 0) {
         const rt::Extra& x = table.extra(Id::index(id));
-        if ((flags & Record::kClockMask) != 0) offset = x.offset_ns.load(std::memory_order_relaxed);
+        if (clocked) own_deadline = x.deadline_ns.load(std::memory_order_relaxed);
         runs = x.runs.load(std::memory_order_relaxed);
         missed = x.missed.load(std::memory_order_relaxed);
         info.group = x.group.load(std::memory_order_relaxed);
@@ -955,7 +961,7 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     if (r->gen() != gen) return false;
     const bool delay = period != 0 && ((flags & Record::kPolicyMask) >> Record::kPolicyShift) ==
                                            static_cast<std::uint16_t>(rt::Policy::Delay);
-    const std::int64_t d_ns = core.clock.tick_start_ns(Ctl::deadline(c)) + offset;
+    const std::int64_t d_ns = clocked ? own_deadline : core.clock.tick_start_ns(Ctl::deadline(c));
     const auto cid = static_cast<rt::ClockId>((flags & Record::kClockMask) >> Record::kClockShift);
     switch (s) {
         case State::Pending:

@@ -174,9 +174,8 @@ bool Shard::clocked_due(Record& r, tick_t now) noexcept {
     if (Ctl::state(c) != State::Pending) return true;  // the word decides (skip, drop)
     const Extra& x = table_.extra(HandleTable::index_of(&r));
     const ClockId id = r.clock();
-    // The deadline on its own clock: the tick's start plus the offset it
-    // was filed with; "never early" is judged on that clock.
-    const std::int64_t own_deadline = clock_.tick_start_ns(Ctl::deadline(c)) + x.offset_ns.load(std::memory_order_relaxed);
+    // "Never early" is judged on its own clock.
+    const std::int64_t own_deadline = x.deadline_ns.load(std::memory_order_relaxed);
     const std::int64_t own_now = clocks_.now(id);
     if (own_now >= own_deadline) return true;
     // Its clock is behind (set back, or not yet caught up): file it where the
@@ -225,9 +224,7 @@ void Shard::reclock() noexcept {
                 !(st == State::Pending || (st == State::Running && r->grid_period() != 0)))
                 continue;
             Extra& x = table_.extra(index);
-            const std::int64_t own_deadline = clock_.tick_start_ns(Ctl::deadline(w)) + x.offset_ns.load(std::memory_order_relaxed);
-            const tick_t tick = clock_.deadline_tick(own_deadline - offset[c]);
-            x.offset_ns.store(offset[c], std::memory_order_relaxed);
+            const tick_t tick = clock_.deadline_tick(x.deadline_ns.load(std::memory_order_relaxed) - offset[c]);
             ResetStep step;
             {
                 HazardScope acting_on(r);
@@ -256,6 +253,14 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
         // (grid_now); a BURST timer instead runs every crossed deadline in
         // deadline order among the others, so it is judged at `now`.
         const ExpireStep s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now);
+        if (fixed_rate && (r.flags() & Record::kClockMask) != 0 &&
+            (s.out == ExpireOutcome::Fire || s.out == ExpireOutcome::Skip)) {
+            // Its deadline on its own clock moves along the grid with the word.
+            const std::uint64_t periods = s.out == ExpireOutcome::Fire ? s.skipped + 1 : s.skipped;
+            table_.extra(HandleTable::index_of(&r))
+                .deadline_ns.fetch_add(static_cast<std::int64_t>(periods * r.period_ticks() * clock_.resolution_ns()),
+                                       std::memory_order_relaxed);
+        }
         switch (s.out) {
             case ExpireOutcome::Fire:
                 count_skipped(r, s.skipped);

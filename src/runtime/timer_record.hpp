@@ -42,12 +42,14 @@ struct Extra {
     std::atomic<std::uint64_t> group{0};   // 0 = none
     std::atomic<std::uint64_t> leeway_ns{0};
     std::atomic<std::uint64_t> leeway_ticks{0};  // leeway_ns in whole ticks (the coalescing window)
-    // A boot-time or wall-clock timer: its clock minus the monotonic clock
-    // when its deadline was last converted to the (monotonic) wheel. Its
-    // deadline on its own clock is the word's tick start plus this; the
-    // shard checks that on its own clock before it fires, and re-converts
-    // (Shard::reclock) when the clock moves against the monotonic one.
-    std::atomic<std::int64_t> offset_ns{0};
+    // A boot-time or wall-clock timer: the nominal deadline of its next run
+    // on its own clock (exact: the word holds it converted to a tick of the
+    // monotonic wheel by the offset of the moment). The shard checks it on
+    // its own clock before it fires, moves it along the grid with the word
+    // (fixed-rate), and re-converts it when the clock moves against the
+    // monotonic one (Shard::reclock) -- from this value, so repeated clock
+    // steps never add up rounding.
+    std::atomic<std::int64_t> deadline_ns{0};
     std::atomic<std::uint64_t> seq{0};  // a manual runtime's timers: start order (ties of an advance)
 };
 
