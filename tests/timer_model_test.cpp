@@ -289,9 +289,9 @@ TEST(Query, DueWhileNoWorkerIsFreeThenRunningFromItsOwnCallbackThenGone) {
     std::atomic<std::int64_t> seen_deadline{-1};
     const tw::Timer t = rt.start(1ms, [&](tw::Timer self) {
         const auto i = rt.query(self);
-        seen_state = i ? static_cast<int>(i->state) : -1;
         seen_runs = i ? i->runs : 99;
         seen_deadline = i ? i->deadline.time_since_epoch().count() : -2;
+        seen_state = i ? static_cast<int>(i->state) : -1;  // last: the test waits for it
     });
     ASSERT_TRUE(wait_until([&] {
         const auto i = rt.query(t);
