@@ -398,7 +398,10 @@ TEST(Realtime, ClockSetBackMakesPendingTimersWaitForTheirDeadlineAgain) {
     std::atomic<std::int64_t> at{0};
     tw::StartOptions o;
     o.clock = tw::TimerClock::realtime;
-    const std::int64_t d = rt.now(tw::TimerClock::realtime).count() + 150'000'000;
+    // Two seconds out: far more than this thread can be delayed before it
+    // steps the clock back (the timer must still be pending then).
+    const std::int64_t d = rt.now(tw::TimerClock::realtime).count() + 2'000'000'000;
+    const auto mono_deadline = std::chrono::steady_clock::now() + 2s;
     o.deadline = tw::TimePoint(tw::Duration(d));
     const tw::Timer t = rt.start(o, [&] { at = rt.now(tw::TimerClock::realtime).count(); });
     // Several steps back and forth (each re-files it), ending an hour back.
@@ -406,7 +409,7 @@ TEST(Realtime, ClockSetBackMakesPendingTimersWaitForTheirDeadlineAgain) {
         tickwheel::rt::test_hooks::realtime_shift_ns.store(shift);
         std::this_thread::sleep_for(120ms);  // a shard pass (<= 100 ms) notices each step
     }
-    std::this_thread::sleep_for(100ms);  // past the deadline's monotonic equivalent
+    std::this_thread::sleep_until(mono_deadline + 300ms);  // past the deadline's monotonic equivalent
     EXPECT_EQ(at.load(), 0) << "the wall clock has not reached the deadline again";
     const auto info = rt.query(t);
     ASSERT_TRUE(info);
