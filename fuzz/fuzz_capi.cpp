@@ -85,6 +85,7 @@ struct Ctx {
     tw_runtime* rt = nullptr;
     tw_queue* q = nullptr;  // the queue it was started on (nullptr: the workers)
     std::uint8_t behaviour = 0;
+    bool manual = false;  // rt has a manual clock: callbacks run inside tw_runtime_advance on the fuzzer's thread
 };
 
 std::atomic<long> g_bad{0};
@@ -106,7 +107,9 @@ void on_fire(void* arg, tw_timer id) {
     c->runs++;
     const bool on_main = std::this_thread::get_id() == g_main;
     if (c->q != nullptr && !on_main) bad("a queue-bound callback ran off the thread calling tw_queue_run()");
-    if (c->q == nullptr && on_main) bad("a worker-bound callback ran on the fuzzer's thread");
+    if (c->q == nullptr && on_main && !c->manual) bad("a worker-bound callback ran on the fuzzer's thread");
+    if (c->q == nullptr && !on_main && c->manual) bad("a manual runtime's callback ran off the advancing thread");
+    if (c->manual && tw_runtime_advance(c->rt, 1000) != TW_EDEADLK) bad("tw_runtime_advance from a callback: not TW_EDEADLK");
     if (c->q != nullptr) {
         switch (c->behaviour / 8 % 4) {
             case 1:
@@ -147,6 +150,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     g_main = std::this_thread::get_id();
     tw_runtime* rt = nullptr;
     bool shut = false;            // rt was shut down
+    bool manual = false;          // rt has a manual clock (TW_CONFIG_MANUAL_CLOCK)
     std::vector<tw_queue*> qs;    // rt's live queues (tw_runtime_destroy destroys them)
     tw_runtime* other = nullptr;  // another runtime, with a queue: foreign to rt
     tw_queue* other_q = nullptr;
@@ -155,6 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (tw_runtime_destroy(rt) != TW_OK) g_bad++;
         rt = nullptr;
         shut = false;
+        manual = false;
         qs.clear();
     };
     auto destroy_other = [&] {
@@ -179,7 +184,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     };
     int ops = 0;
     while (!in.empty() && ops++ < 64) {
-        switch (in.u8() % 23) {
+        switch (in.u8() % 24) {
             case 0: {  // (re)create, with a fuzzed config
                 destroy();
                 alignas(8) unsigned char buf[Input::kBuf] = {};
@@ -188,12 +193,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 cfg.size = in.size(sizeof cfg);
                 cfg.shards = in.u8() % 3;
                 cfg.workers = 1 + in.u8() % 2;
-                cfg.flags = in.u8() % 16 == 0 ? 0xFFu : 0;
+                const std::uint8_t fl = in.u8();
+                cfg.flags = fl % 16 == 0 ? 0xFFu : (fl % 4 == 1 ? TW_CONFIG_MANUAL_CLOCK : 0u);
                 cfg.resolution_ns = in.u8() % 4 == 0 ? in.u64() : 10'000;
                 cfg.max_timers = in.u8() % 4 == 0 ? in.u8() : 0;
                 tw_runtime* out = nullptr;
                 const int r = tw_runtime_create(in.u8() % 8 == 0 ? nullptr : &cfg, in.u8() % 16 == 0 ? nullptr : &out);
-                if (r == TW_OK) rt = out;
+                if (r == TW_OK) {
+                    rt = out;
+                    manual = (cfg.flags & TW_CONFIG_MANUAL_CLOCK) != 0 && cfg.flags != 0xFFu;
+                }
                 break;
             }
             case 1: {  // plain start (no release hook, no context)
@@ -210,6 +219,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 ctxs.push_back(c);
                 c->rt = rt;
                 c->behaviour = in.u8();
+                c->manual = manual;
                 alignas(8) unsigned char buf[Input::kBuf] = {};
                 tw_timer_spec& spec = *reinterpret_cast<tw_timer_spec*>(buf);
                 tw_timer_spec_init(&spec);
@@ -414,6 +424,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 const std::int64_t n = tw_group_stop(in.u8() % 8 == 0 ? nullptr : rt, g, flags);
                 if ((g == 0 || (flags & ~TW_SYNC) != 0) && n != TW_EINVAL) bad("tw_group_stop: bad group/flags not TW_EINVAL");
                 if (n < 0 && n != TW_EINVAL && n != TW_EFORKED) bad("tw_group_stop: unexpected code");
+                break;
+            }
+            case 23: {  // advance a manual clock (a real runtime: TW_EINVAL)
+                const std::uint64_t step = in.u8() % 4 == 0 ? in.delay() : in.u8() * 10'000ull;
+                const int r = tw_runtime_advance(in.u8() % 16 == 0 ? nullptr : rt, step);
+                trace("advance", static_cast<long>(step), r);
+                if (rt != nullptr && !manual && !shut && r >= 0) bad("tw_runtime_advance on a real runtime: not an error");
+                if (r < 0 && r != TW_EINVAL && r != TW_ESHUTDOWN && r != TW_EFORKED) bad("tw_runtime_advance: unexpected code");
                 break;
             }
             case 19: {  // stop, stop_sync or reset a queue-bound timer (often the last started: maybe due, not yet run)
