@@ -194,7 +194,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 cfg.shards = in.u8() % 3;
                 cfg.workers = 1 + in.u8() % 2;
                 const std::uint8_t fl = in.u8();
-                cfg.flags = fl % 16 == 0 ? 0xFFu : (fl % 4 == 1 ? TW_CONFIG_MANUAL_CLOCK : 0u);
+                cfg.flags = fl % 16 == 0 ? 0xFFu : (fl % 8 == 2 ? TW_CONFIG_MANUAL_CLOCK : 0u);
                 cfg.resolution_ns = in.u8() % 4 == 0 ? in.u64() : 10'000;
                 cfg.max_timers = in.u8() % 4 == 0 ? in.u8() : 0;
                 tw_runtime* out = nullptr;

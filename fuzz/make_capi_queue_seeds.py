@@ -4,7 +4,7 @@
 
 Each seed is a short, meaningful call sequence in the fuzzer's input format
 (see LLVMFuzzerTestOneInput in fuzz_capi.cpp: one byte picks the operation,
-byte % 20, then each operation reads its own bytes): timers on a queue
+byte % 24, then each operation reads its own bytes): timers on a queue
 stopped and reset while due, a queue of another runtime in a spec, shutdown
 with queue-bound timers pending, callbacks that run or destroy their own
 queue or shut the runtime down, and tw_queue_get_stats with bad sizes. Any
@@ -15,17 +15,18 @@ Usage: fuzz/make_capi_queue_seeds.py [outdir]
 import os
 import sys
 
-# Operation codes (input byte % 20).
+# Operation codes (input byte % 24).
 CREATE, START_EX, STOP, SHUTDOWN, SLEEP = 0, 2, 4, 8, 11
 Q_CREATE, Q_DESTROY, Q_RUN, Q_FD, Q_STATS, OTHER, Q_STOP = 12, 13, 14, 16, 17, 18, 19
+QUERY, RESET_AT, GROUP_STOP, ADVANCE = 20, 21, 22, 23
 
 RIGHT = 4  # Input::size(): the struct's own size
 ONE = 1    # a byte that takes the ordinary branch of the `% 4/8/16 == 0` choices
 
 
-def create():
-    # size, shards 1, workers 2, flags 0, resolution 10 us, no limit, cfg, out
-    return [CREATE, RIGHT, 1, 1, ONE, ONE, ONE, ONE, ONE]
+def create(manual=False):
+    # size, shards 1, workers 2, flags 0 (2: TW_CONFIG_MANUAL_CLOCK), resolution 10 us, no limit, cfg, out
+    return [CREATE, RIGHT, 1, 1, 2 if manual else ONE, ONE, ONE, ONE, ONE]
 
 
 def delay_zero():
@@ -36,10 +37,16 @@ def delay_us(us):  # Input::delay(): u8 * 20 us
     return [4, us // 20]
 
 
-def start(behaviour, delay, queue_pick, period=None):
-    """start_ex; queue_pick: 0 = NULL, 1 = the other runtime's, 2 + 8 * i = rt's queue i."""
+def start(behaviour, delay, queue_pick, period=None, policy=0, group=0):
+    """start_ex; queue_pick: 0 = NULL, 1 = the other runtime's, 2 + 8 * i = rt's queue i.
+    The 1.3 fields: policy, clock (choice, value: monotonic), leeway (none), group."""
     return ([START_EX, behaviour, RIGHT, ONE, ONE] + delay + ([0] + period if period else [ONE]) +
-            [ONE, queue_pick, ONE, ONE, ONE])
+            [ONE, queue_pick, policy, ONE, 0, ONE, group, ONE, ONE, ONE])
+
+
+def advance(us10):
+    """tw_runtime_advance by us10 * 10 us."""
+    return [ADVANCE, ONE, us10, ONE]
 
 
 def q_create():
@@ -98,6 +105,13 @@ SEEDS = {
     start(3, delay_zero(), Q0) + start(8, delay_us(100), Q0, delay_us(100)) + sleep(1000) + q_run(Q0) +
     sleep(500) + q_run(Q0) + q_run(Q0, 0) + q_run(NONE) + q_stop(True, 0),
     # tw_queue_get_stats with sizes 0, short, long (zero tail), random.
+    # A manual clock: one-shots, a burst and a skip periodic timer, in groups;
+    # advances run them on the fuzzer's thread (callbacks that stop, re-arm,
+    # stop_sync themselves, or try to advance: TW_EDEADLK), a group stop.
+    "seed_manual_clock": create(manual=True) + start(0, delay_us(100), NONE, group=1) +
+    start(2, delay_us(200), NONE, delay_us(60), policy=2, group=1) + start(3, delay_us(60), NONE, delay_us(40)) +
+    advance(50) + advance(200) + [GROUP_STOP, ONE, ONE, 0, ONE] + advance(100) + start(1, delay_zero(), NONE) +
+    advance(1) + [SHUTDOWN] + advance(1),
     "seed_queue_stats_sizes": create() + q_create() + q_stats(0, Q0) + q_stats(1, Q0) + q_stats(2, Q0) +
     q_stats(3, Q0, [0, 0, 0, 0, 0, 0, 0x10, 0x00]) + q_stats(RIGHT, Q0) + q_stats(RIGHT, NONE) + q_fd(NONE) +
     q_destroy(0),
