@@ -52,7 +52,23 @@ export interface RuntimeOptions {
   maxTimers?: number | bigint;
   /** Pin shard i's driver thread to CPU i % online CPUs (TW_PIN_SHARDS). */
   pinShards?: boolean;
+  /** A manual clock, for tests (TW_CONFIG_MANUAL_CLOCK, library 1.3): the
+   *  runtime's clocks stand still (starting at the machine's values) until
+   *  advance() moves them; callbacks run only inside advance(), synchronously.
+   *  Such a runtime never keeps the process alive. Default false. */
+  manualClock?: boolean;
 }
+
+/** The clock a timer's delay and deadlines are on (library 1.3):
+ *  'monotonic' (default) -- CLOCK_MONOTONIC, stops while the machine is
+ *  suspended; 'boottime' -- counts the time the machine was suspended (a 30 s
+ *  keepalive fires 30 s of real time later, asleep or not); 'realtime' -- the
+ *  wall clock: a timer follows changes of it (set forward past its deadline it
+ *  fires then; set back, it waits for the wall clock to reach it again). */
+export type ClockName = 'monotonic' | 'boottime' | 'realtime';
+
+/** The clocks by name: clocks.REALTIME === 'realtime'. */
+export declare const clocks: Readonly<{ MONOTONIC: 'monotonic'; BOOTTIME: 'boottime'; REALTIME: 'realtime' }>;
 
 /** What a periodic timer does when a run overruns its period (library 1.3):
  *  'skip' (default) -- fixed rate, the grid deadlines that pass during a run
@@ -76,6 +92,10 @@ export interface TimerModelOptions {
   /** The timer's group for stopGroup(): a safe integer or a BigInt up to
    *  2^64-1; 0 (default) = none. */
   group?: number | bigint;
+  /** The clock the delay, resetAt() and query().deadline are on; default
+   *  'monotonic'. Another string is a RangeError, a non-string a TypeError
+   *  (code 'TW_EINVAL'). Library 1.3. */
+  clock?: ClockName;
 }
 
 export interface StartOptions extends TimerModelOptions {
@@ -108,14 +128,16 @@ export interface TimerInfo {
   state: 'pending' | 'due' | 'running';
   /** The shard it lives on. */
   shard: number;
-  /** The next deadline in ns on now()'s clock, rounded up to the resolution,
+  /** The next deadline in ns on the timer's clock (`clock`: for 'monotonic',
+   *  now()'s; on a manual runtime, rt.now(clock)'s), rounded up to the resolution,
    *  without the leeway; null when none is set (a one-shot whose callback is
    *  running, a 'delay' timer until its run ends). For a due or running
    *  fixed-rate timer: the grid deadline after the one being served (while a
    *  'burst' timer runs the deadlines it owes: the grid deadline after the
    *  owed ones, the same for each of those runs). */
   deadline: bigint | null;
-  /** Milliseconds from the query to `deadline` (0 once it has passed); null without a deadline. */
+  /** Milliseconds from the query to `deadline` (0 once it has passed), on the
+   *  timer's clock of its runtime (virtual on a manual one); null without a deadline. */
   remaining: number | null;
   /** The period in ms (0 for a one-shot), rounded up to the resolution. */
   period: number;
@@ -127,6 +149,8 @@ export interface TimerInfo {
   runs: number;
   /** Grid deadlines skipped so far ('skip' policy; 0 for the others). */
   missed: number;
+  /** The clock it was started on. */
+  clock: ClockName;
 }
 
 /** A snapshot of the counters of a runtime's delivery queue (tw_queue_stats). */
@@ -195,6 +219,8 @@ export declare class Timer {
   readonly periodic: boolean;
   /** True until it ran its last run, was stopped, or its runtime was closed. */
   readonly active: boolean;
+  /** The clock its delay and deadlines are on. */
+  readonly clock: ClockName;
   /** Same as runtime.stop(timer). */
   stop(): boolean;
   /** Same as runtime.reset(timer, ms). */
@@ -213,9 +239,15 @@ export declare class Timer {
  * queued by one callback run before the next one), never on another thread;
  * no thread ever waits for JavaScript.
  *
+ * With { manualClock: true } (for tests) nothing fires by itself: the
+ * clocks stand still until advance(ms), which runs the callbacks that fall
+ * due synchronously, on this thread, before it returns (the C library runs
+ * them inside tw_runtime_advance(); the delivery queue is not used).
+ *
  * Events: 'error' (error: unknown, timer: Timer) -- a callback threw. Without
  * a listener the exception is rethrown asynchronously (an uncaught
- * exception), like an exception in a setTimeout callback.
+ * exception), like an exception in a setTimeout callback -- or, inside
+ * advance(), thrown by advance() once its window is done.
  */
 export declare class Runtime extends EventEmitter {
   /** @throws {RangeError|TypeError} bad options (code 'TW_EINVAL');
@@ -250,7 +282,8 @@ export declare class Runtime extends EventEmitter {
    *  (re-armed with the same id). Never blocks. */
   reset(timer: Timer | bigint, ms: number): boolean;
   /** Re-arms a timer to fire at the absolute deadline `deadlineNs`: BigInt
-   *  nanoseconds on the clock of now() (e.g. `now() + 50_000_000n`); a past
+   *  nanoseconds on the timer's clock, rt.now(timer.clock) (for 'monotonic',
+   *  now()'s; e.g. `rt.now() + 50_000_000n`); a past
    *  one fires as soon as possible, never before it. A periodic timer then
    *  runs every period from there. True if re-armed; false if it is not
    *  pending, as reset(). Never blocks.
@@ -272,6 +305,28 @@ export declare class Runtime extends EventEmitter {
   /** The runtime's counters (and its queue's, in `queue`); after close() has
    *  finished, the final ones. */
   stats(): RuntimeStats;
+
+  /** True for a runtime created with { manualClock: true }. */
+  readonly manualClock: boolean;
+  /** The runtime's clock `clock` (default 'monotonic') in ns: the machine's
+   *  for a real runtime, the virtual one for a manual runtime.
+   *  @throws {TickwheelError} 'TW_ESHUTDOWN' after close();
+   *  {RangeError|TypeError} unknown clock (code 'TW_EINVAL'). */
+  now(clock?: ClockName): bigint;
+  /** A manual runtime: moves its three clocks forward by exactly `ms`
+   *  milliseconds and runs, synchronously before it returns, every callback
+   *  that falls due, in deadline order (ties in start order), the clocks
+   *  stepped to each deadline (rt.now() inside a callback reads its
+   *  deadline). Timers that callbacks start or re-arm due inside the window
+   *  run in this same call. A periodic timer crossed k times: 'skip' runs
+   *  once with missed += k - 1, 'burst' k times, 'delay' as its runs fall.
+   *  advance(0) runs what is due now. Returns the number of callbacks run.
+   *  Without an 'error' listener, a callback's exception is thrown by
+   *  advance() once the window is done (several: an AggregateError).
+   *  @throws {TickwheelError} 'TW_EINVAL' (no manual clock), 'TW_EDEADLK'
+   *  (from inside one of this runtime's callbacks), 'TW_ESHUTDOWN' (closed);
+   *  {RangeError|TypeError} bad ms (code 'TW_EINVAL'). */
+  advance(ms: number): number;
 
   /** Live timers keep the process alive (the default). */
   ref(): this;
@@ -300,6 +355,9 @@ export declare class Runtime extends EventEmitter {
 export declare function version(): string;
 /** The path (or loader name) the library was loaded from. */
 export declare function libraryPath(): string;
-/** The runtime's clock: CLOCK_MONOTONIC in nanoseconds, the clock of
- *  process.hrtime.bigint() on Linux. */
-export declare function now(): bigint;
+/** The machine's clock `clock` in nanoseconds: 'monotonic' (default) is
+ *  CLOCK_MONOTONIC, the clock of delays and of process.hrtime.bigint() on
+ *  Linux; 'boottime'; 'realtime' (the wall clock). A manual runtime's virtual
+ *  clocks: rt.now(clock).
+ *  @throws {RangeError|TypeError} unknown clock (code 'TW_EINVAL'). */
+export declare function now(clock?: ClockName): bigint;

@@ -47,6 +47,20 @@
  * deadline on now()'s clock (BigInt nanoseconds), stopGroup() stops a whole
  * group. With a 1.2 library these throw (see requireModel).
  *
+ * Clocks and a manual clock (library 1.3). start(ms, fn, { clock }) puts a
+ * timer on 'monotonic' (default), 'boottime' or 'realtime' (the wall
+ * clock); now(clock) reads the machine's clocks. new Runtime({ manualClock:
+ * true }) is a runtime for tests: its clocks stand still until
+ * rt.advance(ms) moves them, and the callbacks that fall due run inside
+ * advance(), synchronously, on this thread. Such a runtime starts its
+ * timers without the delivery queue: the C library runs them itself, inside
+ * tw_runtime_advance() called on this thread, in deadline order with the
+ * clocks stepped to each deadline -- exactly as in the other bindings
+ * (timers started by callbacks run in the same advance() when due inside
+ * its window; periodic skip/burst/delay as the C library defines them). A
+ * manual runtime never keeps the process alive (nothing fires without
+ * advance()).
+ *
  * Errors. A failed call throws a TickwheelError (code 'TW_ESHUTDOWN',
  * 'TW_EAGAIN', ...); bad arguments throw TypeError or RangeError with code
  * 'TW_EINVAL'. An exception thrown by a timer callback is emitted as an
@@ -97,12 +111,17 @@ const errorCodes = Object.freeze({
 const CODE_NAMES = new Map(Object.entries(errorCodes).map(([k, v]) => [v, k]));
 const { TW_OK, TW_ENOMEM, TW_ENOENT, TW_ESHUTDOWN } = errorCodes;
 const TW_PIN_SHARDS = 0x1;
+const TW_CONFIG_MANUAL_CLOCK = 0x2; // tw_config.flags (since 1.3)
 const TW_MAX_DELAY_NS = 1n << 60n;
 const INT64_MAX = (1n << 63n) - 1n;
 const U64_MAX = (1n << 64n) - 1n;
 /** Period policies (tw_timer_spec.period_policy, since 1.3), by their names in this binding. */
 const periodPolicies = Object.freeze({ SKIP: 'skip', DELAY: 'delay', BURST: 'burst' });
 const POLICY_CODES = new Map([['skip', 0], ['delay', 1], ['burst', 2]]);
+/** Clocks (tw_timer_spec.clock, since 1.3), by their names in this binding. */
+const clocks = Object.freeze({ MONOTONIC: 'monotonic', BOOTTIME: 'boottime', REALTIME: 'realtime' });
+const CLOCK_CODES = new Map([['monotonic', 0], ['boottime', 1], ['realtime', 2]]);
+const CLOCK_NAMES = ['monotonic', 'boottime', 'realtime'];
 /** tw_timer_info.state (since 1.3) -> the name query() reports. */
 const TIMER_STATES = new Map([[1, 'pending'], [2, 'due'], [3, 'running']]);
 /** The longest delay or period accepted, in milliseconds (2^60 ns, about 36.5 years). */
@@ -224,13 +243,13 @@ const Spec = defineType('tw_timer_spec_1_3', (n) => koffi.struct(n, {
   release: koffi.pointer(Release),
   queue: 'void *',
   period_policy: 'uint32_t',
-  reserved: 'uint32_t',
+  clock: 'int32_t',
   leeway_ns: 'uint64_t',
   group: 'uint64_t',
 }));
 const SPEC_SIZE = koffi.sizeof(Spec);
 const SPEC_AT = Object.fromEntries(['shard', 'delay_ns', 'period_ns', 'callback', 'arg', 'release', 'queue',
-  'period_policy', 'leeway_ns', 'group'].map((k) => [k, koffi.offsetof(Spec, k)]));
+  'period_policy', 'clock', 'leeway_ns', 'group'].map((k) => [k, koffi.offsetof(Spec, k)]));
 // tw_timer_info (1.3, 64 bytes), read from a Buffer by offset.
 const INFO_SIZE = 64;
 const INFO_AT = {
@@ -333,6 +352,11 @@ function bind(handle, where) {
   fns.tw_timer_reset_at = optional('tw_timer_reset_at', 'int', [rtPtr, 'uint64_t', 'uint64_t']);
   fns.tw_group_stop = optional('tw_group_stop', 'int64_t', [rtPtr, 'uint64_t', 'unsigned int']);
   fns.hasModel = fns.tw_timer_query !== null && fns.tw_timer_reset_at !== null && fns.tw_group_stop !== null;
+  // Clocks and the manual clock (1.3), likewise (see requireClocks).
+  fns.tw_now_ns_clock = optional('tw_now_ns_clock', 'uint64_t', ['int']);
+  fns.tw_runtime_now_ns = optional('tw_runtime_now_ns', 'uint64_t', [rtPtr, 'int']);
+  fns.tw_runtime_advance = optional('tw_runtime_advance', 'int', [rtPtr, 'uint64_t']);
+  fns.hasClocks = fns.tw_now_ns_clock !== null && fns.tw_runtime_now_ns !== null && fns.tw_runtime_advance !== null;
   fns.path = where;
   fns.version = ver;
   return fns;
@@ -385,10 +409,39 @@ function libraryPath() {
   return load().path;
 }
 
-/** The runtime's clock: CLOCK_MONOTONIC in nanoseconds (the clock of
- *  process.hrtime.bigint() on Linux). */
-function now() {
-  return BigInt(load().tw_now_ns());
+/** The machine's clock `clock` in nanoseconds (a BigInt): 'monotonic' (the
+ *  default: CLOCK_MONOTONIC, the clock of process.hrtime.bigint() on Linux
+ *  and of delays), 'boottime' or 'realtime' (the wall clock, Date.now() * 1e6).
+ *  A manual Runtime's virtual clocks are read with rt.now(clock). */
+function now(clock) {
+  const l = load();
+  if (clock === undefined || clock === 'monotonic') return BigInt(l.tw_now_ns());
+  const code = clockCode(clock);
+  requireClocks('now(clock)');
+  return BigInt(l.tw_now_ns_clock(code));
+}
+
+/** A clock name to its C value. */
+function clockCode(clock) {
+  if (typeof clock !== 'string') {
+    throw invalid(TypeError, `clock must be 'monotonic', 'boottime' or 'realtime', got ${describe(clock)}`);
+  }
+  const code = CLOCK_CODES.get(clock);
+  if (code === undefined) {
+    throw invalid(RangeError, `unknown clock ${JSON.stringify(clock)} (known: monotonic, boottime, realtime)`);
+  }
+  return code;
+}
+
+/** Throws unless the loaded library has the clocks of 1.3 (clock option,
+ *  now(clock), manualClock, advance()). */
+function requireClocks(what) {
+  const l = load();
+  if (!l.hasClocks) {
+    const err = new Error(`tickwheel: ${what} needs libtickwheel 1.3 or later; ${l.path} is ${l.version}`);
+    err.code = 'ERR_TICKWHEEL_LIBRARY';
+    throw err;
+  }
 }
 
 /** Throws unless the loaded library has the timer model of 1.3 (query,
@@ -539,11 +592,16 @@ class Timer {
   query() {
     return this._rt.query(this);
   }
+
+  /** The clock its delay and deadlines are on: 'monotonic', 'boottime' or 'realtime'. */
+  get clock() {
+    return CLOCK_NAMES[this._entry ? this._entry.clock : 0];
+  }
 }
 
 // ---- Runtime ---------------------------------------------------------------------
-const RUNTIME_OPTIONS = ['shards', 'workers', 'resolution', 'maxTimers', 'pinShards'];
-const MODEL_OPTIONS = ['policy', 'leeway', 'group'];
+const RUNTIME_OPTIONS = ['shards', 'workers', 'resolution', 'maxTimers', 'pinShards', 'manualClock'];
+const MODEL_OPTIONS = ['policy', 'leeway', 'group', 'clock'];
 const START_OPTIONS = ['period', 'shard', ...MODEL_OPTIONS];
 const PERIODIC_OPTIONS = ['delay', 'shard', ...MODEL_OPTIONS];
 // Callbacks run per wake-up of the queue's poll handle, at most; more due
@@ -568,6 +626,7 @@ class Runtime extends EventEmitter {
    * @param {number} [options.resolution=1] the tick in milliseconds, 0.001 .. 1000 (0 = 1 ms)
    * @param {number|bigint} [options.maxTimers=0] live timers allowed at once; 0 = unlimited
    * @param {boolean} [options.pinShards=false] pin shard i's driver thread to CPU i
+   * @param {boolean} [options.manualClock=false] a manual clock, for tests: see advance()
    */
   constructor(options) {
     super();
@@ -599,8 +658,19 @@ class Runtime extends EventEmitter {
       }
       if (o.pinShards) cfg.flags |= TW_PIN_SHARDS;
     }
+    let manual = false;
+    if (o.manualClock !== undefined) {
+      if (typeof o.manualClock !== 'boolean') {
+        throw invalid(TypeError, `manualClock must be a boolean, got ${describe(o.manualClock)}`);
+      }
+      manual = o.manualClock;
+    }
 
     const l = load();
+    if (manual) {
+      requireClocks('manualClock');
+      cfg.flags |= TW_CONFIG_MANUAL_CLOCK;
+    }
     getTrampolines();
     const out = [null];
     let rc = l.tw_runtime_create(cfg, out);
@@ -621,10 +691,16 @@ class Runtime extends EventEmitter {
     this._turns = 0; // setImmediate turns scheduled to run a due callback, not yet taken
     this._inRun = 0; // > 0 while tw_queue_run() runs on this runtime's queue
     this._qbuf = Buffer.alloc(QUEUE_STATS_SIZE); // tw_queue_stats, read by offset
+    this._manual = manual;
+    this._advanceErrors = null; // callback errors of the advance() in progress (no 'error' listener)
 
     const qout = [null];
     rc = l.tw_queue_create(this._ptr, qout);
-    if (rc === TW_OK) {
+    if (rc === TW_OK && manual) {
+      // A manual runtime's timers are not bound to the queue (the C library
+      // runs them inside advance() on this thread); it is kept for stats().
+      this._queue = qout[0];
+    } else if (rc === TW_OK) {
       this._queue = qout[0];
       try {
         this._poll = koffi.node.poll(l.tw_queue_fd(this._queue), { readable: true }, () => this._onReadable());
@@ -639,7 +715,7 @@ class Runtime extends EventEmitter {
       this._destroyNative();
       throw new TickwheelError(rc, 'tw_queue_create');
     }
-    this._poll.unref(); // ref'd while live timers are (see _syncRef)
+    if (this._poll !== null) this._poll.unref(); // ref'd while live timers are (see _syncRef)
     // tw_timer_spec of this runtime's timers: size, the trampolines and the
     // queue stay; each start writes shard, delay, period and arg (the key).
     const t = getTrampolines();
@@ -647,7 +723,7 @@ class Runtime extends EventEmitter {
     this._spec.writeUInt32LE(SPEC_SIZE, 0);
     this._spec.writeBigUInt64LE(koffi.address(t.fire), SPEC_AT.callback);
     this._spec.writeBigUInt64LE(koffi.address(t.release), SPEC_AT.release);
-    this._spec.writeBigUInt64LE(koffi.address(this._queue), SPEC_AT.queue);
+    if (!manual) this._spec.writeBigUInt64LE(koffi.address(this._queue), SPEC_AT.queue);
     this._idOut = Buffer.alloc(8);
     this._runTurn = () => this._turn();
     openRuntimes.add(this);
@@ -708,7 +784,10 @@ class Runtime extends EventEmitter {
    * 'burst' = fixed rate, overrun periods run back to back to catch up).
    * options.leeway (ms, default 0): the callback may run that much late
    * (never early), so that nearby timers share a wake-up. options.group (a
-   * Number or BigInt, 0 = none): a tag for stopGroup().
+   * Number or BigInt, 0 = none): a tag for stopGroup(). options.clock:
+   * 'monotonic' (default), 'boottime' (counts the time the machine was
+   * suspended) or 'realtime' (the wall clock: the timer follows changes of
+   * it); the delay, resetAt() and query().deadline are on it.
    * @returns {Timer}
    */
   start(ms, fn, options) {
@@ -721,7 +800,7 @@ class Runtime extends EventEmitter {
   /**
    * Starts a periodic timer: fn(timer) runs every period ms, the first time
    * after options.delay ms (default: period). period must be > 0. The
-   * options policy, leeway and group are those of start().
+   * options policy, leeway, group and clock are those of start().
    * @returns {Timer}
    */
   startPeriodic(period, fn, options) {
@@ -738,12 +817,14 @@ class Runtime extends EventEmitter {
     const policy = o.policy === undefined ? 0 : policyCode(o.policy);
     const leeway = o.leeway === undefined ? 0n : msToNs(o.leeway, 'leeway');
     const group = o.group === undefined ? 0n : groupId(o.group, true);
+    const clock = o.clock === undefined ? 0 : clockCode(o.clock);
     if ((policy !== 0 || leeway !== 0n || group !== 0n) && !lib.hasModel) requireModel('policy, leeway and group');
+    if (clock !== 0 && !lib.hasClocks) requireClocks('the clock option');
     if (this._closed) throw new TickwheelError(TW_ESHUTDOWN, 'start');
     const timer = new Timer(this, periodic);
     const key = nextKey++;
     const e = {
-      key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n, group,
+      key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n, group, clock,
       running: false, rearmed: false, ran: false, cancelled: false,
     };
     entries.set(key, e);
@@ -755,6 +836,7 @@ class Runtime extends EventEmitter {
     spec.writeUInt32LE(policy, SPEC_AT.period_policy);
     spec.writeBigUInt64LE(leeway, SPEC_AT.leeway_ns);
     spec.writeBigUInt64LE(group, SPEC_AT.group);
+    spec.writeInt32LE(clock, SPEC_AT.clock);
     spec.writeUInt32LE(key % 0x100000000, SPEC_AT.arg);
     spec.writeUInt32LE(Math.floor(key / 0x100000000), SPEC_AT.arg + 4);
     const rc = lib.tw_timer_start_ex(this._ptr, spec, this._idOut);
@@ -827,8 +909,9 @@ class Runtime extends EventEmitter {
 
   /**
    * Re-arms a timer (a Timer or its BigInt id) to fire at the absolute
-   * deadline deadlineNs: a BigInt of nanoseconds on the clock of now() (and
-   * of process.hrtime.bigint()), e.g. now() + 50_000_000n; a past one fires
+   * deadline deadlineNs: a BigInt of nanoseconds on the timer's clock,
+   * rt.now(timer.clock) (for the default, 'monotonic', now() and
+   * process.hrtime.bigint()), e.g. rt.now() + 50_000_000n; a past one fires
    * as soon as possible, never before it. A periodic timer then runs every
    * period from there. Returns true if re-armed, false if the timer is not
    * pending, as reset(). Throws TypeError (not a BigInt) or RangeError
@@ -843,8 +926,9 @@ class Runtime extends EventEmitter {
     }
     const e = this._lookup(timer, 'resetAt');
     requireModel('resetAt()');
-    if (deadlineNs - now() > TW_MAX_DELAY_NS) {
-      throw invalid(RangeError, `deadlineNs is more than ${MAX_DELAY_MS} ms ahead of now()`);
+    const clock = e === null ? 0 : e.clock;
+    if (deadlineNs - (this._ptr === null ? now() : this._clockNow(clock)) > TW_MAX_DELAY_NS) {
+      throw invalid(RangeError, `deadlineNs is more than ${MAX_DELAY_MS} ms ahead of the timer's clock`);
     }
     if (this._closed || e === null || e.cancelled || e.ran) return false;
     const rc = lib.tw_timer_reset_at(this._ptr, e.id, deadlineNs);
@@ -885,17 +969,102 @@ class Runtime extends EventEmitter {
     if (rc !== TW_OK) throw new TickwheelError(rc, 'query');
     const deadline = b.readBigUInt64LE(INFO_AT.deadline_ns);
     const state = b.readInt32LE(INFO_AT.state);
+    const e = this._byId.get(id);
+    const clock = e === undefined ? 0 : e.clock; // every live timer of this runtime has its entry
     return {
       state: TIMER_STATES.get(state) || 'pending', // the library reports only these three
       shard: b.readInt32LE(INFO_AT.shard),
       deadline: deadline === 0n ? null : deadline,
-      remaining: deadline === 0n ? null : Math.max(0, Number(deadline - now()) / 1e6),
+      remaining: deadline === 0n ? null : Math.max(0, Number(deadline - this._clockNow(clock)) / 1e6),
       period: Number(b.readBigUInt64LE(INFO_AT.period_ns)) / 1e6,
       leeway: Number(b.readBigUInt64LE(INFO_AT.leeway_ns)) / 1e6,
       group: groupValue(b.readBigUInt64LE(INFO_AT.group)),
       runs: Number(b.readBigUInt64LE(INFO_AT.runs)),
       missed: Number(b.readBigUInt64LE(INFO_AT.missed)),
+      clock: CLOCK_NAMES[clock],
     };
+  }
+
+  // ---- clocks ------------------------------------------------------------------
+  /** True for a runtime created with { manualClock: true }. */
+  get manualClock() {
+    return this._manual;
+  }
+
+  // The clock of C code `code` (BigInt ns): this runtime's (virtual when manual).
+  _clockNow(code) {
+    if (this._manual) return BigInt(lib.tw_runtime_now_ns(this._ptr, code));
+    return code === 0 ? BigInt(lib.tw_now_ns()) : BigInt(lib.tw_now_ns_clock(code));
+  }
+
+  /**
+   * The runtime's clock `clock` ('monotonic' (default), 'boottime' or
+   * 'realtime') in nanoseconds, a BigInt: the machine's for a real runtime
+   * (as now(clock)), the virtual one for a manual runtime. Throws
+   * TickwheelError 'TW_ESHUTDOWN' after close(); RangeError/TypeError
+   * (code 'TW_EINVAL') for an unknown clock.
+   */
+  now(clock) {
+    const code = clock === undefined ? 0 : clockCode(clock);
+    requireClocks('rt.now()');
+    if (this._ptr === null) throw new TickwheelError(TW_ESHUTDOWN, 'now');
+    return BigInt(lib.tw_runtime_now_ns(this._ptr, code));
+  }
+
+  /**
+   * A manual runtime ({ manualClock: true }): moves its three clocks forward
+   * by exactly ms milliseconds (fractions allowed, rounded up to the
+   * nanosecond) and runs, synchronously on this thread before it returns,
+   * every callback that falls due, in deadline order (deadlines rounded up
+   * to the resolution; ties in start order), with the clocks stepped to
+   * each deadline as it goes: rt.now() inside a callback reads its
+   * deadline, and a timer that a callback starts (or re-arms) due inside
+   * the window runs in this same call. A periodic timer crossed k times:
+   * 'skip' runs once with missed += k - 1 (judged at the end of the
+   * window), 'burst' k times, 'delay' as its runs fall. advance(0) runs
+   * what is due now. Returns the number of callbacks run.
+   *
+   * A callback's exception goes to the 'error' listeners, if any; without
+   * one, advance() throws it once the window is done (the other callbacks
+   * still run; several: an AggregateError of them all).
+   *
+   * Throws TickwheelError 'TW_EINVAL' on a runtime without a manual clock,
+   * 'TW_EDEADLK' from inside one of this runtime's callbacks (nothing
+   * done), 'TW_ESHUTDOWN' after close(); RangeError/TypeError (code
+   * 'TW_EINVAL') for a bad ms.
+   * @returns {number}
+   */
+  advance(ms) {
+    const ns = msToNs(ms, 'ms');
+    requireClocks('advance()');
+    if (this._closed || this._ptr === null) throw new TickwheelError(TW_ESHUTDOWN, 'advance');
+    const outermost = this._advanceErrors === null;
+    if (outermost) this._advanceErrors = [];
+    let rc;
+    this._inRun++;
+    try {
+      rc = lib.tw_runtime_advance(this._ptr, ns);
+    } finally {
+      this._inRun--;
+    }
+    const errors = this._advanceErrors;
+    if (outermost) this._advanceErrors = null;
+    // close() from inside one of those callbacks left the C side to us.
+    if (this._closed && this._inRun === 0 && this._ptr !== null && this._settle !== null) this._finishClose();
+    if (rc < 0) {
+      if (rc === errorCodes.TW_EINVAL && !this._manual) {
+        throw new TickwheelError(rc, 'advance (the Runtime has no manual clock: create it with { manualClock: true })');
+      }
+      if (rc === errorCodes.TW_EDEADLK) {
+        throw new TickwheelError(rc, "advance (called from inside one of this Runtime's callbacks)");
+      }
+      throw new TickwheelError(rc, 'advance');
+    }
+    if (outermost && errors.length === 1) throw errors[0];
+    if (outermost && errors.length > 1) {
+      throw new AggregateError(errors, `${errors.length} timer callbacks threw during advance()`);
+    }
+    return rc;
   }
 
   /**
@@ -1023,6 +1192,10 @@ class Runtime extends EventEmitter {
   }
 
   _callbackError(err, timer) {
+    if (this._advanceErrors !== null && this.listenerCount('error') === 0) {
+      this._advanceErrors.push(err); // thrown by advance() once its window is done
+      return;
+    }
     if (this.listenerCount('error') > 0) {
       try {
         this.emit('error', err, timer);
@@ -1144,6 +1317,7 @@ module.exports = {
   LibraryLoadError,
   errorCodes,
   periodPolicies,
+  clocks,
   MAX_DELAY_MS,
   version,
   libraryPath,

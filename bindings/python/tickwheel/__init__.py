@@ -26,8 +26,17 @@ Timer model (library 1.3): ``start(..., policy="skip"|"delay"|"burst",
 leeway=seconds, group=int)`` chooses what a periodic timer does when a run
 overruns its period, how late a callback may run (never early), and a group
 tag; ``rt.query(timer)`` (a TimerInfo: state, next deadline, run counters),
-``rt.reset_at(timer, deadline)`` on ``now()``'s clock and
+``rt.reset_at(timer, deadline)`` on the timer's clock and
 ``rt.stop_group(group, sync=False)`` go with it.
+
+Clocks and a manual clock (library 1.3): ``start(..., clock="boottime")``
+(or "realtime", default "monotonic") puts a timer's delay and deadline on
+that clock; ``tickwheel.now(clock)`` / ``now_ns(clock)`` read the machine's.
+``Runtime(manual_clock=True)`` is a runtime for tests whose clocks stand
+still until ``rt.advance(seconds)`` moves them: the callbacks that fall due
+run inside advance(), on the calling thread, in deadline order, and
+``rt.now(clock)`` reads its virtual time -- a 30 s timeout is tested in
+microseconds (examples/test_idle_timeout_example.py).
 
 The callable is kept alive by the binding until the C library's release hook
 says the runtime is done with the timer (after its last run, when it is
@@ -64,6 +73,7 @@ import ctypes
 import dataclasses
 import datetime
 import enum
+import functools
 import itertools
 import math
 import numbers
@@ -91,9 +101,14 @@ __all__ = [
     "PERIOD_SKIP",
     "PERIOD_DELAY",
     "PERIOD_BURST",
+    "Clock",
+    "CLOCK_MONOTONIC",
+    "CLOCK_BOOTTIME",
+    "CLOCK_REALTIME",
     "TickwheelError",
     "ForkedError",
     "now",
+    "now_ns",
     "version",
     "library_path",
     "MAX_DELAY_S",
@@ -109,6 +124,10 @@ TW_ESHUTDOWN = -108
 TW_EDEADLK = -35
 TW_EFORKED = -1001
 TW_PIN_SHARDS = 0x1
+TW_CONFIG_MANUAL_CLOCK = 0x2  # tw_config.flags (since 1.3)
+TW_CLOCK_MONOTONIC = 0  # tw_timer_spec.clock, tw_now_ns_clock() (since 1.3)
+TW_CLOCK_BOOTTIME = 1
+TW_CLOCK_REALTIME = 2
 TW_MAX_DELAY_NS = 1 << 60
 TW_PERIOD_SKIP = 0  # tw_timer_spec.period_policy (since 1.3)
 TW_PERIOD_DELAY = 1
@@ -155,7 +174,7 @@ class _Spec(ctypes.Structure):
         ("release", _RELEASE),
         ("queue", ctypes.c_void_p),  # since 1.2 (the spec grew from 56 to 64 bytes)
         ("period_policy", ctypes.c_uint32),  # since 1.3 (88 bytes)
-        ("reserved", ctypes.c_uint32),
+        ("clock", ctypes.c_int32),  # since 1.3: TW_CLOCK_*
         ("leeway_ns", ctypes.c_uint64),
         ("group", ctypes.c_uint64),
     ]
@@ -225,6 +244,12 @@ def _prepare(lib: ctypes.CDLL) -> None:
         "tw_timer_query": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.POINTER(_TimerInfo)]),
         "tw_group_stop": (ctypes.c_int64, [rt_p, ctypes.c_uint64, ctypes.c_uint]),
         "tw_now_ns": (ctypes.c_uint64, []),
+        "tw_now_ns_clock": (ctypes.c_uint64, [ctypes.c_int]),
+        "tw_runtime_now_ns": (ctypes.c_uint64, [rt_p, ctypes.c_int]),
+        # CDLL: the GIL is released for the whole advance; each callback it
+        # runs on this thread takes it back (ctypes' trampoline), so another
+        # thread's advance, stop_sync or close never waits for a GIL we hold.
+        "tw_runtime_advance": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
         "tw_runtime_stats": (ctypes.c_int, [rt_p, ctypes.POINTER(_Stats)]),
         "tw_runtime_metrics": (ctypes.c_int, [rt_p, ctypes.c_char_p, ctypes.c_size_t]),
         "tw_strerror": (ctypes.c_char_p, [ctypes.c_int]),
@@ -265,9 +290,20 @@ def version() -> tuple:
     return (v >> 16, (v >> 8) & 0xFF, v & 0xFF)
 
 
-def now() -> float:
-    """The runtime's clock (CLOCK_MONOTONIC -- the same as time.monotonic()), in seconds."""
-    return _lib.tw_now_ns() / 1e9
+def now(clock: Union[str, "Clock"] = "monotonic") -> float:
+    """The machine's clock ``clock`` in seconds: "monotonic" (the default, the
+    clock of delays and deadlines -- the same as time.monotonic()),
+    "boottime" (time.clock_gettime(time.CLOCK_BOOTTIME)) or "realtime" (the
+    wall clock, time.time()); or a Clock. A manual Runtime's virtual clocks
+    are read with ``rt.now(clock)`` instead."""
+    if clock == "monotonic" and type(clock) is str:  # the common case, no lookup
+        return _lib.tw_now_ns() / 1e9
+    return _lib.tw_now_ns_clock(_clock_code(clock)) / 1e9
+
+
+def now_ns(clock: Union[str, "Clock"] = "monotonic") -> int:
+    """As now(), in integer nanoseconds (the scale of the C API)."""
+    return _lib.tw_now_ns_clock(_clock_code(clock))
 
 
 class TickwheelError(OSError):
@@ -365,6 +401,43 @@ def _policy_code(policy) -> int:
         raise ValueError("unknown period policy %r: expected \"skip\", \"delay\" or \"burst\"" % (policy,)) from None
 
 
+class Clock(str, enum.Enum):
+    """The clock a timer's delay and deadline are on (``clock=`` of start() and
+    start_at(); tw_timer_spec.clock), and the clock now() reads. A str enum:
+    ``Clock.REALTIME == "realtime"``.
+
+    MONOTONIC (the default): CLOCK_MONOTONIC, time.monotonic(); stops while
+    the machine is suspended, never jumps. BOOTTIME: as monotonic, but counts
+    the time the machine was suspended (a 30 s keepalive fires 30 s of real
+    time later, asleep or not). REALTIME: the wall clock, time.time(); a
+    timer follows changes of it -- set forward past its deadline it fires
+    then; set back, it waits for the wall clock to reach its deadline again
+    (noticed within 100 ms). Not time.CLOCK_* numbers (which differ): names."""
+
+    MONOTONIC = "monotonic"
+    BOOTTIME = "boottime"
+    REALTIME = "realtime"
+
+
+CLOCK_MONOTONIC = Clock.MONOTONIC
+CLOCK_BOOTTIME = Clock.BOOTTIME
+CLOCK_REALTIME = Clock.REALTIME
+_CLOCK_CODES = {Clock.MONOTONIC: TW_CLOCK_MONOTONIC, Clock.BOOTTIME: TW_CLOCK_BOOTTIME,
+                Clock.REALTIME: TW_CLOCK_REALTIME}
+_CLOCK_BY_CODE = {code: clock for clock, code in _CLOCK_CODES.items()}
+
+
+def _clock_code(clock) -> int:
+    if not isinstance(clock, str):  # Clock is a str too; ints (time.CLOCK_* differ) are refused
+        raise TypeError("clock must be \"monotonic\", \"boottime\" or \"realtime\" (or a tickwheel.Clock), "
+                        "not %s" % type(clock).__name__)
+    try:
+        return _CLOCK_CODES[Clock(clock)]
+    except ValueError:
+        raise ValueError("unknown clock %r: expected \"monotonic\", \"boottime\" or \"realtime\""
+                         % (clock,)) from None
+
+
 def _group_id(group, what: str, allow_zero: bool) -> int:
     if isinstance(group, bool) or not isinstance(group, numbers.Integral):
         raise TypeError("%s must be an int, not %s" % (what, type(group).__name__))
@@ -391,8 +464,9 @@ _STATES = {TW_TIMER_PENDING: TimerState.PENDING, TW_TIMER_DUE: TimerState.DUE,
 class TimerInfo:
     """What Runtime.query() tells about a live timer (tw_timer_info): a snapshot.
 
-    ``deadline``: the next deadline in seconds on the runtime's clock
-    (tickwheel.now(), i.e. time.monotonic()), rounded up to the resolution,
+    ``deadline``: the next deadline in seconds on the timer's clock
+    (tickwheel.now(clock); the default, "monotonic", is time.monotonic();
+    on a manual runtime, its virtual clock: rt.now(clock)), rounded up to the resolution,
     without the leeway; None when none is set (a one-shot whose callback is
     running, a "delay" timer until its run ends). For a due or running
     fixed-rate timer it is the grid deadline after the one being served
@@ -413,17 +487,21 @@ class TimerInfo:
     group: int
     runs: int
     missed: int
+    # Reads "now" on the timer's clock (of its runtime: virtual on a manual one).
+    _now: Callable[[], float] = dataclasses.field(default=now, repr=False, compare=False)
 
     @property
     def remaining(self) -> Optional[float]:
         """Seconds from now to ``deadline`` (0.0 once it has passed), or None
-        without a deadline. Reads the clock at each access."""
+        without a deadline. Reads the clock at each access: the timer's clock
+        of its runtime (a manual runtime's virtual one) when queried through a
+        Timer, the monotonic clock when queried by id."""
         if self.deadline is None:
             return None
-        return max(0.0, self.deadline - now())
+        return max(0.0, self.deadline - self._now())
 
 
-def _info_from(raw: "_TimerInfo") -> TimerInfo:
+def _info_from(raw: "_TimerInfo", clock_now: Callable[[], float] = now) -> TimerInfo:
     return TimerInfo(
         state=_STATES.get(raw.state, TimerState.PENDING),  # the library only reports the three
         shard=raw.shard,
@@ -433,6 +511,7 @@ def _info_from(raw: "_TimerInfo") -> TimerInfo:
         group=raw.group,
         runs=raw.runs,
         missed=raw.missed,
+        _now=clock_now,
     )
 
 
@@ -443,7 +522,9 @@ class _Entry:
     def __init__(self, fn: Callable[[], object], runtime: "Runtime", queued: bool = False):
         self.fn = fn
         self.runtime = runtime  # the runtime stays alive while it has timers
-        self.queued = queued  # bound to a Queue: runs inside Queue.run() on the caller's thread
+        # Bound to a Queue (runs inside Queue.run()) or of a manual runtime
+        # (runs inside advance()): on the caller's thread.
+        self.queued = queued
 
 
 _live: Dict[int, _Entry] = {}  # token (the C arg) -> entry
@@ -521,12 +602,15 @@ def _on_release(token):
 class Timer:
     """A started timer. Its methods may be called from any thread, and from callbacks."""
 
-    __slots__ = ("_runtime", "_native", "id", "__weakref__")
+    __slots__ = ("_runtime", "_native", "id", "clock", "__weakref__")
 
-    def __init__(self, runtime: "Runtime", timer_id: int):
+    def __init__(self, runtime: "Runtime", timer_id: int, clock: "Clock" = Clock.MONOTONIC):
         self._runtime = runtime
         self._native = runtime._native  # calls go straight to it: one Python frame fewer
         self.id = timer_id
+        #: The Clock its delay and deadlines are on ("monotonic" for a Timer
+        #: made from an id, e.g. the one on_error gets).
+        self.clock = clock
 
     def stop(self) -> bool:
         """Cancels the timer without blocking. True iff this call prevented a run
@@ -548,16 +632,16 @@ class Timer:
 
     def reset_at(self, deadline_s: Seconds) -> bool:
         """Re-arms the pending timer to fire at the absolute ``deadline_s`` on the
-        runtime's clock (tickwheel.now(), i.e. time.monotonic(); a past one
-        fires at once). False if it is not pending. Same as
-        ``runtime.reset_at(timer, deadline_s)``."""
+        timer's clock (tickwheel.now(timer.clock); for the default,
+        time.monotonic(); a past one fires at once). False if it is not
+        pending. Same as ``runtime.reset_at(timer, deadline_s)``."""
         return _reset_at(self._native, self.id, deadline_s)
 
     def query(self) -> Optional["TimerInfo"]:
         """The timer's state, next deadline and run counters (a TimerInfo), or
         None once it is released (ran its last run, stopped, closed). Same as
         ``runtime.query(timer)``."""
-        return _query(self._native, self.id)
+        return _query(self._native, self.id, self._runtime._clock_reader(self.clock))
 
     @property
     def runtime(self) -> "Runtime":
@@ -578,12 +662,12 @@ def _reset_at(native: "_Native", timer_id: int, deadline_s: Seconds) -> bool:
     return native.call("reset_at", _lib.tw_timer_reset_at, timer_id, ns) == TW_OK
 
 
-def _query(native: "_Native", timer_id: int) -> Optional[TimerInfo]:
+def _query(native: "_Native", timer_id: int, clock_now: Callable[[], float] = now) -> Optional[TimerInfo]:
     raw = _TimerInfo()
     raw.size = ctypes.sizeof(_TimerInfo)
     if native.call("query", _lib.tw_timer_query, timer_id, ctypes.byref(raw)) == TW_ENOENT:
         return None
-    return _info_from(raw)
+    return _info_from(raw, clock_now)
 
 
 class _Native:
@@ -736,12 +820,27 @@ def _close_in_background(native: _Native) -> None:
 class Runtime:
     """A timer runtime: shards (timing wheels) and worker threads running callbacks.
 
-    Runtime(shards=0, workers=0, resolution_s=None, max_timers=0, pin_shards=False, on_error=None)
+    Runtime(shards=0, workers=0, resolution_s=None, max_timers=0, pin_shards=False, on_error=None,
+            manual_clock=False)
 
     shards / workers: 0 = one per online CPU. resolution_s: the tick (default
     1 ms; 1 us .. 1 s); deadlines are rounded up to it, never early.
     max_timers: live timers allowed (0 = unlimited). on_error(exc, timer):
     called on the worker thread when a callback raises.
+
+    manual_clock=True: a runtime for tests. Its three clocks stand still
+    (starting at the machine's values) until ``advance(seconds)`` moves them;
+    the callbacks that fall due run inside advance(), on the thread calling
+    it, and nowhere else (no driver thread is started). ``now(clock)`` reads
+    its virtual clocks::
+
+        with tickwheel.Runtime(manual_clock=True) as rt:
+            fired = []
+            rt.start(30, lambda: fired.append(rt.now_ns()))
+            t0 = rt.now_ns()
+            rt.advance(29.999)        # nothing yet: returns 0
+            rt.advance(0.001)         # runs the callback, here: returns 1
+            assert fired == [t0 + 30 * 10**9]
     """
 
     def __init__(
@@ -752,7 +851,9 @@ class Runtime:
         max_timers: int = 0,
         pin_shards: bool = False,
         on_error: Optional[Callable[[BaseException, Timer], None]] = None,
+        manual_clock: bool = False,
     ):
+        self._manual = bool(manual_clock)
         cfg = _Config()
         _lib.tw_config_init(ctypes.byref(cfg))
         cfg.shards = shards
@@ -760,7 +861,7 @@ class Runtime:
         if resolution_s is not None:
             cfg.resolution_ns = max(1, _to_ns(resolution_s, "resolution"))
         cfg.max_timers = max_timers
-        cfg.flags = TW_PIN_SHARDS if pin_shards else 0
+        cfg.flags = (TW_PIN_SHARDS if pin_shards else 0) | (TW_CONFIG_MANUAL_CLOCK if self._manual else 0)
         handle = ctypes.c_void_p()
         _check(_lib.tw_runtime_create(ctypes.byref(cfg), ctypes.byref(handle)), "tw_runtime_create")
         native = _Native(handle.value)
@@ -772,7 +873,7 @@ class Runtime:
     # -- timers --------------------------------------------------------------------
     def start(self, delay_s: Seconds, fn: Callable[[], object], period_s: Seconds = 0, *,
               shard: int = -1, queue: Optional["Queue"] = None, policy: Union[str, PeriodPolicy] = "skip",
-              leeway: Seconds = 0, group: int = 0) -> Timer:
+              leeway: Seconds = 0, group: int = 0, clock: Union[str, Clock] = "monotonic") -> Timer:
         """Calls ``fn()`` once, ``delay_s`` seconds from now; with ``period_s`` > 0,
         then every ``period_s`` seconds until stopped. Returns the Timer.
 
@@ -788,22 +889,30 @@ class Runtime:
         before the deadline, and timers whose windows overlap share a
         wake-up. ``group`` (an int, 0 = none): a tag for stop_group().
 
+        ``clock`` (see Clock): "monotonic" (default), "boottime" (counts
+        time the machine was suspended) or "realtime" (the wall clock: the
+        timer follows changes of it); the delay, start_at()'s deadline,
+        reset_at() and query()'s deadline are on it, and "never early" is
+        judged against it. Anything else raises ValueError (TypeError for a
+        non-str).
+
         ``queue``: None (default) = ``fn`` runs on the runtime's worker threads;
         a Queue of this runtime (``rt.queue()``) = it runs only inside that
         queue's ``run()``, on the thread calling it. A Queue that is not one
         of this runtime's raises ValueError; a closed one TickwheelError
         (ESHUTDOWN); anything else TypeError."""
         return self._start(fn, 0, _to_ns(delay_s, "delay"), _to_ns(period_s, "period"), shard, queue,
-                           policy=policy, leeway=leeway, group=group)
+                           policy=policy, leeway=leeway, group=group, clock=clock)
 
     def start_at(self, deadline_s: float, fn: Callable[[], object], period_s: Seconds = 0, *,
                  shard: int = -1, queue: Optional["Queue"] = None, policy: Union[str, PeriodPolicy] = "skip",
-                 leeway: Seconds = 0, group: int = 0) -> Timer:
-        """As start(), at an absolute deadline on the runtime's clock
-        (tickwheel.now(), i.e. time.monotonic()). A past deadline fires at once."""
+                 leeway: Seconds = 0, group: int = 0, clock: Union[str, Clock] = "monotonic") -> Timer:
+        """As start(), at an absolute deadline on the timer's clock (``clock``:
+        rt.now(clock); for the default, "monotonic", tickwheel.now(), i.e.
+        time.monotonic()). A past deadline fires at once."""
         deadline_ns = _to_ns(deadline_s, "deadline")
         return self._start(fn, max(1, deadline_ns), 0, _to_ns(period_s, "period"), shard, queue,
-                           policy=policy, leeway=leeway, group=group)
+                           policy=policy, leeway=leeway, group=group, clock=clock)
 
     def query(self, timer: Union[Timer, int]) -> Optional[TimerInfo]:
         """What the runtime knows about a live timer (a Timer of this runtime or
@@ -814,13 +923,17 @@ class Runtime:
         released (it ran its last run, was stopped or cancelled) or for an id
         that is stale or was never one. Never blocks. Raises TickwheelError
         (ESHUTDOWN) once closed, ForkedError in a fork child; a Timer of
-        another Runtime ValueError."""
-        return _query(self._native, self._timer_id(timer, "query"))
+        another Runtime ValueError. The deadline is on the timer's clock;
+        ``remaining`` reads that clock (this runtime's: virtual on a manual
+        runtime) for a Timer, the monotonic one for an id."""
+        clock = timer.clock if isinstance(timer, Timer) else Clock.MONOTONIC
+        return _query(self._native, self._timer_id(timer, "query"), self._clock_reader(clock))
 
     def reset_at(self, timer: Union[Timer, int], deadline_s: Seconds) -> bool:
         """Re-arms a pending timer (a Timer of this runtime or its id) to fire at
-        the absolute ``deadline_s`` on the runtime's clock (tickwheel.now(),
-        i.e. time.monotonic(); a past one fires at once, never before it); a
+        the absolute ``deadline_s`` on the timer's clock (rt.now(timer.clock);
+        for the default, tickwheel.now(), i.e. time.monotonic(); a past one
+        fires at once, never before it); a
         periodic one then runs every period from there. True if re-armed,
         False if the timer is not pending (fired, stopped, stale). A negative
         deadline raises ValueError; one beyond 2**63 ns or more than
@@ -864,10 +977,12 @@ class Runtime:
         return Queue(self)
 
     def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int,
-               queue: Optional["Queue"] = None, *, policy="skip", leeway: Seconds = 0, group: int = 0) -> Timer:
+               queue: Optional["Queue"] = None, *, policy="skip", leeway: Seconds = 0, group: int = 0,
+               clock="monotonic") -> Timer:
         if not callable(fn):
             raise TypeError("fn must be callable")
         policy_code = TW_PERIOD_SKIP if policy == "skip" else _policy_code(policy)
+        clock_code = TW_CLOCK_MONOTONIC if clock == "monotonic" and type(clock) is str else _clock_code(clock)
         leeway_ns = 0 if leeway == 0 else _to_ns(leeway, "leeway")
         group = 0 if group == 0 and type(group) is int else _group_id(group, "group", allow_zero=True)
         if queue is not None:
@@ -877,7 +992,7 @@ class Runtime:
                 raise ValueError("queue belongs to another Runtime (a timer can only be bound to a "
                                  "Queue of the runtime that starts it)")
         token = next(_tokens)
-        _live[token] = _Entry(fn, self, queue is not None)
+        _live[token] = _Entry(fn, self, queue is not None or self._manual)
         spec = _Spec()
         _lib.tw_timer_spec_init(ctypes.byref(spec))
         spec.shard = shard
@@ -887,13 +1002,14 @@ class Runtime:
         spec.callback = _on_fire
         spec.arg = token
         spec.release = _on_release
-        if policy_code or leeway_ns or group:
+        if policy_code or leeway_ns or group or clock_code:
             # The exported tw_timer_spec_init writes the 1.0 size (56 bytes):
             # the 1.3 size makes the library read the fields of the timer model.
             spec.size = ctypes.sizeof(_Spec)
             spec.period_policy = policy_code
             spec.leeway_ns = leeway_ns
             spec.group = group
+            spec.clock = clock_code
         out = ctypes.c_uint64(0)
         try:
             if queue is None:
@@ -920,7 +1036,79 @@ class Runtime:
             if rc in (TW_EINVAL, TW_EFORKED):
                 _release(token)
             raise _error(rc, "start")
-        return Timer(self, out.value)
+        return Timer(self, out.value, _CLOCK_BY_CODE[clock_code])
+
+    # -- clocks ---------------------------------------------------------------------------
+    @property
+    def manual_clock(self) -> bool:
+        """True for a runtime created with ``manual_clock=True``."""
+        return self._manual
+
+    def now_ns(self, clock: Union[str, Clock] = "monotonic") -> int:
+        """The runtime's clock ``clock`` (see Clock) in integer nanoseconds: the
+        machine's for a real runtime (as tickwheel.now_ns(clock)), the virtual
+        one for a manual runtime. Works after shutdown(); raises
+        TickwheelError (ESHUTDOWN) once closed, ForkedError in a fork child,
+        ValueError for an unknown clock."""
+        code = _clock_code(clock)
+        return self._native.call_rc("now", _lib.tw_runtime_now_ns, code)
+
+    def now(self, clock: Union[str, Clock] = "monotonic") -> float:
+        """As now_ns(), in seconds (a float: for exact arithmetic on a manual
+        clock use now_ns())."""
+        return self.now_ns(clock) / 1e9
+
+    def _clock_reader(self, clock: Clock) -> Callable[[], float]:
+        # "now" on a timer's clock for TimerInfo.remaining: the machine's for a
+        # real runtime, this runtime's virtual one for a manual runtime.
+        if not self._manual:
+            return now if clock is Clock.MONOTONIC else functools.partial(now, clock)
+        return functools.partial(self.now, clock)
+
+    def advance(self, seconds: Seconds) -> int:
+        """A manual runtime (``manual_clock=True``): moves its three clocks
+        forward by exactly ``seconds`` (a number or a timedelta; rounded to
+        the nanosecond) and runs, here on the calling thread, every callback
+        that falls due, in deadline order (deadlines rounded up to the
+        resolution; ties in start order), the clocks stepped to each deadline
+        as it goes -- so ``rt.now()`` inside a callback is its deadline, and a
+        timer that a callback starts (or re-arms) due inside the window runs
+        in this call too. A periodic timer crossed k times: policy "skip"
+        runs once with ``missed`` += k - 1 (judged at the end of the window;
+        it stays on its grid), "burst" runs k times, "delay" as its runs fall.
+        Timers bound to a Queue are delivered to it (``q.run()`` runs them).
+        Returns the number of callbacks it ran; ``advance(0)`` runs what is
+        due now.
+
+        The GIL is released during the call and taken by each callback, so
+        other threads may start, stop or reset timers meanwhile; concurrent
+        advance() calls take turns. A callback's exception goes to on_error
+        (as on a real runtime), except KeyboardInterrupt and SystemExit,
+        which advance() re-raises once the window is done.
+
+        Raises TickwheelError with code TW_EINVAL if the runtime has no
+        manual clock or ``seconds`` exceeds MAX_DELAY_S (ValueError if
+        negative), TW_EDEADLK from inside one of this runtime's callbacks
+        (nothing done), TW_ESHUTDOWN after shutdown()/close(); ForkedError
+        in a fork child."""
+        ns = _to_ns(seconds, "seconds")
+        try:
+            rc = self._native.call_rc("advance", _lib.tw_runtime_advance, ns)
+        finally:
+            exc = _running.__dict__.pop("exc", None)
+        if exc is not None:
+            raise exc
+        if rc >= 0:
+            return rc
+        if rc == TW_EINVAL:
+            if not self._manual:
+                raise TickwheelError(rc, "advance", "the Runtime has no manual clock (create it with "
+                                     "tickwheel.Runtime(manual_clock=True))")
+            raise TickwheelError(rc, "advance", "seconds must be at most MAX_DELAY_S (2**60 ns): %r"
+                                 % (seconds,))
+        if rc == TW_EDEADLK:
+            raise TickwheelError(rc, "advance", "called from inside one of this Runtime's own callbacks")
+        raise _error(rc, "advance")
 
     # -- lifecycle ---------------------------------------------------------------------
     def _call(self, what: str, fn, *args) -> int:

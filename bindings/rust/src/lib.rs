@@ -41,6 +41,27 @@
 //! assert_eq!(rt.stop_group(7, true), Ok(1));
 //! ```
 //!
+//! Since 1.3 a timer can also be on the boot-time or the wall clock
+//! ([`TimerSpec::clock`], [`Clock`]), and a runtime can have a manual clock
+//! for tests ([`Config::manual_clock`], [`Runtime::new_manual`]): its clocks
+//! stand still until [`Runtime::advance`] moves them, and the callbacks that
+//! fall due run inside that call, on the calling thread, in deadline order:
+//!
+//! ```no_run
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use tickwheel::{Clock, Runtime};
+//! let rt = Runtime::new_manual().unwrap();
+//! let closed = Arc::new(Mutex::new(None));
+//! let c = closed.clone();
+//! rt.start(Duration::from_secs(30), Duration::ZERO, move |_| *c.lock().unwrap() = Some(())).unwrap();
+//! let t0 = rt.now(Clock::Monotonic);
+//! assert_eq!(rt.advance(Duration::from_millis(29_999)), Ok(0));
+//! assert_eq!(rt.advance(Duration::from_millis(1)), Ok(1)); // ran here, on this thread
+//! assert_eq!(rt.now(Clock::Monotonic) - t0, 30_000_000_000);
+//! assert!(closed.lock().unwrap().is_some());
+//! ```
+//!
 //! fork(): in a child process, every method of a `Runtime` created before
 //! the fork returns `Err(Error::FORKED)`; none of its callbacks runs and none
 //! of its closures is dropped there (the child's copies are leaked).
@@ -83,6 +104,12 @@ pub mod ffi {
     pub const TW_EDEADLK: c_int = -35;
     pub const TW_EFORKED: c_int = -1001;
     pub const TW_PIN_SHARDS: u32 = 0x1;
+    /// `tw_config.flags` (since 1.3): a manual clock.
+    pub const TW_CONFIG_MANUAL_CLOCK: u32 = 0x2;
+    /// `tw_timer_spec.clock`, `tw_now_ns_clock()`, `tw_runtime_now_ns()` (since 1.3).
+    pub const TW_CLOCK_MONOTONIC: i32 = 0;
+    pub const TW_CLOCK_BOOTTIME: i32 = 1;
+    pub const TW_CLOCK_REALTIME: i32 = 2;
     pub const TW_MAX_DELAY_NS: u64 = 1 << 60;
     /// `tw_timer_spec.period_policy` (since 1.3).
     pub const TW_PERIOD_SKIP: u32 = 0;
@@ -121,8 +148,8 @@ pub mod ffi {
         pub queue: *mut tw_queue,
         /// Since 1.3 (`size` 88): TW_PERIOD_SKIP (0), _DELAY or _BURST.
         pub period_policy: u32,
-        /// Since 1.3: must be 0.
-        pub reserved: u32,
+        /// Since 1.3: TW_CLOCK_MONOTONIC (0), _BOOTTIME or _REALTIME.
+        pub clock: i32,
         /// Since 1.3: how late the callback may run, in ns.
         pub leeway_ns: u64,
         /// Since 1.3: the timer's group for `tw_group_stop()`; 0 = none.
@@ -215,6 +242,12 @@ pub mod ffi {
         /// Since 1.3.
         pub fn tw_group_stop(rt: *mut tw_runtime, group: u64, flags: c_uint) -> i64;
         pub fn tw_now_ns() -> u64;
+        /// Since 1.3.
+        pub fn tw_now_ns_clock(clock: c_int) -> u64;
+        /// Since 1.3.
+        pub fn tw_runtime_now_ns(rt: *mut tw_runtime, clock: c_int) -> u64;
+        /// Since 1.3.
+        pub fn tw_runtime_advance(rt: *mut tw_runtime, ns: u64) -> c_int;
         pub fn tw_runtime_stats(rt: *mut tw_runtime, out: *mut tw_stats) -> c_int;
         pub fn tw_strerror(err: c_int) -> *const c_char;
         pub fn tw_version() -> u32;
@@ -291,9 +324,61 @@ pub fn version() -> (u32, u32, u32) {
     (v >> 16, (v >> 8) & 0xff, v & 0xff)
 }
 
-/// The runtime's clock (CLOCK_MONOTONIC), in nanoseconds.
+/// The machine's CLOCK_MONOTONIC in nanoseconds: the clock of delays and
+/// deadlines of a timer on [`Clock::Monotonic`] (the default).
 pub fn now_ns() -> u64 {
     unsafe { ffi::tw_now_ns() }
+}
+
+/// The machine's clock `clock` in nanoseconds (`tw_now_ns_clock`). A manual
+/// runtime's virtual clocks are read with [`Runtime::now`] instead.
+pub fn now_ns_clock(clock: Clock) -> u64 {
+    unsafe { ffi::tw_now_ns_clock(clock as i32) }
+}
+
+/// The clock a timer's delay and deadlines are on ([`TimerSpec::clock`],
+/// `tw_timer_spec.clock`, since 1.3), and the clock [`now_ns_clock`] and
+/// [`Runtime::now`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(i32)]
+pub enum Clock {
+    /// CLOCK_MONOTONIC (the default): stops while the machine is suspended, never jumps.
+    #[default]
+    Monotonic = ffi::TW_CLOCK_MONOTONIC,
+    /// CLOCK_BOOTTIME: as monotonic, but counts the time the machine was
+    /// suspended (a 30 s keepalive fires 30 s of real time later, asleep or not).
+    Boottime = ffi::TW_CLOCK_BOOTTIME,
+    /// CLOCK_REALTIME, the wall clock: a timer follows changes of it -- set
+    /// forward past its deadline it fires then; set back, it waits for the
+    /// wall clock to reach its deadline again (noticed within 100 ms).
+    Realtime = ffi::TW_CLOCK_REALTIME,
+}
+
+impl TryFrom<i32> for Clock {
+    type Error = Error;
+    /// The C value (`TW_CLOCK_*`); any other is `Error::INVALID`. (Not the
+    /// libc `CLOCK_*` numbers, which differ.)
+    fn try_from(v: i32) -> Result<Self, Error> {
+        match v {
+            ffi::TW_CLOCK_MONOTONIC => Ok(Clock::Monotonic),
+            ffi::TW_CLOCK_BOOTTIME => Ok(Clock::Boottime),
+            ffi::TW_CLOCK_REALTIME => Ok(Clock::Realtime),
+            _ => Err(Error::INVALID),
+        }
+    }
+}
+
+impl std::str::FromStr for Clock {
+    type Err = Error;
+    /// `"monotonic"`, `"boottime"` or `"realtime"`; anything else is `Error::INVALID`.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "monotonic" => Ok(Clock::Monotonic),
+            "boottime" => Ok(Clock::Boottime),
+            "realtime" => Ok(Clock::Realtime),
+            _ => Err(Error::INVALID),
+        }
+    }
 }
 
 type BoxedFn = Box<dyn FnMut(TimerId) + Send + 'static>;
@@ -328,6 +413,11 @@ pub struct Config {
     pub max_timers: u64,
     /// Pin shard i's driver thread to CPU i % online CPUs.
     pub pin_shards: bool,
+    /// A manual clock, for tests (`TW_CONFIG_MANUAL_CLOCK`, since 1.3): the
+    /// runtime's three clocks stand still (starting at the machine's values)
+    /// until [`Runtime::advance`] moves them; callbacks run only inside
+    /// `advance()`, on its caller's thread; no driver thread is started.
+    pub manual_clock: bool,
 }
 
 /// What a periodic timer does when a run overruns its period
@@ -381,8 +471,9 @@ impl std::str::FromStr for PeriodPolicy {
 pub struct TimerSpec {
     /// First run this long from now (used when `deadline_ns` is 0).
     pub delay: Duration,
-    /// Absolute deadline of the first run on [`now_ns`]'s clock
-    /// (CLOCK_MONOTONIC ns; a past one fires at once); 0 = use `delay`.
+    /// Absolute deadline of the first run, in ns on the timer's `clock`
+    /// ([`now_ns_clock`]; on a manual runtime [`Runtime::now`]; a past one
+    /// fires at once); 0 = use `delay`.
     /// Above `i64::MAX`, or more than `TW_MAX_DELAY_NS` ahead, is `Error::INVALID`.
     pub deadline_ns: u64,
     /// Zero = one-shot; else the period (see `policy`).
@@ -396,6 +487,9 @@ pub struct TimerSpec {
     pub leeway: Duration,
     /// The timer's group for [`Runtime::stop_group`]; 0 = none.
     pub group: u64,
+    /// The clock `delay`, `deadline_ns` and [`Runtime::reset_at`] are on,
+    /// and "never early" is judged against (since 1.3).
+    pub clock: Clock,
     /// Shard hint: `None` = the calling thread's own shard; `Some(n)`: shard
     /// n modulo the count (n above `i32::MAX` is `Error::INVALID`).
     pub shard: Option<u32>,
@@ -407,7 +501,8 @@ impl TimerSpec {
         TimerSpec { delay, ..TimerSpec::default() }
     }
 
-    /// A one-shot timer firing at the absolute `deadline_ns` ([`now_ns`]'s clock).
+    /// A one-shot timer firing at the absolute `deadline_ns` (on the
+    /// monotonic clock, [`now_ns`]'s, unless `.clock()` says otherwise).
     pub fn at(deadline_ns: u64) -> TimerSpec {
         TimerSpec { deadline_ns, ..TimerSpec::default() }
     }
@@ -436,6 +531,12 @@ impl TimerSpec {
         self
     }
 
+    /// Puts the timer on `clock` (its delay, deadline and re-arms).
+    pub fn clock(mut self, clock: Clock) -> TimerSpec {
+        self.clock = clock;
+        self
+    }
+
     /// Sets the shard hint.
     pub fn shard(mut self, shard: u32) -> TimerSpec {
         self.shard = Some(shard);
@@ -461,7 +562,8 @@ pub struct TimerInfo {
     pub state: TimerStatus,
     /// The shard it lives on.
     pub shard: u32,
-    /// The next deadline on [`now_ns`]'s clock, rounded up to the resolution,
+    /// The next deadline in ns on the timer's clock ([`now_ns`]'s for the
+    /// default, [`Clock::Monotonic`]), rounded up to the resolution,
     /// without the leeway; `None` when none is set (a one-shot whose
     /// callback is running, a `Delay` timer until its run ends). For a due
     /// or running fixed-rate timer: the grid deadline after the one being
@@ -484,9 +586,18 @@ pub struct TimerInfo {
 
 impl TimerInfo {
     /// The time from now to `deadline_ns` (zero once it has passed), or
-    /// `None` without a deadline. Reads the clock.
+    /// `None` without a deadline. Reads the machine's monotonic clock: for a
+    /// timer on another clock, or on a manual runtime, use
+    /// [`remaining_from`](TimerInfo::remaining_from)`(rt.now(clock))`.
     pub fn remaining(&self) -> Option<Duration> {
-        self.deadline_ns.map(|d| Duration::from_nanos(d.saturating_sub(now_ns())))
+        self.remaining_from(now_ns())
+    }
+
+    /// The time from `now_ns` (a reading of the timer's clock, e.g.
+    /// [`Runtime::now`]) to `deadline_ns`, zero once it has passed; `None`
+    /// without a deadline.
+    pub fn remaining_from(&self, now_ns: u64) -> Option<Duration> {
+        self.deadline_ns.map(|d| Duration::from_nanos(d.saturating_sub(now_ns)))
     }
 
     fn from_raw(raw: &ffi::tw_timer_info) -> TimerInfo {
@@ -529,6 +640,12 @@ impl Runtime {
         Self::from_config(&Config { shards, workers, resolution, ..Config::default() })
     }
 
+    /// A runtime with a manual clock, for tests (see [`Config::manual_clock`]):
+    /// one shard, one worker, 1 ms tick.
+    pub fn new_manual() -> Result<Runtime, Error> {
+        Self::from_config(&Config { shards: 1, workers: 1, manual_clock: true, ..Config::default() })
+    }
+
     /// A runtime with every setting of `tw_config`.
     pub fn from_config(config: &Config) -> Result<Runtime, Error> {
         let mut cfg = ffi::tw_config::default();
@@ -539,7 +656,8 @@ impl Runtime {
             cfg.workers = config.workers;
             cfg.resolution_ns = nanos(config.resolution);
             cfg.max_timers = config.max_timers;
-            cfg.flags = if config.pin_shards { ffi::TW_PIN_SHARDS } else { 0 };
+            cfg.flags = if config.pin_shards { ffi::TW_PIN_SHARDS } else { 0 }
+                | if config.manual_clock { ffi::TW_CONFIG_MANUAL_CLOCK } else { 0 };
             check(ffi::tw_runtime_create(&cfg, &mut ptr))?;
         }
         Ok(Runtime { ptr })
@@ -609,6 +727,7 @@ impl Runtime {
         spec.period_policy = ts.policy as u32;
         spec.leeway_ns = nanos(ts.leeway);
         spec.group = ts.group;
+        spec.clock = ts.clock as i32;
         spec.callback = Some(on_fire);
         spec.arg = Box::into_raw(boxed) as *mut c_void;
         spec.release = Some(on_release);
@@ -643,8 +762,8 @@ impl Runtime {
         found(unsafe { ffi::tw_timer_reset(self.ptr, id.0, nanos(delay)) })
     }
 
-    /// Re-arms a pending timer to fire at the absolute `deadline_ns` on
-    /// [`now_ns`]'s clock (a past one fires at once; never before it); a
+    /// Re-arms a pending timer to fire at the absolute `deadline_ns` on the
+    /// timer's clock ([`now_ns`]'s for the default; a past one fires at once; never before it); a
     /// periodic one then runs every period from there. Ok(false) if it is
     /// not pending (fired, stopped, stale). `Error::INVALID` for a deadline
     /// above `i64::MAX` or more than `TW_MAX_DELAY_NS` ahead.
@@ -684,6 +803,36 @@ impl Runtime {
             Err(Error(c_int::try_from(n).unwrap_or(ffi::TW_EINVAL)))
         } else {
             Ok(n as u64)
+        }
+    }
+
+    /// The runtime's clock `clock` in ns (`tw_runtime_now_ns`): the machine's
+    /// for a real runtime, the virtual one for a manual runtime. Also after
+    /// shutdown. 0 in a fork() child.
+    pub fn now(&self, clock: Clock) -> u64 {
+        unsafe { ffi::tw_runtime_now_ns(self.ptr, clock as i32) }
+    }
+
+    /// A manual runtime ([`Config::manual_clock`]): moves its three clocks
+    /// forward by exactly `step` and runs, on this thread, every callback
+    /// that falls due, in deadline order (deadlines rounded up to the
+    /// resolution; ties in start order), the clocks stepped to each deadline
+    /// as it goes: [`Runtime::now`] inside a callback reads its deadline,
+    /// and timers that callbacks start (or re-arm) due inside the window run
+    /// in this call too. A periodic timer crossed k times: `Skip` runs once
+    /// with `missed` += k - 1 (judged at the end of the window), `Burst` k
+    /// times, `Delay` as its runs fall. Timers on a [`Queue`] are delivered
+    /// to it (`queue.run()` runs them). Returns the number of callbacks run.
+    /// Concurrent calls take turns; other threads may start, stop and reset
+    /// meanwhile. Errors: `INVALID` (not a manual runtime; `step` above
+    /// `TW_MAX_DELAY_NS`), `DEADLOCK` (from inside one of this runtime's
+    /// callbacks: nothing done), `SHUTDOWN`, `FORKED`.
+    pub fn advance(&self, step: Duration) -> Result<usize, Error> {
+        let rc = unsafe { ffi::tw_runtime_advance(self.ptr, nanos(step)) };
+        if rc < 0 {
+            Err(Error(rc))
+        } else {
+            Ok(rc as usize)
         }
     }
 

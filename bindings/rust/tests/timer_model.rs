@@ -319,11 +319,11 @@ fn bad_input_is_invalid() {
     assert_eq!(rt.reset_at(id, i64::MAX as u64 + 1), Err(Error::INVALID));
     assert_eq!(rt.reset_at(id, tickwheel::now_ns() + 2 * ffi::TW_MAX_DELAY_NS), Err(Error::INVALID));
     assert_eq!(rt.query(id).unwrap().unwrap().state, TimerStatus::Pending, "untouched");
-    // The raw layout: an unknown policy and a non-zero reserved field are
-    // refused by the library itself (the ffi struct's offsets are right).
+    // The raw layout: an unknown policy and an unknown clock are refused by
+    // the library itself (the ffi struct's offsets are right).
     let mut raw = std::ptr::null_mut();
     assert_eq!(unsafe { ffi::tw_runtime_create(std::ptr::null(), &mut raw) }, ffi::TW_OK);
-    for (policy, reserved) in [(7u32, 0u32), (0, 7)] {  // offset 68: the clock since 1.3 (7: no such clock)
+    for (policy, clock) in [(7u32, 0i32), (0, 3), (0, -1)] {
         let mut spec = unsafe {
             let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::zeroed();
             ffi::tw_timer_spec_init(s.as_mut_ptr());
@@ -333,7 +333,7 @@ fn bad_input_is_invalid() {
         spec.callback = Some(noop);
         spec.period_ns = MS;
         spec.period_policy = policy;
-        spec.reserved = reserved;
+        spec.clock = clock;
         let mut out = 1;
         // SAFETY: the spec is initialised; no arg, no release hook.
         let rc = unsafe { ffi::tw_timer_start_ex(raw, &spec, &mut out) };
