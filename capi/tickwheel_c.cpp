@@ -97,7 +97,8 @@ static_assert(offsetof(tw_timer_spec, queue) == 56 && kSpecSizeV12 == 64);  // 1
 static_assert(sizeof(tw_timer_spec) == kSpecSizeV13 && offsetof(tw_timer_spec, period_policy) == 64 &&
               offsetof(tw_timer_spec, clock) == 68 && offsetof(tw_timer_spec, leeway_ns) == 72 &&
               offsetof(tw_timer_spec, group) == 80);  // 1.3
-static_assert(sizeof(tw_timer_info) == kTimerInfoSizeV13 && offsetof(tw_timer_info, deadline_ns) == 16 &&
+static_assert(sizeof(tw_timer_info) == kTimerInfoSizeV13 && offsetof(tw_timer_info, clock) == 12 &&
+              offsetof(tw_timer_info, deadline_ns) == 16 &&
               offsetof(tw_timer_info, missed) == 56);
 static_assert(TW_PERIOD_SKIP == static_cast<unsigned>(tickwheel::PeriodPolicy::skip) &&
               TW_PERIOD_DELAY == static_cast<unsigned>(tickwheel::PeriodPolicy::delay) &&
@@ -456,6 +457,7 @@ int timer_query(tw_runtime* rt, tw_timer id, tw_timer_info* out) noexcept {
     v.group = info->group;
     v.runs = info->runs;
     v.missed = info->missed;
+    v.clock = static_cast<std::int32_t>(info->clock);
     const std::uint32_t filled = std::min<std::uint32_t>(size, sizeof v);
     v.size = filled;
     std::memcpy(out, &v, filled);

@@ -358,7 +358,7 @@ TEST(Query, CApiStatesSizesAndErrors) {
     EXPECT_EQ(big.info.group, 9u);
     EXPECT_EQ(big.info.runs, 0u);
     EXPECT_EQ(big.info.missed, 0u);
-    EXPECT_EQ(big.info.reserved, 0u);
+    EXPECT_EQ(big.info.clock, TW_CLOCK_MONOTONIC);
     for (const std::uint64_t w : big.newer) EXPECT_EQ(w, 0u);
 
     tw_timer_info info;
@@ -716,4 +716,24 @@ TEST(Groups, IndexDropsEndedTimersSoItsSizeStaysBounded) {
     EXPECT_LE(peak, 2 * 4096u) << "stale entries are compacted away";
     EXPECT_LE(table.high_water(), 200u) << "slots were reused (one per 1024 waits in quarantine)";
     EXPECT_TRUE(groups.take(5).size() <= 8u);
+}
+
+// A burst timer on a delivery queue that nobody ran for a while owes its
+// passed deadlines: one run() runs them back to back and counts each.
+TEST(PeriodPolicy, BurstOnAQueueCatchesUpInOneRunAndCountsEveryCallback) {
+    tw::Runtime rt(small_config(1, 1));
+    tw::Queue q(rt);
+    int calls = 0;
+    tw::StartOptions o;
+    o.delay = 5ms;
+    o.period = 5ms;
+    o.policy = tw::PeriodPolicy::burst;
+    o.queue = &q;
+    const tw::Timer t = rt.start(o, [&] { ++calls; });
+    ASSERT_TRUE(wait_until([&] { return q.stats().due > 0; }));
+    std::this_thread::sleep_for(40ms);  // deadlines pass while it waits to be run: owed
+    const std::size_t ran = q.run(1000, 0ms);
+    EXPECT_EQ(ran, static_cast<std::size_t>(calls)) << "run() counts every callback it ran";
+    EXPECT_GE(calls, 2) << "the owed deadlines ran in the same run()";
+    EXPECT_TRUE(rt.stop_sync(t));
 }

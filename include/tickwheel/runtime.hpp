@@ -344,6 +344,10 @@ struct TimerInfo {
     /// runs + missed - 1 is the index, from 0, of the grid deadline the
     /// current (or last) run serves.
     std::uint64_t missed = 0;
+    /// The timer's clock: the one `deadline` is on.
+    TimerClock clock = TimerClock::monotonic;
+    /// Padding (0).
+    std::uint32_t reserved = 0;
 };
 
 /// The timer runtime: shards (a timing wheel and a driver thread each) and

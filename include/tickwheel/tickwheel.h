@@ -433,7 +433,7 @@ typedef struct tw_timer_info {
                              out: the bytes filled (the library's size, capped by the caller's) */
     int32_t state;        /**< TW_TIMER_PENDING, TW_TIMER_DUE or TW_TIMER_RUNNING */
     int32_t shard;        /**< the shard it lives on (below tw_stats.shards) */
-    uint32_t reserved;    /**< 0 */
+    int32_t clock;        /**< the timer's clock (TW_CLOCK_*): the one deadline_ns is on */
     /** The next deadline on the timer's clock (ns; rounded up to the resolution,
         exact for a TW_CLOCK_BOOTTIME or TW_CLOCK_REALTIME timer),
         without the leeway; 0 if none is set: a one-shot whose callback is

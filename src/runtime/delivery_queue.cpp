@@ -127,18 +127,19 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
         if (!mine) continue;  // stale: not counted in due_, never runs
         if (!closed_ && --due_ <= 0) drain_fd_locked();
         ++running_;
-        const std::int64_t start_ns = monotonic_ns();
+        const std::int64_t start_ns = core.clocks.mono();
         const std::int64_t due_ns = core.clock.tick_start_ns(item.due);
         run_lateness_.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
         lock.unlock();
+        std::size_t calls;
         {
             FreeChain freed(core.shard(item.shard).table());
-            core.run_begun(item, freed, this);
+            calls = core.run_begun(item, freed, this);  // more than 1: a burst timer's catch-up
         }
         lock.lock();
         --running_;
-        ++ran_;
-        ++ran;
+        ran_ += calls;
+        ran += calls;
         if (closed_ && running_ == 0) cv_.notify_all();  // close() waits for the runs in progress
     }
     --runners_;

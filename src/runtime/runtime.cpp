@@ -64,7 +64,7 @@ constexpr std::size_t kStartOptionsSizeV1 = 32;
 constexpr std::size_t kStartOptionsSizeV12 = 40;  // 1.2 appended `queue`
 constexpr std::size_t kStartOptionsSizeV13 = 64;  // 1.3 appended `leeway`, `group`, `clock`, `reserved`
 static_assert(sizeof(StartOptions) == kStartOptionsSizeV13, "a new StartOptions size: add it to read_start_options");
-constexpr std::size_t kTimerInfoSizeV13 = 56;
+constexpr std::size_t kTimerInfoSizeV13 = 64;
 static_assert(sizeof(TimerInfo) == kTimerInfoSizeV13 && std::is_trivially_copyable_v<TimerInfo>);
 constexpr std::size_t kStatsSizeV1 = 152;
 static_assert(sizeof(Config) >= kConfigSizeV1 && sizeof(StartOptions) >= kStartOptionsSizeV1 &&
@@ -105,7 +105,8 @@ static_assert(offsetof(Config, manual_clock) == 64);
 static_assert(offsetof(TimerInfo, state) == 0 && offsetof(TimerInfo, shard) == 4 &&
               offsetof(TimerInfo, deadline) == 8 && offsetof(TimerInfo, period) == 16 &&
               offsetof(TimerInfo, leeway) == 24 && offsetof(TimerInfo, group) == 32 &&
-              offsetof(TimerInfo, runs) == 40 && offsetof(TimerInfo, missed) == 48);
+              offsetof(TimerInfo, runs) == 40 && offsetof(TimerInfo, missed) == 48 &&
+              offsetof(TimerInfo, clock) == 56);
 static_assert(offsetof(Stats, pending_per_shard) == 0 && offsetof(Stats, inbox_per_shard) == 24 &&
               offsetof(Stats, live) == 48 && offsetof(Stats, slots) == 56 && offsetof(Stats, started) == 64 &&
               offsetof(Stats, fired) == 72 && offsetof(Stats, stopped) == 80 && offsetof(Stats, reset) == 88 &&
@@ -311,7 +312,7 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     counters.add(kFired);
 }
 
-void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
+std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
     Record& r = *item.rec;
     const std::uint32_t index = HandleTable::index_of(&r);
     Extra* x = r.has_extra() ? &shard(item.shard).table().extra(index) : nullptr;
@@ -321,6 +322,7 @@ void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const Delive
     t_current = CurrentRun{this, &r, queue, &saved};
     const std::uint64_t id = Id::make(item.gen, item.shard, index);
     call(r, id, item.due);
+    std::size_t calls = 1;
     if (x != nullptr && r.policy() == Policy::Burst) {
         // Catch up: the grid deadlines that passed meanwhile (owed, counted
         // by the shard) run now, back to back, while the word stays RUNNING
@@ -334,6 +336,7 @@ void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const Delive
             x->runs.fetch_add(1, std::memory_order_relaxed);
             due += r.period_ticks();
             call(r, id, due);
+            ++calls;
         }
     }
     if (x == nullptr && Ctl::state(TimerState::load(r)) == State::RunningRearmed) {
@@ -356,6 +359,7 @@ void RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const Delive
     // this timer must not wait for itself.
     finish_run(r, item, freed);
     t_current = saved;
+    return calls;
 }
 
 void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept {
@@ -435,8 +439,7 @@ std::size_t RuntimeCore::advance(std::int64_t ns) {
             heap.pop_back();
             if (begin_run(f)) {
                 FreeChain freed(shard(f.shard).table());
-                run_begun(f, freed, nullptr);
-                ++ran;
+                ran += run_begun(f, freed, nullptr);
             }
             continue;
         }
@@ -988,6 +991,7 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     info.period = Duration(static_cast<std::int64_t>(period * core.clock.resolution_ns()));
     info.runs = runs;
     info.missed = delay ? 0 : missed;
+    info.clock = static_cast<TimerClock>(cid);
     *out = info;
     return true;
 }

@@ -71,7 +71,8 @@ struct RuntimeCore {
     bool begin_run(const FireItem& item) noexcept;
     /// Runs a begun item's callback on this thread and settles after it
     /// (finish_run). `queue`: the delivery queue running it, if any.
-    void run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept;
+    /// Returns the callbacks it ran: 1, or more for a BURST timer's catch-up.
+    std::size_t run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept;
     void finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept;
     /// Calls r's callable as timer `id` for deadline `due` (lateness,
     /// exceptions, counters).

@@ -185,7 +185,7 @@ class _TimerInfo(ctypes.Structure):  # tw_timer_info (since 1.3)
         ("size", ctypes.c_uint32),
         ("state", ctypes.c_int32),
         ("shard", ctypes.c_int32),
-        ("reserved", ctypes.c_uint32),
+        ("clock", ctypes.c_int32),  # the timer's clock (TW_CLOCK_*)
         ("deadline_ns", ctypes.c_uint64),
         ("period_ns", ctypes.c_uint64),
         ("leeway_ns", ctypes.c_uint64),

@@ -163,7 +163,7 @@ pub mod ffi {
         pub size: u32,
         pub state: i32,
         pub shard: i32,
-        pub reserved: u32,
+        pub clock: i32,  // the timer's clock (TW_CLOCK_*)
         pub deadline_ns: u64,
         pub period_ns: u64,
         pub leeway_ns: u64,
