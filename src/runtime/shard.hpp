@@ -126,11 +126,6 @@ private:
     Dispatcher& dispatcher_;
     const QueueTable& queues_;
     HandleTable table_;
-    GroupIndex groups_{table_};
-    GroupIndex clocked_{table_};
-    // The boot-time and wall-clock offsets to the monotonic clock at the last
-    // reclock (shard thread only).
-    std::int64_t seen_offset_[kClocks] = {};
     Wheel wheel_;
     Inbox inbox_;
     Parker parker_;
@@ -157,6 +152,13 @@ private:
     std::size_t queued_n_ = 0;
     std::optional<QueueTable::Section> section_;
     std::unique_ptr<std::thread> thread_;
+    // Kept apart from the hot members above (the wheel, the inbox, the
+    // sleep word): only grouped and clocked timers touch these.
+    alignas(64) GroupIndex groups_{table_};
+    GroupIndex clocked_{table_};
+    // The boot-time and wall-clock offsets to the monotonic clock at the last
+    // reclock (shard thread only).
+    std::int64_t seen_offset_[kClocks] = {};
 };
 
 }  // namespace tickwheel::rt
