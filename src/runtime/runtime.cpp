@@ -625,6 +625,17 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
             return errc::no_memory;
         }
+        // A start that fails after taking the record gives it back whole:
+        // nobody knows its id yet (terminal, then recycled), and the live
+        // count is undone. The caller of take_back() has put the callable
+        // back into `cb`, if it had moved it.
+        const auto take_back = [&]() noexcept {
+            TimerState::unpublish(*r);
+            rt::FreeChain freed(shard.table());
+            shard.table().recycle(*r, freed);
+            if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+            return errc::no_memory;
+        };
         r->set_period(period, queue_slot);
         // What the common timer (one-shot, no leeway, no group) does not
         // have goes to the side record (timer_record.hpp, Extra).
@@ -635,13 +646,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         if (period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
             core.clocks.manual()) {
             rt::Extra* x = shard.table().make_extra(index);
-            if (x == nullptr) {
-                TimerState::unpublish(*r);  // never published: its word is FREE; make it terminal for recycle
-                rt::FreeChain freed(shard.table());
-                shard.table().recycle(*r, freed);
-                if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
-                return errc::no_memory;
-            }
+            if (x == nullptr) return take_back();  // (the callable is still in `cb`)
             x->runs.store(0, std::memory_order_relaxed);
             x->missed.store(0, std::memory_order_relaxed);
             x->owed.store(rt::Extra::owed_tag(gen), std::memory_order_relaxed);
@@ -668,23 +673,15 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
                 if (o.group != 0) shard.groups().add(o.group, gen, index);
                 if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
             } catch (...) {
-                TimerState::unpublish(*r);
                 cb = std::move(r->cb);
-                rt::FreeChain freed(shard.table());
-                shard.table().recycle(*r, freed);
-                if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
-                return errc::no_memory;
+                return take_back();
             }
         }
         if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
             // No memory to queue the Insert: nobody knows this id yet, so the
             // timer is taken back whole (its callable returns to `cb`).
-            TimerState::unpublish(*r);
             cb = std::move(r->cb);
-            rt::FreeChain freed(shard.table());
-            shard.table().recycle(*r, freed);
-            if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
-            return errc::no_memory;
+            return take_back();
         }
         core.counters.add(rt::kStarted);
         id = Id::make(gen, si, index);
