@@ -5,7 +5,8 @@
  * and a timer started on a delivery queue (tw_queue_*, TICKWHEEL_1.2) ran
  * inside tw_queue_run on this thread after its fd polled readable, and the
  * timer model's calls (TICKWHEEL_1.3) answer: a periodic timer of a group
- * is queried, moved to an absolute deadline and stopped with its group. */
+ * is queried, moved to an absolute deadline and stopped with its group; a
+ * wall-clock timer on a manual-clock runtime fires inside tw_runtime_advance. */
 #define _POSIX_C_SOURCE 200809L
 #include <poll.h>
 #include <stdatomic.h>
@@ -105,6 +106,39 @@ int main(void) {
         fprintf(stderr, "consumer: timer model: query / reset_at / group stop failed\n");
         tw_runtime_destroy(rt);
         return 1;
+    }
+    /* The pinned clock calls: a wall-clock timer on a manual runtime fires
+     * inside tw_runtime_advance, on this thread, once its clock reaches it. */
+    {
+        tw_runtime *mrt = NULL;
+        atomic_int on_manual = 0;
+        tw_config mcfg;
+        tw_config_init(&mcfg);
+        mcfg.flags = TW_CONFIG_MANUAL_CLOCK;
+        tw_timer_spec_init(&spec);
+        spec.clock = TW_CLOCK_REALTIME;
+        spec.callback = on_fire;
+        spec.arg = &on_manual;
+        if (tw_now_ns_clock(TW_CLOCK_BOOTTIME) == 0 || tw_now_ns_clock(99) != 0 ||
+            tw_runtime_create(&mcfg, &mrt) != TW_OK) {
+            fprintf(stderr, "consumer: clocks: tw_now_ns_clock / manual runtime failed\n");
+            tw_runtime_destroy(rt);
+            return 1;
+        }
+        const uint64_t t0 = tw_runtime_now_ns(mrt, TW_CLOCK_REALTIME);
+        spec.deadline_ns = t0 + 30ull * 1000000000ull;
+        const int started = tw_timer_start_ex(mrt, &spec, &id);
+        const int before = tw_runtime_advance(mrt, 29ull * 1000000000ull);
+        const int after = tw_runtime_advance(mrt, 1000000000ull);
+        const uint64_t moved = tw_runtime_now_ns(mrt, TW_CLOCK_REALTIME) - t0;
+        const int not_manual = tw_runtime_advance(rt, 1);
+        if (started != TW_OK || before != 0 || after != 1 || atomic_load(&on_manual) != 1 ||
+            moved != 30ull * 1000000000ull || not_manual != TW_EINVAL || tw_runtime_destroy(mrt) != TW_OK) {
+            fprintf(stderr, "consumer: manual clock: start %d, advances %d %d, moved %llu\n", started, before, after,
+                    (unsigned long long)moved);
+            tw_runtime_destroy(rt);
+            return 1;
+        }
     }
     rc = tw_runtime_destroy(rt);
     if (!atomic_load(&fired) || rc != TW_OK) {
