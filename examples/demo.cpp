@@ -180,6 +180,21 @@ void sim_burst(Sim& sim, Producer& p, long scale) {
 }
 
 // "100 ms", or "100 s" for whole seconds.
+/// The live line's pending column: the total, and the first four shards'
+/// counts "a/b/c/d" into `buf`.
+std::size_t pending_text(const tickwheel::Stats& s, char* buf, std::size_t cap) {
+    std::size_t pending = 0;
+    int off = 0;
+    buf[0] = '\0';
+    for (std::size_t i = 0; i < s.pending_per_shard.size(); ++i) {
+        pending += s.pending_per_shard[i];
+        if (i < 4 && off < 48)
+            off += std::snprintf(buf + off, cap - static_cast<std::size_t>(off), "%s%zu", i ? "/" : "",
+                                 s.pending_per_shard[i]);
+    }
+    return pending;
+}
+
 std::string ms_text(long ms) {
     return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
 }
@@ -216,15 +231,8 @@ int simulate(double hours, long scale, unsigned seed, int nthreads, int per_thre
     long last_rearmed = 0, last_timed_out = 0, last_closed = 0;
     auto ticker = rt.start_periodic(period, [&](tickwheel::Timer) {
         const auto s = rt.stats();
-        std::size_t pending = 0;
-        char per_shard[64] = "";
-        int off = 0;
-        for (std::size_t i = 0; i < s.pending_per_shard.size(); ++i) {
-            pending += s.pending_per_shard[i];
-            if (i < 4 && off < 48)
-                off += std::snprintf(per_shard + off, sizeof per_shard - static_cast<std::size_t>(off), "%s%zu",
-                                     i ? "/" : "", s.pending_per_shard[i]);
-        }
+        char per_shard[64];
+        const std::size_t pending = pending_text(s, per_shard, sizeof per_shard);
         const double per_s = 1.0 / duration<double>(period).count();
         std::printf("%14s %9ld %10.1f %10.1f %9.1f %9zu %22s %9.2f\n", hms(sim.now_ns() - t0).c_str(),
                     sim.opened - sim.closed - sim.timed_out, static_cast<double>(sim.rearmed - last_rearmed) * per_s,
@@ -361,15 +369,8 @@ int main(int argc, char** argv) {
     long last_rearmed = 0, last_timed_out = 0, last_closed = 0;
     auto ticker = rt.start_periodic(seconds(1), [&](tickwheel::Timer) {
         const auto s = rt.stats();
-        std::size_t pending = 0;
-        char per_shard[64] = "";
-        int off = 0;
-        for (std::size_t i = 0; i < s.pending_per_shard.size(); ++i) {
-            pending += s.pending_per_shard[i];
-            if (i < 4 && off < 48)
-                off += std::snprintf(per_shard + off, sizeof per_shard - static_cast<std::size_t>(off), "%s%zu",
-                                     i ? "/" : "", s.pending_per_shard[i]);
-        }
+        char per_shard[64];
+        const std::size_t pending = pending_text(s, per_shard, sizeof per_shard);
         const long re = t.rearmed.load(), to = t.timed_out.load(), cl = t.closed.load();
         std::printf("%5.1f %9ld %10ld %10ld %9ld %9zu %22s %8.0f us\n",
                     duration<double>(Clock::now() - t0).count(), t.opened.load() - cl - to, re - last_rearmed,
