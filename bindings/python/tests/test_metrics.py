@@ -4,12 +4,11 @@
 import errno
 import re
 import threading
-import time
 import unittest
 
 from tickwheel import Runtime, TickwheelError
 
-WAIT = 10.0
+from test_tickwheel import WAIT, wait_for
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
@@ -72,15 +71,6 @@ def value(families, name, labels=()):
         if (name, labels) in fam["samples"]:
             return fam["samples"][(name, labels)]
     raise KeyError(name)
-
-
-def wait_for(pred, timeout=WAIT):
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.001)
-    return True
 
 
 class MetricsTest(unittest.TestCase):

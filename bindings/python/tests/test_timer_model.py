@@ -11,17 +11,8 @@ import unittest
 import tickwheel
 from tickwheel import PeriodPolicy, Runtime, TickwheelError, TimerInfo, TimerState
 
-WAIT = 10.0  # seconds: generous limits for loaded CI machines
+from test_tickwheel import WAIT, wait_for
 EPS = 1e-6  # float rounding of ns -> s
-
-
-def wait_for(pred, timeout=WAIT):
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.001)
-    return True
 
 
 class Overrunner:
