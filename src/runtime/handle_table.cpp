@@ -98,17 +98,77 @@ Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept
         next_fresh_.store(kCapacity, std::memory_order_relaxed);  // keep it from wrapping
         return nullptr;
     }
-    if (make_chunk(static_cast<std::uint32_t>(fresh / kChunkSize)) == nullptr) {
+    index = static_cast<std::uint32_t>(fresh);
+    Record* r = init_fresh(index);
+    if (r != nullptr) gen = r->gen();
+    return r;
+}
+
+Record* HandleTable::init_fresh(std::uint32_t index) noexcept {
+    if (make_chunk(index / kChunkSize) == nullptr) {
         // No memory for the chunk: this index can never be used; that is fine.
         return nullptr;
     }
-    index = static_cast<std::uint32_t>(fresh);
     Record& r = at(index);
     std::uint32_t first = test_hooks::first_generation.load(std::memory_order_relaxed);
     if (first == 0 || first > Id::kMaxGen) first = 1;
     r.set_gen(first);
-    gen = first;
     return &r;
+}
+
+std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t* index, std::uint32_t* gen) noexcept {
+    std::size_t got = 0;
+    std::uint64_t head = free_head_.load(std::memory_order_acquire);
+    while (got < n && (head & 0xFFFFFFFFu) != 0) {
+        // Walk down from the top. Each link is read from a record that was on
+        // the stack when `head` was loaded; if the stack changed since (then
+        // a link may be anything, even an index never allocated), the tag
+        // has moved on and the CAS fails: nothing read is used.
+        std::size_t k = 0;
+        std::uint32_t cur = static_cast<std::uint32_t>(head) - 1;
+        std::uint64_t link = 0;
+        bool torn = false;
+        for (;;) {
+            Record* r = find(cur);
+            if (r == nullptr) {
+                torn = true;
+                break;
+            }
+            // The start writes both lines of the record (80 bytes at a
+            // 16-byte offset: always two): fetch them while walking on.
+            __builtin_prefetch(r, 1, 3);
+            __builtin_prefetch(reinterpret_cast<const char*>(r) + sizeof(Record) - 1, 1, 3);
+            recs[got + k] = r;
+            index[got + k] = cur;
+            ++k;
+            link = TimerState::free_link(TimerState::load(*r)) & 0xFFFFFFFFu;
+            if (k == n - got || link == 0) break;
+            cur = static_cast<std::uint32_t>(link) - 1;
+        }
+        if (torn) {
+            head = free_head_.load(std::memory_order_acquire);
+            continue;
+        }
+        const std::uint64_t next = ((head >> 32) + 1) << 32 | link;
+        if (free_head_.compare_exchange_strong(head, next, std::memory_order_acquire, std::memory_order_acquire)) {
+            for (std::size_t j = got; j < got + k; ++j) gen[j] = recs[j]->gen();
+            got += k;
+        }
+    }
+    if (got == n) return got;
+    const std::uint64_t want = n - got;
+    const std::uint64_t fresh = next_fresh_.fetch_add(want, std::memory_order_relaxed);
+    const std::uint64_t end = fresh + want < kCapacity ? fresh + want : kCapacity;
+    if (fresh + want > kCapacity) next_fresh_.store(kCapacity, std::memory_order_relaxed);  // keep it from wrapping
+    for (std::uint64_t f = fresh; f < end; ++f) {
+        Record* r = init_fresh(static_cast<std::uint32_t>(f));
+        if (r == nullptr) continue;
+        recs[got] = r;
+        index[got] = static_cast<std::uint32_t>(f);
+        gen[got] = r->gen();
+        ++got;
+    }
+    return got;
 }
 
 void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {

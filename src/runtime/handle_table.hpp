@@ -82,6 +82,13 @@ public:
     /// its first). Returns nullptr when the index space or memory is
     /// exhausted. Any thread.
     Record* allocate(std::uint32_t& index, std::uint32_t& gen) noexcept;
+    /// allocate() of up to `n` records at once (a batch start): the top of
+    /// the free stack is walked and popped with one CAS -- each record's
+    /// lines prefetched for writing as the walk reaches it --, the rest are
+    /// fresh indices taken with one fetch_add. Fills recs/index/gen and
+    /// returns how many (fewer than `n` only when the index space or memory
+    /// is exhausted). Any thread.
+    std::size_t allocate_n(std::size_t n, Record** recs, std::uint32_t* index, std::uint32_t* gen) noexcept;
 
     /// Ends a record's use: the caller owns it in a terminal state
     /// (CANCELLED, or RELEASING after its last run), it is in no wheel and
@@ -134,6 +141,9 @@ private:
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
 
     Record* make_chunk(std::uint32_t c) noexcept;
+    /// A fresh index's record, with its first generation; nullptr if no
+    /// memory for its chunk (the index is then never used).
+    Record* init_fresh(std::uint32_t index) noexcept;
     void quarantine(Record& r, std::uint32_t index, std::uint32_t gen) noexcept;
     static void free_chunk(Record* first) noexcept;
 
