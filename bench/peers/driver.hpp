@@ -41,6 +41,12 @@
 //              that blocks 100 ms every 10 ms.
 //   idle       --pending timers due in [60 s, 120 s]; process CPU% over
 //              --seconds, split in --reps windows.
+//   startstop_batch  startstop's pairs, --batch at a time: start --batch
+//              timers with one call, stop --batch distinct random pending
+//              ones with one call (peers with batch calls only: start_n,
+//              stop_n, rearm_n; the others report "not applicable").
+//   rearm_batch  rearm's re-arms, --batch random timers per call (one delay
+//              per batch: the run's rising delay at the batch's first).
 #pragma once
 
 #include <barrier>
@@ -59,10 +65,12 @@ inline Params base_params(const Opts& o) {
 /// Clock and CPU readings around one timed pass of a single-caller workload:
 /// start, end of the caller's loop, and end of the peer's drain.
 struct TimedPass {
-    std::int64_t t0, t_loop, t1, c0, c1;
+    std::int64_t t0, t_loop, t1, c0, c1, tc0, tc_loop;
     double caller_ns(double ops) const { return static_cast<double>(t_loop - t0) / ops; }
     double wall_ns(double ops) const { return static_cast<double>(t1 - t0) / ops; }
     double cpu_ns(double ops) const { return static_cast<double>(c1 - c0) / ops; }
+    /// The caller thread's CPU time in its loop (load-independent).
+    double caller_cpu_ns(double ops) const { return static_cast<double>(tc_loop - tc0) / ops; }
 };
 
 /// Runs `pass()` as one timed repetition: the caller's loop, then the peer's
@@ -72,9 +80,11 @@ TimedPass timed_pass(P& p, typename P::Local& L, Pass&& pass) {
     TimedPass t{};
     p.before_rep();
     t.c0 = cpu_ns();
+    t.tc0 = thread_cpu_ns();
     t.t0 = now_ns();
     pass();
     t.t_loop = now_ns();
+    t.tc_loop = thread_cpu_ns();
     p.finish(L);
     p.drain();
     t.t1 = now_ns();
@@ -129,6 +139,7 @@ void startstop(P& p, const Opts& o) {
         s.set("wall_ns_per_pair", t.wall_ns(ops));
         s.set("cpu_ns_per_pair", t.cpu_ns(ops));
         s.set("caller_ns_per_pair", t.caller_ns(ops));
+        s.set("caller_cpu_ns_per_pair", t.caller_cpu_ns(ops));
         s.set("drain_us", static_cast<double>(t.t1 - t.t_loop) / 1e3);
         if constexpr (requires { p.extra(s, n); }) p.extra(s, n);
         s.set("rss_bytes_per_timer", static_cast<double>(rss_bytes() - rss0) / static_cast<double>(n));
@@ -151,6 +162,143 @@ void startstop(P& p, const Opts& o) {
                  "RSS growth over the preload, measured after each repetition");
     emit("memory", p.name(), mp, "rss_bytes_per_timer_after_preload", "B",
          {static_cast<double>(rss1 - rss0) / static_cast<double>(n)});
+}
+
+// ---- startstop_batch, rearm_batch --------------------------------------------------
+/// A peer with batch calls (tickwheel): start n timers, stop n, re-arm n to
+/// one delay; the counts returned are those that succeeded.
+template <class P>
+concept HasBatch = requires(P& p, typename P::Local& L, typename P::H* h, const std::int64_t* d) {
+    p.start_n(L, d, std::size_t{}, h);
+    { p.stop_n(L, h, std::size_t{}) } -> std::convertible_to<std::size_t>;
+    { p.rearm_n(L, h, std::size_t{}, std::int64_t{}) } -> std::convertible_to<std::size_t>;
+};
+
+template <class P>
+void startstop_batch(P& p, const Opts& o) {
+    if constexpr (!HasBatch<P>) {
+        std::fprintf(stderr, "%s has no batch calls: workload startstop_batch not applicable\n", p.name().c_str());
+    } else {
+        using H = typename P::H;
+        typename P::Local L(p);
+        const auto n = static_cast<std::size_t>(o.pending);
+        const auto b = static_cast<std::size_t>(o.batch);
+        std::mt19937_64 rng(o.seed);
+        PairInputs in;
+        std::vector<H> pending(n);
+        {
+            const std::vector<std::int64_t> pre = preload_delays(rng, n, 1 * kSec, 100 * kSec, o.sorted_preload);
+            for (std::size_t i = 0; i < n; ++i) pending[i] = p.start(L, pre[i]);
+        }
+        p.finish(L);
+        p.drain();
+        std::vector<H> fresh(b), victims(b);
+        auto pass = [&](long ops) {
+            const auto total = static_cast<std::size_t>(ops);
+            for (std::size_t i = 0; i < total; i += b) {
+                const std::size_t m = std::min(b, total - i);
+                p.start_n(L, &in.delay[i], m, fresh.data());
+                for (std::size_t j = 0; j < m; ++j) victims[j] = pending[in.victim[i + j]];
+                p.stop_n(L, victims.data(), m);
+                for (std::size_t j = 0; j < m; ++j) pending[in.victim[i + j]] = fresh[j];
+            }
+        };
+        auto inputs = [&](long ops) {
+            fill_pairs(in, rng, ops, o.pending, 1 * kMs, 100 * kSec);
+            distinct_victims(in, o.batch, o.pending);
+        };
+        for (int w = 0; w < o.warmup; ++w) {
+            inputs(o.ops / 10);
+            p.before_rep();
+            pass(o.ops / 10);
+            p.finish(L);
+            p.drain();
+        }
+        auto samples = run_gbench(p.name() + "/startstop_batch/" + std::to_string(n), o.reps, [&] {
+            inputs(o.ops);
+            const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
+            Sample s;
+            const auto ops = static_cast<double>(o.ops);
+            s.wall_s = static_cast<double>(t.t1 - t.t0) / 1e9;
+            s.set("wall_ns_per_pair", t.wall_ns(ops));
+            s.set("cpu_ns_per_pair", t.cpu_ns(ops));
+            s.set("caller_ns_per_pair", t.caller_ns(ops));
+            s.set("caller_cpu_ns_per_pair", t.caller_cpu_ns(ops));
+            s.set("drain_us", static_cast<double>(t.t1 - t.t_loop) / 1e3);
+            if constexpr (requires { p.extra(s, n); }) p.extra(s, n);
+            return s;
+        });
+        Params params = base_params(o);
+        params.add("batch", static_cast<double>(o.batch));
+        emit_samples("startstop_batch", p.name(), params, samples,
+                     {{"drain_us", "us"}, {"slots_per_pending", "records"}});
+    }
+}
+
+template <class P>
+void rearm_batch(P& p, const Opts& o) {
+    if constexpr (!HasBatch<P>) {
+        std::fprintf(stderr, "%s has no batch calls: workload rearm_batch not applicable\n", p.name().c_str());
+    } else {
+        using H = typename P::H;
+        typename P::Local L(p);
+        const auto n = static_cast<std::size_t>(o.pending);
+        const auto b = static_cast<std::size_t>(o.batch);
+        std::mt19937_64 rng(o.seed + 1);
+        std::vector<H> pending(n);
+        {
+            std::vector<std::int64_t> pre = preload_delays(rng, n, 20 * kSec, 30 * kSec, o.sorted_preload);
+            for (std::size_t i = 0; i < n; ++i) pending[i] = p.start(L, pre[i]);
+            p.finish(L);
+            p.drain();
+        }
+        // As rearm: delays rise from 30 s to 60 s over every re-arm of the run.
+        const long warm_ops = o.warmup ? o.ops / 10 : 0;
+        const double total = static_cast<double>(warm_ops + o.reps * o.ops);
+        long done = 0;
+        PairInputs in;
+        auto gen = [&](long ops) {
+            in.delay.resize(static_cast<std::size_t>(ops));
+            in.victim.resize(static_cast<std::size_t>(ops));
+            for (long i = 0; i < ops; ++i) {
+                in.delay[static_cast<std::size_t>(i)] =
+                    30 * kSec + static_cast<std::int64_t>(30.0 * 1e9 * static_cast<double>(done + i) / total);
+                in.victim[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(rng() % n);
+            }
+            done += ops;
+        };
+        std::vector<H> hs(b);
+        auto pass = [&](long ops) {
+            const auto count = static_cast<std::size_t>(ops);
+            for (std::size_t i = 0; i < count; i += b) {
+                const std::size_t m = std::min(b, count - i);
+                for (std::size_t j = 0; j < m; ++j) hs[j] = pending[in.victim[i + j]];
+                p.rearm_n(L, hs.data(), m, in.delay[i]);
+            }
+        };
+        if (warm_ops) {
+            gen(warm_ops);
+            p.before_rep();
+            pass(warm_ops);
+            p.finish(L);
+            p.drain();
+        }
+        auto samples = run_gbench(p.name() + "/rearm_batch/" + std::to_string(n), o.reps, [&] {
+            gen(o.ops);
+            const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
+            Sample s;
+            const auto ops = static_cast<double>(o.ops);
+            s.wall_s = static_cast<double>(t.t_loop - t.t0) / 1e9;
+            s.set("caller_ns_per_rearm", t.caller_ns(ops));
+            s.set("wall_ns_per_rearm", t.wall_ns(ops));
+            s.set("cpu_ns_per_rearm", t.cpu_ns(ops));
+            s.set("caller_cpu_ns_per_rearm", t.caller_cpu_ns(ops));
+            return s;
+        });
+        Params params = base_params(o);
+        params.add("batch", static_cast<double>(o.batch));
+        emit_samples("rearm_batch", p.name(), params, samples, {});
+    }
 }
 
 // ---- rearm ------------------------------------------------------------------------------
@@ -203,6 +351,7 @@ void rearm(P& p, const Opts& o) {
         s.set("caller_ns_per_rearm", t.caller_ns(ops));
         s.set("wall_ns_per_rearm", t.wall_ns(ops));
         s.set("cpu_ns_per_rearm", t.cpu_ns(ops));
+        s.set("caller_cpu_ns_per_rearm", t.caller_cpu_ns(ops));
         return s;
     });
     emit_samples("rearm", p.name(), base_params(o), samples, {});
@@ -380,6 +529,8 @@ int run_main(int argc, char** argv) {
     else if (o.workload == "expiry") expiry(p, o);
     else if (o.workload == "lateness") lateness(p, o);
     else if (o.workload == "idle") idle(p, o);
+    else if (o.workload == "startstop_batch") startstop_batch(p, o);
+    else if (o.workload == "rearm_batch") rearm_batch(p, o);
     else {
         std::fprintf(stderr, "unknown --workload '%s'\n", o.workload.c_str());
         return 2;

@@ -27,12 +27,6 @@ namespace {
 /// Elements whose records are located and prefetched together.
 constexpr std::size_t kWindow = 64;
 
-void prefetch_record(const Record* r) noexcept {
-    // 80 bytes at a 16-byte offset in a 64-byte line: always two lines.
-    __builtin_prefetch(r, 1, 3);
-    __builtin_prefetch(reinterpret_cast<const char*>(r) + sizeof(Record) - 1, 1, 3);
-}
-
 /// The records ids[0..m) name, nullptr where none can (0, a shard or an
 /// index out of range), each prefetched. Touches no record: the generation
 /// is checked when the element's turn comes (and again at its CAS).
@@ -43,7 +37,7 @@ void locate(const RuntimeCore& core, const std::uint64_t* ids, std::size_t m, Re
         const std::uint32_t s = Id::shard(id);
         Record* r = id != 0 && s < nshards ? core.shards[s]->table().find(Id::index(id)) : nullptr;
         recs[j] = r;
-        if (r != nullptr) prefetch_record(r);
+        if (r != nullptr) HandleTable::prefetch(r);
     }
 }
 
@@ -85,20 +79,27 @@ void Outbox::flush_into(std::uint32_t* failed_tags, std::size_t& nfailed) noexce
 // ---- stop --------------------------------------------------------------------------
 std::size_t stop_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t n, std::error_code* results) noexcept {
     Outbox box(core, Outbox::Kind::Cancel);
+    HazardSlot* const slot = hazard_detail::this_thread_slot();
     std::uint64_t stopped = 0, released = 0;
     Record* recs[kWindow];
+    Record* cancelled[kWindow];
     for (std::size_t base = 0; base < n; base += kWindow) {
         const std::size_t m = std::min(kWindow, n - base);
+        if (box.size() > Outbox::kCapacity - m) box.flush();  // no flush inside a window (see wake_all below)
         locate(core, ids + base, m, recs);
+        std::size_t ncancelled = 0;
         for (std::size_t j = 0; j < m; ++j) {
             const std::uint64_t id = ids[base + j];
             const std::uint32_t gen = Id::gen(id);
             Record* r = recs[j];
             bool ok = false;
             if (r != nullptr && r->gen() == gen) {
-                switch (try_stop(core, *r, gen)) {
+                switch (try_stop(core, *r, gen, slot)) {
                     case CancelOutcome::Cancelled:
-                        settle_cancelled(core, *r);  // its release hook, here, before the next element
+                        // Its release hook, here, before the next element; its
+                        // stop_sync() waiters are woken with the window's.
+                        settle_cancelled(core, *r, false);
+                        cancelled[ncancelled++] = r;
                         ++released;
                         box.add(Id::shard(id), Msg::make(MsgType::Cancel, gen, Id::index(id)), 0);
                         ok = true;
@@ -110,6 +111,7 @@ std::size_t stop_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t 
             stopped += ok;
             if (results != nullptr) results[base + j] = ok ? std::error_code{} : make_error_code(errc::not_found);
         }
+        TimerState::wake_all(cancelled, ncancelled);  // before their Cancels are posted (and recycle them)
     }
     box.flush();
     if (released != 0) core.count_released(released);
@@ -123,14 +125,19 @@ std::size_t reset_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t
     Readings now(core.clocks);
     (void)now.mono();  // the call's one reading of the wheels' clock, before any element
     Outbox box(core, Outbox::Kind::Deadline);
+    HazardSlot* const slot = hazard_detail::this_thread_slot();
     std::uint64_t rearmed = 0;
     Record* recs[kWindow];
     for (std::size_t base = 0; base < n; base += kWindow) {
         const std::size_t m = std::min(kWindow, n - base);
         locate(core, ids + base, m, recs);
         for (std::size_t j = 0; j < m; ++j) {
+            const std::uint64_t id = ids[base + j];
             std::error_code ec;
-            if (reset_to(core, ids[base + j], delay_ns, false, now, &box, ec))
+            const bool ok = recs[j] != nullptr ? reset_record(core, core.shard(Id::shard(id)), *recs[j], id, delay_ns,
+                                                              false, now, &box, slot, ec)
+                                               : reset_to(core, id, delay_ns, false, now, &box, ec);  // (answers it)
+            if (ok)
                 ++rearmed;
             else if (!ec)
                 ec = make_error_code(errc::not_found);

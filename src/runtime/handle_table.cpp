@@ -5,6 +5,7 @@
 
 #include <ctime>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <type_traits>
@@ -22,6 +23,7 @@ HandleTable::~HandleTable() {
         free_chunk(chunks_[c].load(std::memory_order_relaxed));
         std::free(extras_[c].load(std::memory_order_relaxed));
     }
+    std::free(mirror_.load(std::memory_order_relaxed));
 }
 
 Extra* HandleTable::make_extra(std::uint32_t index) noexcept {
@@ -116,9 +118,46 @@ Record* HandleTable::init_fresh(std::uint32_t index) noexcept {
     return &r;
 }
 
+void HandleTable::mirror_push(const std::uint32_t* bottom_first, std::uint32_t n) noexcept {
+    std::atomic<std::uint32_t>* const mirror = mirror_.load(std::memory_order_acquire);
+    if (mirror == nullptr) return;
+    const std::uint32_t at = mirror_top_.load(std::memory_order_relaxed);
+    for (std::uint32_t i = 0; i < n; ++i)
+        mirror[(at + i) % kMirror].store(bottom_first[i], std::memory_order_relaxed);
+    mirror_top_.store(at + n, std::memory_order_relaxed);
+}
+
 std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t* index, std::uint32_t* gen) noexcept {
-    std::size_t got = 0;
+    // The walk below is a chain of dependent loads (each record holds the
+    // next one's index), each a cache miss -- the records were last written
+    // by the thread that freed them, or freed long ago. Find the top in the
+    // mirror (at its end, or a little below after single pops) and fetch
+    // the n records from there down all at once: the walk then mostly finds
+    // its lines arriving.
+    std::atomic<std::uint32_t>* mirror = mirror_.load(std::memory_order_acquire);
+    if (mirror == nullptr) {
+        // Zeroed memory is a valid array of atomics (as Extra's, make_extra()).
+        static_assert(std::is_trivially_destructible_v<std::atomic<std::uint32_t>>);
+        auto* fresh = static_cast<std::atomic<std::uint32_t>*>(std::calloc(kMirror, sizeof(std::atomic<std::uint32_t>)));
+        if (fresh != nullptr &&
+            !mirror_.compare_exchange_strong(mirror, fresh, std::memory_order_acq_rel, std::memory_order_acquire))
+            std::free(fresh);  // another thread made it first (`mirror` holds its)
+        else
+            mirror = fresh;  // ours, or none (no memory: no hint)
+    }
     std::uint64_t head = free_head_.load(std::memory_order_acquire);
+    const std::uint32_t mirrored = mirror_top_.load(std::memory_order_relaxed);
+    std::uint32_t at = 0;  // the top's mirror position + 1; 0 = not found
+    if ((head & 0xFFFFFFFFu) != 0 && mirror != nullptr) {
+        const auto top = static_cast<std::uint32_t>(head) - 1;
+        constexpr std::uint32_t kLook = 64;
+        for (std::uint32_t j = 0; j < kLook && j < mirrored && at == 0; ++j)
+            if (mirror[(mirrored - 1 - j) % kMirror].load(std::memory_order_relaxed) == top) at = mirrored - j;
+        const std::uint32_t depth = static_cast<std::uint32_t>(std::min<std::size_t>(n, std::min(at, kMirror - kLook)));
+        for (std::uint32_t i = 0; i < depth; ++i)
+            if (const Record* r = find(mirror[(at - 1 - i) % kMirror].load(std::memory_order_relaxed))) prefetch(r);
+    }
+    std::size_t got = 0;
     while (got < n && (head & 0xFFFFFFFFu) != 0) {
         // Walk down from the top. Each link is read from a record that was on
         // the stack when `head` was loaded; if the stack changed since (then
@@ -134,10 +173,7 @@ std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t*
                 torn = true;
                 break;
             }
-            // The start writes both lines of the record (80 bytes at a
-            // 16-byte offset: always two): fetch them while walking on.
-            __builtin_prefetch(r, 1, 3);
-            __builtin_prefetch(reinterpret_cast<const char*>(r) + sizeof(Record) - 1, 1, 3);
+            prefetch(r);  // the start writes both lines: fetched while the walk goes on
             recs[got + k] = r;
             index[got + k] = cur;
             ++k;
@@ -153,6 +189,10 @@ std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t*
         if (free_head_.compare_exchange_strong(head, next, std::memory_order_acquire, std::memory_order_acquire)) {
             for (std::size_t j = got; j < got + k; ++j) gen[j] = recs[j]->gen();
             got += k;
+            if (at >= k) {
+                mirror_top_.store(at - static_cast<std::uint32_t>(k), std::memory_order_relaxed);
+                at -= static_cast<std::uint32_t>(k);
+            }
         }
     }
     if (got == n) return got;

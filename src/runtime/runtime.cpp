@@ -560,7 +560,7 @@ errc start_args(const RuntimeCore& core, const StartOptions& o, Readings& readin
         deadline = now + o.delay.count();
     }
     if (o.period < Duration::zero() || o.period > kMaxDelay) return errc::invalid_argument;
-    tick = clock.deadline_tick(deadline - offset);
+    tick = readings.deadline_tick(clock, deadline - offset);
     own_deadline = deadline;
     if (tick > Ctl::kMaxDeadline) return errc::invalid_argument;
     period = o.period > Duration::zero() ? clock.period_ticks(static_cast<std::uint64_t>(o.period.count())) : 0;
@@ -724,23 +724,23 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
 
 // ---- stop ------------------------------------------------------------------
 namespace rt {
-CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen) noexcept {
+CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen, HazardSlot* slot) noexcept {
     // A due timer of a delivery queue leaves DISPATCHED here: the queue
     // counts it no more (inside a section: the queue cannot go away).
     QueueTable::Section in_queues(core.queues);
     State from = State::Free;
     CancelOutcome out;
     {
-        HazardScope acting_on(&r);
+        HazardScope acting_on(&r, slot);
         out = TimerState::try_cancel(r, gen, &from);
     }
     if (out == CancelOutcome::Cancelled && from == State::Dispatched) core.undue(r);
     return out;
 }
 
-void settle_cancelled(RuntimeCore& core, Record& r) noexcept {
+void settle_cancelled(RuntimeCore& core, Record& r, bool wake) noexcept {
     core.release_hook(r);
-    TimerState::finish_cancel(r);
+    TimerState::finish_cancel(r, wake);
 }
 }  // namespace rt
 
@@ -761,7 +761,7 @@ bool Runtime::stop(std::uint64_t id) noexcept {
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
     if (r == nullptr) return false;
-    switch (rt::try_stop(core, *r, Id::gen(id))) {
+    switch (rt::try_stop(core, *r, Id::gen(id), rt::hazard_detail::this_thread_slot())) {
         case rt::CancelOutcome::Cancelled: stop_cancelled(core, *shard, *r, Id::gen(id)); return true;
         case rt::CancelOutcome::StoppedDuringRun: core.counters.add(rt::kStopped); return true;
         default: return false;
@@ -778,7 +778,7 @@ bool Runtime::stop_sync(std::uint64_t id) noexcept {
     const bool own_callback = rt::inside_callback_of(r);
     bool stopped = false;
     for (;;) {
-        switch (rt::try_stop(core, *r, gen)) {
+        switch (rt::try_stop(core, *r, gen, rt::hazard_detail::this_thread_slot())) {
             case rt::CancelOutcome::Cancelled:
                 stop_cancelled(core, *shard, *r, gen);  // no run was in progress; the hook has returned
                 return true;
@@ -810,16 +810,26 @@ bool Runtime::reset(std::uint64_t id, Duration delay) {
 namespace rt {
 bool reset_to(RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, Readings& readings, Outbox* box,
               std::error_code& ec) noexcept {
+    const std::uint32_t s = Id::shard(id);
+    Record* r = id != 0 && s < core.shards.size() ? core.shards[s]->table().find(Id::index(id)) : nullptr;
+    if (r == nullptr) {
+        if (core.shutting_down.load(std::memory_order_relaxed)) ec = make_error_code(errc::shutting_down);
+        return false;
+    }
+    return reset_record(core, *core.shards[s], *r, id, value, absolute, readings, box, hazard_detail::this_thread_slot(),
+                        ec);
+}
+
+bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, std::int64_t value, bool absolute,
+                  Readings& readings, Outbox* box, HazardSlot* slot, std::error_code& ec) noexcept {
     if (core.shutting_down.load(std::memory_order_relaxed)) {
         ec = make_error_code(errc::shutting_down);
         return false;
     }
-    rt::Shard* shard = nullptr;
-    Record* r = core.lookup(id, &shard);
-    if (r == nullptr) return false;
+    if (r.gen() != Id::gen(id)) return false;
     // The timer's clock (its flags are valid for our generation if the CAS
     // below succeeds on it; a recycled record's answer is never used).
-    const rt::ClockId cid = r->clock();
+    const rt::ClockId cid = r.clock();
     const std::int64_t mono = readings.mono();
     const std::int64_t now = readings.now(cid);
     if (absolute && value > now && value - now > kMaxDelay.count()) {
@@ -827,9 +837,9 @@ bool reset_to(RuntimeCore& core, std::uint64_t id, std::int64_t value, bool abso
         return false;
     }
     const std::int64_t deadline_ns = absolute ? value : now + value;
-    if (cid != rt::ClockId::Monotonic && r->has_extra())
-        shard->table().extra(Id::index(id)).deadline_ns.store(deadline_ns, std::memory_order_relaxed);
-    const tick_t tick = core.clock.deadline_tick(deadline_ns - (now - mono));
+    if (cid != rt::ClockId::Monotonic && r.has_extra())
+        shard.table().extra(Id::index(id)).deadline_ns.store(deadline_ns, std::memory_order_relaxed);
+    const tick_t tick = readings.deadline_tick(core.clock, deadline_ns - (now - mono));
     if (tick > Ctl::kMaxDeadline) {
         ec = make_error_code(errc::invalid_argument);
         return false;
@@ -838,20 +848,20 @@ bool reset_to(RuntimeCore& core, std::uint64_t id, std::int64_t value, bool abso
     {
         rt::QueueTable::Section in_queues(core.queues);  // as in try_stop()
         {
-            HazardScope acting_on(r);
-            step = TimerState::reset(*r, Id::gen(id), tick, rt::t_current.rec == r);
+            HazardScope acting_on(&r, slot);
+            step = TimerState::reset(r, Id::gen(id), tick, rt::t_current.rec == &r);
         }
-        if (step.rearmed && step.from == State::Dispatched) core.undue(*r);
+        if (step.rearmed && step.from == State::Dispatched) core.undue(r);
     }
     if (!step.rearmed) return false;
-    const std::uint16_t flags = r->flags();
+    const std::uint16_t flags = r.flags();
     tick_t file_at = tick;
     if ((flags & Record::kHasExtra) != 0) {
         // Valid for our generation: the CAS above succeeded on it, and the
         // record cannot be recycled before the timer ends (a reader of a
         // recycled one would at worst move nothing: the word checks again).
-        rt::Extra& x = shard->table().extra(Id::index(id));
-        if (r->policy() == rt::Policy::Burst) {
+        rt::Extra& x = shard.table().extra(Id::index(id));
+        if (r.policy() == rt::Policy::Burst) {
             // A new phase: nothing owed. Only this timer's count (the tag is
             // its generation): the record may have been recycled since the CAS.
             const std::uint64_t tag = rt::Extra::owed_tag(Id::gen(id));
@@ -868,7 +878,7 @@ bool reset_to(RuntimeCore& core, std::uint64_t id, std::int64_t value, bool abso
         if (box != nullptr)
             box->add(Id::shard(id), msg, file_at);
         else
-            shard->post_and_wake(msg, file_at);
+            shard.post_and_wake(msg, file_at);
     }
     return true;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <system_error>
 
+#include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
 
 namespace tickwheel::rt {
@@ -30,11 +31,24 @@ public:
         }
         return value_[i];
     }
+    /// clock.deadline_tick(mono_deadline), computed once for a run of equal
+    /// deadlines (a batch's one delay from its one reading).
+    tick_t deadline_tick(const TickClock& clock, std::int64_t mono_deadline) noexcept {
+        if (!have_tick_ || mono_deadline != tick_of_) {
+            tick_of_ = mono_deadline;
+            tick_ = clock.deadline_tick(mono_deadline);
+            have_tick_ = true;
+        }
+        return tick_;
+    }
 
 private:
     const Clocks& clocks_;
     unsigned have_ = 0;
     std::int64_t value_[kClocks] = {};
+    bool have_tick_ = false;
+    std::int64_t tick_of_ = 0;
+    tick_t tick_ = 0;
 };
 
 /// Inbox messages collected by a batch call, posted as one block per shard
@@ -136,14 +150,16 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
 void take_back(RuntimeCore& core, Shard& shard, Record& r) noexcept;
 
 // ---- stop ------------------------------------------------------------------
-/// One stop attempt (a CAS in a HazardScope; a delivery queue's due timer is
-/// counted out). On Cancelled the caller owns the record (RELEASING):
-/// settle_cancelled() runs its hook, then the caller counts and posts the
-/// Cancel.
-CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen) noexcept;
+/// One stop attempt (a CAS in a HazardScope on `slot`, this thread's; a
+/// delivery queue's due timer is counted out). On Cancelled the caller owns
+/// the record (RELEASING): settle_cancelled() runs its hook, then the
+/// caller counts and posts the Cancel.
+CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen, HazardSlot* slot) noexcept;
 /// After a Cancelled try_stop(): the release hook (not counted:
-/// RuntimeCore::count_released), then CANCELLED.
-void settle_cancelled(RuntimeCore& core, Record& r) noexcept;
+/// RuntimeCore::count_released), then CANCELLED; stop_sync() waiters are
+/// woken, unless `wake` is false (the caller's TimerState::wake_all() does,
+/// before the Cancel is posted).
+void settle_cancelled(RuntimeCore& core, Record& r, bool wake = true) noexcept;
 
 // ---- reset -----------------------------------------------------------------
 /// Re-arms timer `id` to `value` -- a delay from the call's reading, or an
@@ -154,6 +170,10 @@ void settle_cancelled(RuntimeCore& core, Record& r) noexcept;
 /// `ec` untouched for a timer that is not pending.
 bool reset_to(RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, Readings& now, Outbox* box,
               std::error_code& ec) noexcept;
+/// reset_to() of the record `r` that id's index names on `shard` (found by
+/// the caller, its generation not yet checked), in a HazardScope on `slot`.
+bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, std::int64_t value, bool absolute,
+                  Readings& now, Outbox* box, HazardSlot* slot, std::error_code& ec) noexcept;
 
 // ---- batches (batch.cpp) -------------------------------------------------------
 // Each acts as the single call on every element in order. The caller has
