@@ -6,6 +6,9 @@
   python-binding  the Python binding (bindings/python/tickwheel):
                   rt.start(delay_s, fn) + Timer.stop()
   python-ctypes   bare ctypes calls: tw_timer_start() + tw_timer_stop()
+  python-binding-batch  the binding's batch calls (library 1.4), --batch
+                  pairs at a time: rt.start_many(delays, fn) +
+                  rt.stop_many(victims) (distinct victims per batch)
 
 Same pair as workload 1 (preload --pending timers due in [1 s, 100 s];
 each repetition: --ops pairs of start with a delay in [1 ms, 100 s] + stop a
@@ -47,6 +50,7 @@ def main():
     ap.add_argument("--ops", type=int, default=100000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
     a = ap.parse_args()
     sys.path.insert(0, a.binding)
     import tickwheel  # noqa: E402 -- the binding under test
@@ -91,6 +95,46 @@ def main():
         emit("ffi", "python-binding", params, "cpu_ns_per_pair", "ns", cpus)
         emit("ffi", "python-binding", params, "caller_ns_per_pair", "ns", callers)
         print("python-binding: %.0f ns/pair" % statistics.median(walls), file=sys.stderr)
+        del pending
+
+    # ---- through the binding's batch calls ------------------------------------------------
+    b = max(1, a.batch)
+    with tickwheel.Runtime() as rt:
+        pending = rt.start_many([rng.uniform(1, 100) for _ in range(a.pending)], noop)
+        drain(rt)
+        walls, cpus, callers = [], [], []
+        for rep in range(a.reps + 1):
+            ops = a.ops // 10 if rep == 0 else a.ops
+            delays = [rng.uniform(1e-3, 100) for _ in range(ops)]
+            victims = []
+            for i in range(0, ops, b):  # distinct within a batch (a batch stops each once)
+                seen = set()
+                for _ in range(min(b, ops - i)):
+                    v = rng.randrange(a.pending)
+                    while v in seen:
+                        v = (v + 1) % a.pending
+                    seen.add(v)
+                    victims.append(v)
+            start_many, stop_many = rt.start_many, rt.stop_many
+            c0, t0 = cpu_ns(), time.perf_counter_ns()
+            for i in range(0, ops, b):
+                fresh = start_many(delays[i:i + b], noop)
+                vs = victims[i:i + b]
+                stop_many([pending[v] for v in vs])
+                for v, t in zip(vs, fresh):
+                    pending[v] = t
+            tl = time.perf_counter_ns()
+            drain(rt)
+            t1, c1 = time.perf_counter_ns(), cpu_ns()
+            if rep:
+                walls.append((t1 - t0) / ops)
+                cpus.append((c1 - c0) / ops)
+                callers.append((tl - t0) / ops)
+        bparams = dict(params, batch=b)
+        emit("ffi", "python-binding-batch", bparams, "wall_ns_per_pair", "ns", walls)
+        emit("ffi", "python-binding-batch", bparams, "cpu_ns_per_pair", "ns", cpus)
+        emit("ffi", "python-binding-batch", bparams, "caller_ns_per_pair", "ns", callers)
+        print("python-binding-batch: %.0f ns/pair (batches of %d)" % (statistics.median(walls), b), file=sys.stderr)
         del pending
 
     # ---- bare ctypes ----------------------------------------------------------------
