@@ -146,9 +146,9 @@ TEST(CApiBatch, ZeroCountReturnsZeroAlsoWithNullArrays) {
 // tw_timer_start_n
 // =============================================================================
 TEST(CApiBatch, StartNStartsEveryValidSpecAndSkipsTheRefusedOnesWithoutTheirHooks) {
-    RtPtr rt = make_runtime(4);
     constexpr int kN = 40;
-    std::deque<Probe> probes(kN);
+    std::deque<Probe> probes(kN);  // (outlives the runtime)
+    RtPtr rt = make_runtime(4);
     std::vector<tw_timer_spec> specs;
     std::set<int> refused;
     for (int i = 0; i < kN; ++i) {
@@ -191,9 +191,9 @@ TEST(CApiBatch, StartNStartsEveryValidSpecAndSkipsTheRefusedOnesWithoutTheirHook
 }
 
 TEST(CApiBatch, StartNIsNeverEarlyAgainstAReadingTakenBeforeTheCall) {
-    RtPtr rt = make_runtime();
     constexpr int kN = 64;
     std::deque<Probe> probes(kN);
+    RtPtr rt = make_runtime();
     std::vector<tw_timer_spec> specs;
     for (int i = 0; i < kN; ++i)
         specs.push_back(spec_of(probes[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(i % 16) * kMs));
@@ -223,11 +223,12 @@ std::vector<std::uint64_t> specs_of_stride(std::deque<Probe>& probes, std::uint3
 }  // namespace
 
 TEST(CApiBatch, StartNStrideIsTheFirstSpecsSize) {
+    std::deque<std::deque<Probe>> all;
     RtPtr rt = make_runtime();
     // The 1.0 layout (56), 1.2's (64), ours, and a newer caller's zero-padded one.
     for (const std::uint32_t stride : {56u, 64u, static_cast<std::uint32_t>(sizeof(tw_timer_spec)), 96u, 256u}) {
         SCOPED_TRACE(stride);
-        std::deque<Probe> probes(6);
+        std::deque<Probe>& probes = all.emplace_back(6);
         std::vector<std::uint64_t> buf = specs_of_stride(probes, stride);
         char* bytes = reinterpret_cast<char*>(buf.data());
         // Element 2 says another size: refused (its hook is not called), the
@@ -253,8 +254,9 @@ TEST(CApiBatch, StartNStrideIsTheFirstSpecsSize) {
 }
 
 TEST(CApiBatch, StartNBeyondTheLimitIsEagainAndThoseHooksRunBeforeItReturns) {
-    RtPtr rt = make_runtime(2, /*max_timers=*/5);
     std::deque<Probe> probes(8);
+    Probe extra;  // (both outlive the runtime: its destruction releases the timers still pending)
+    RtPtr rt = make_runtime(2, /*max_timers=*/5);
     std::vector<tw_timer_spec> specs;
     for (Probe& p : probes) specs.push_back(spec_of(p, 10000 * kMs));
     specs[1].callback = nullptr;  // refused: takes no room, no hook
@@ -269,15 +271,14 @@ TEST(CApiBatch, StartNBeyondTheLimitIsEagainAndThoseHooksRunBeforeItReturns) {
     // The room comes back as timers end.
     EXPECT_EQ(tw_timer_stop(rt.get(), out[0]), TW_OK);
     tw_timer more = 0;
-    Probe extra;
     tw_timer_spec s = spec_of(extra, 10000 * kMs);
     EXPECT_EQ(tw_timer_start_n(rt.get(), &s, 1, &more), 1);
     EXPECT_NE(more, 0u);
 }
 
 TEST(CApiBatch, StartNWhoseInsertCannotBeQueuedReleasesExactlyThoseStarts) {
-    RtPtr rt = make_runtime(1);
     std::deque<Probe> probes(10);
+    RtPtr rt = make_runtime(1);
     std::vector<tw_timer_spec> specs;
     for (Probe& p : probes) specs.push_back(spec_of(p, 60000 * kMs));
     std::vector<tw_timer> out(specs.size(), 99);
@@ -303,14 +304,14 @@ TEST(CApiBatch, StartNWhoseInsertCannotBeQueuedReleasesExactlyThoseStarts) {
 }
 
 TEST(CApiBatch, EveryBatchAfterShutdownIsEshutdownPerElement) {
-    RtPtr rt = make_runtime();
     Probe kept;
+    std::deque<Probe> probes(3);
+    RtPtr rt = make_runtime();
     tw_timer_spec s0 = spec_of(kept, 10000 * kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_n(rt.get(), &s0, 1, &id), 1);
     ASSERT_EQ(tw_runtime_shutdown(rt.get()), TW_OK);
     EXPECT_EQ(kept.released.load(), 1);
-    std::deque<Probe> probes(3);
     std::vector<tw_timer_spec> specs;
     for (Probe& p : probes) specs.push_back(spec_of(p, 1 * kMs));
     std::vector<tw_timer> out(3, 1);
@@ -333,14 +334,14 @@ TEST(CApiBatch, EveryBatchAfterShutdownIsEshutdownPerElement) {
 // tw_timer_stop_n
 // =============================================================================
 TEST(CApiBatch, StopNOfAMixedBatchOverEveryShardGivesEachElementTheSingleCallsCode) {
-    RtPtr rt = make_runtime(4);
     std::deque<Probe> pending(12);
+    Probe fired_p, stopped_p;
+    RtPtr rt = make_runtime(4);
     std::vector<tw_timer_spec> specs;
     for (std::size_t i = 0; i < pending.size(); ++i)
         specs.push_back(spec_of(pending[i], 10000 * kMs, 0, static_cast<std::int32_t>(i % 4)));
     std::vector<tw_timer> p(pending.size());
     ASSERT_EQ(tw_timer_start_n(rt.get(), specs.data(), specs.size(), p.data()), 12);
-    Probe fired_p, stopped_p;
     tw_timer fired = 0, stopped = 0;
     tw_timer_spec s = spec_of(fired_p, 0);
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &fired), TW_OK);
@@ -406,8 +407,8 @@ void gated_release(void* arg) { static_cast<Gated*>(arg)->released.fetch_add(1);
 }  // namespace
 
 TEST(CApiBatch, StopNOfRunningTimersIsTheSingleStopsAnswerAndReleasesAfterTheRun) {
-    RtPtr rt = make_runtime(2);
     Gated periodic, oneshot;
+    RtPtr rt = make_runtime(2);
     tw_timer_spec s;
     tw_timer_spec_init(&s);
     s.callback = gated_cb;
@@ -444,9 +445,9 @@ TEST(CApiBatch, StopNOfRunningTimersIsTheSingleStopsAnswerAndReleasesAfterTheRun
 }
 
 TEST(CApiBatch, StopNCancelsAreNeverLost) {
-    RtPtr rt = make_runtime(1);
     constexpr std::size_t kN = 3000;  // > the inbox's reserve
     std::deque<Probe> probes(kN);
+    RtPtr rt = make_runtime(1);
     std::vector<tw_timer_spec> specs;
     for (Probe& p : probes) specs.push_back(spec_of(p, 10000 * kMs));
     std::vector<tw_timer> ids(kN);
@@ -468,8 +469,8 @@ TEST(CApiBatch, StopNCancelsAreNeverLost) {
 // tw_timer_reset_n
 // =============================================================================
 TEST(CApiBatch, ResetNMovesEveryDeadlineNeverEarlyAndAnswersTheOthersEnoent) {
-    RtPtr rt = make_runtime(3);
     std::deque<Probe> probes(9);
+    RtPtr rt = make_runtime(3);
     std::vector<tw_timer_spec> specs;
     for (std::size_t i = 0; i < probes.size(); ++i)
         specs.push_back(spec_of(probes[i], 60000 * kMs, 0, static_cast<std::int32_t>(i % 3)));
@@ -499,8 +500,8 @@ TEST(CApiBatch, ResetNMovesEveryDeadlineNeverEarlyAndAnswersTheOthersEnoent) {
 }
 
 TEST(CApiBatch, ResetNLaterDeadlinesAreKeptAndEarlierOnesAreNeverLost) {
-    RtPtr rt = make_runtime(1);
     std::deque<Probe> probes(4);
+    RtPtr rt = make_runtime(1);
     std::vector<tw_timer_spec> specs;
     for (std::size_t i = 0; i < probes.size(); ++i) specs.push_back(spec_of(probes[i], i < 2 ? 40 * kMs : 60000 * kMs));
     std::vector<tw_timer> ids(probes.size());
@@ -528,8 +529,8 @@ TEST(CApiBatch, ResetNLaterDeadlinesAreKeptAndEarlierOnesAreNeverLost) {
 // =============================================================================
 namespace {
 struct Twin {
+    std::deque<Probe> probes;  // (declared first: outlives the runtime)
     RtPtr rt = make_runtime(3, 40, TW_CONFIG_MANUAL_CLOCK);
-    std::deque<Probe> probes;
 };
 }  // namespace
 
@@ -625,9 +626,9 @@ TEST(CApiBatch, BatchesAnswerEveryElementAsTheSingleCallsDo) {
 // counters add up.
 // =============================================================================
 TEST(CApiBatch, BatchesRaceSingleCallsFiresAndShutdownWithExactAccounting) {
-    RtPtr rt = make_runtime(2);
     std::mutex mu;
-    std::deque<Probe> probes;   // under mu; never shrinks (addresses stay)
+    std::deque<Probe> probes;   // under mu; never shrinks (addresses stay); outlives the runtime
+    RtPtr rt = make_runtime(2);
     std::vector<tw_timer> ids;  // under mu: ids started so far
     std::atomic<bool> stop{false};
     std::atomic<std::uint64_t> started{0}, ok_stops{0};

@@ -269,6 +269,7 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     EXPECT_NE(again, 0u) << "the slot was not reused after the quarantine";
     EXPECT_EQ(Id::gen(again), Id::gen(last) + 1);
     for (const Timer& x : some) EXPECT_TRUE(rt.stop(x));
+    for (const Timer& x : others) EXPECT_EQ(rt.stop(x), op != 'C');  // released now, while others_released lives
 }
 
 INSTANTIATE_TEST_SUITE_P(ResetAndStop, StaleWindow, ::testing::Values('r', 'c', 'R', 'C'),

@@ -38,6 +38,11 @@ run inside advance(), on the calling thread, in deadline order, and
 ``rt.now(clock)`` reads its virtual time -- a 30 s timeout is tested in
 microseconds (examples/test_idle_timeout_example.py).
 
+Batches (library 1.4): ``rt.start_many(delays, fn)``, ``rt.stop_many(timers)``
+and ``rt.reset_many(timers, delay_s)`` start, stop or re-arm a whole list with
+one call into the library, each element as the single call would; the FFI
+cost is paid once per list instead of once per timer (README, "Batches").
+
 The callable is kept alive by the binding until the C library's release hook
 says the runtime is done with the timer (after its last run, when it is
 stopped, or at close), then dropped. A start that fails drops it before
