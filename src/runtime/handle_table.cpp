@@ -121,17 +121,17 @@ Record* HandleTable::init_fresh(std::uint32_t index) noexcept {
 void HandleTable::mirror_push(const std::uint32_t* bottom_first, std::uint32_t n) noexcept {
     std::atomic<std::uint32_t>* const mirror = mirror_.load(std::memory_order_acquire);
     if (mirror == nullptr) return;
-    const std::uint32_t at = mirror_top_.load(std::memory_order_relaxed);
+    // Concurrent pushers (the shard, workers) reserve disjoint ranges.
+    const std::uint32_t at = mirror_top_.fetch_add(n, std::memory_order_relaxed);
     for (std::uint32_t i = 0; i < n; ++i)
         mirror[(at + i) % kMirror].store(bottom_first[i], std::memory_order_relaxed);
-    mirror_top_.store(at + n, std::memory_order_relaxed);
 }
 
 std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t* index, std::uint32_t* gen) noexcept {
     // The walk below is a chain of dependent loads (each record holds the
     // next one's index), each a cache miss -- the records were last written
     // by the thread that freed them, or freed long ago. Find the top in the
-    // mirror (at its end, or a little below after single pops) and fetch
+    // mirror (at its end, or below it after single pops and racing pushes) and fetch
     // the n records from there down all at once: the walk then mostly finds
     // its lines arriving.
     std::atomic<std::uint32_t>* mirror = mirror_.load(std::memory_order_acquire);
@@ -146,11 +146,11 @@ std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t*
             mirror = fresh;  // ours, or none (no memory: no hint)
     }
     std::uint64_t head = free_head_.load(std::memory_order_acquire);
-    const std::uint32_t mirrored = mirror_top_.load(std::memory_order_relaxed);
+    std::uint32_t mirrored = mirror_top_.load(std::memory_order_relaxed);
     std::uint32_t at = 0;  // the top's mirror position + 1; 0 = not found
     if ((head & 0xFFFFFFFFu) != 0 && mirror != nullptr) {
         const auto top = static_cast<std::uint32_t>(head) - 1;
-        constexpr std::uint32_t kLook = 64;
+        constexpr std::uint32_t kLook = 1024;
         for (std::uint32_t j = 0; j < kLook && j < mirrored && at == 0; ++j)
             if (mirror[(mirrored - 1 - j) % kMirror].load(std::memory_order_relaxed) == top) at = mirrored - j;
         const std::uint32_t depth = static_cast<std::uint32_t>(std::min<std::size_t>(n, std::min(at, kMirror - kLook)));
@@ -190,8 +190,12 @@ std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t*
             for (std::size_t j = got; j < got + k; ++j) gen[j] = recs[j]->gen();
             got += k;
             if (at >= k) {
-                mirror_top_.store(at - static_cast<std::uint32_t>(k), std::memory_order_relaxed);
+                // What is left on top, unless a push came meanwhile (its
+                // chain is on top then: the mirror's end stays).
+                std::uint32_t seen = mirrored;
                 at -= static_cast<std::uint32_t>(k);
+                mirror_top_.compare_exchange_strong(seen, at, std::memory_order_relaxed);
+                mirrored = at;
             }
         }
     }
