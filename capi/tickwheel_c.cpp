@@ -546,9 +546,24 @@ int check_batch(const tw_runtime* rt, const void* array, std::size_t n, const vo
     return TW_OK;
 }
 
-/// Writes the codes of results[first .. first + count) from the C++ outcomes.
-void codes_from(const std::error_code* errs, std::size_t count, int* results) noexcept {
-    for (std::size_t k = 0; k < count; ++k) results[k] = from_error_code(errs[k]);
+/// tw_timer_stop_n() and tw_timer_reset_n() past their own arguments' checks:
+/// the runtime's state, then call(ids, errs, ec) -- the C++ batch over a
+/// span of ids -- with the C++ outcomes turned into the C codes of results.
+template <class Call>
+int ids_batch(tw_runtime* rt, const tw_timer* ids, std::size_t n, int* results, Call&& call) noexcept {
+    const int state = check_runtime(rt);
+    if (state != TW_OK) {  // TW_EFORKED (the call's) or TW_ESHUTDOWN (each element's)
+        if (results != nullptr) std::fill(results, results + n, state);
+        return state == TW_ESHUTDOWN ? 0 : state;
+    }
+    if (n == 0) return 0;
+    std::error_code ec;
+    if (results == nullptr) return static_cast<int>(call(std::span(ids, n), {}, ec));
+    return in_runs<std::error_code>(n, [&](std::size_t first, std::size_t count, std::error_code* errs) {
+        const std::size_t k = call(std::span(ids + first, count), std::span(errs, count), ec);
+        for (std::size_t i = 0; i < count; ++i) results[first + i] = from_error_code(errs[i]);
+        return static_cast<int>(k);
+    });
 }
 }  // namespace
 
@@ -588,20 +603,8 @@ int timer_stop(tw_runtime* rt, tw_timer id) noexcept { return stop_impl(rt, id, 
 
 int timer_stop_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, int* results) noexcept {
     if (check_batch(rt, ids, n) != TW_OK) return TW_EINVAL;
-    const int state = check_runtime(rt);
-    if (state != TW_OK) {  // TW_EFORKED (the call's) or TW_ESHUTDOWN (each element's)
-        if (results != nullptr) std::fill(results, results + n, state);
-        return state == TW_ESHUTDOWN ? 0 : state;
-    }
-    if (n == 0) return 0;
-    tickwheel::Runtime& r = handle(rt)->rt;
-    std::error_code ec;
-    if (results == nullptr) return static_cast<int>(r.stop(std::span(ids, n), {}, ec));
-    return in_runs<std::error_code>(n, [&](std::size_t first, std::size_t count, std::error_code* errs) {
-        const std::size_t k = r.stop(std::span(ids + first, count), std::span(errs, count), ec);
-        codes_from(errs, count, results + first);
-        return static_cast<int>(k);
-    });
+    return ids_batch(rt, ids, n, results, [rt](std::span<const tw_timer> part, std::span<std::error_code> errs,
+                                               std::error_code& ec) { return handle(rt)->rt.stop(part, errs, ec); });
 }
 
 int timer_stop_sync(tw_runtime* rt, tw_timer id) noexcept { return stop_impl(rt, id, true); }
@@ -619,20 +622,9 @@ int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept {
 
 int timer_reset_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, std::uint64_t delay_ns, int* results) noexcept {
     if (check_batch(rt, ids, n) != TW_OK || delay_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
-    const int state = check_runtime(rt);
-    if (state != TW_OK) {  // TW_EFORKED (the call's) or TW_ESHUTDOWN (each element's)
-        if (results != nullptr) std::fill(results, results + n, state);
-        return state == TW_ESHUTDOWN ? 0 : state;
-    }
-    if (n == 0) return 0;
-    tickwheel::Runtime& r = handle(rt)->rt;
-    std::error_code ec;
-    if (results == nullptr) return static_cast<int>(r.reset(std::span(ids, n), ns(delay_ns), {}, ec));
-    return in_runs<std::error_code>(n, [&](std::size_t first, std::size_t count, std::error_code* errs) {
-        const std::size_t k = r.reset(std::span(ids + first, count), ns(delay_ns), std::span(errs, count), ec);
-        codes_from(errs, count, results + first);
-        return static_cast<int>(k);
-    });
+    return ids_batch(rt, ids, n, results,
+                     [rt, d = ns(delay_ns)](std::span<const tw_timer> part, std::span<std::error_code> errs,
+                                            std::error_code& ec) { return handle(rt)->rt.reset(part, d, errs, ec); });
 }
 
 int timer_reset_at(tw_runtime* rt, tw_timer id, std::uint64_t deadline_ns) noexcept {

@@ -190,6 +190,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (foreign_ok && k % 8 == 1 && other_q != nullptr) return other_q;
         return qs.empty() ? nullptr : qs[k / 8 % qs.size()];
     };
+    // A timer's context (owned by ctxs).
+    auto new_ctx = [&]() -> Ctx* {
+        auto* c = new Ctx;
+        ctxs.push_back(c);
+        c->rt = rt;
+        c->behaviour = in.u8();
+        c->manual = manual;
+        return c;
+    };
+    // A spec's fields after its size, for context c (the order of the
+    // bytes read is the seeds' format: see fuzz/make_capi_queue_seeds.py).
+    auto read_spec = [&](tw_timer_spec& spec, Ctx* c) {
+        spec.shard = static_cast<std::int32_t>(in.u8()) - 2;
+        spec.deadline_ns = in.u8() % 4 == 0 ? tw_now_ns() + in.delay() : 0;
+        spec.delay_ns = in.delay();
+        spec.period_ns = in.u8() % 4 == 0 ? in.delay() : 0;
+        spec.callback = in.u8() % 16 == 0 ? nullptr : on_fire;
+        spec.arg = c;
+        spec.release = on_release;
+        // Mostly a queue of rt (when there is one), sometimes none or another runtime's.
+        spec.queue = pick_queue(true);
+        // 1.3: policy (3..7 unknown), reserved, leeway, group (0 = none).
+        spec.period_policy = in.u8() % 8;
+        spec.clock = in.u8() % 16 == 0 ? static_cast<std::int32_t>(in.u8()) - 64 : static_cast<std::int32_t>(in.u8() % 3);
+        spec.leeway_ns = in.u8() % 4 == 0 ? in.delay() : 0;
+        spec.group = in.u8() % 4;
+    };
     auto pick_id = [&]() -> tw_timer {
         switch (in.u8() % 4) {
             case 0: return 0;
@@ -232,29 +259,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
             case 2:
             case 3: {  // start_ex with a context and a release hook
-                auto* c = new Ctx;
-                ctxs.push_back(c);
-                c->rt = rt;
-                c->behaviour = in.u8();
-                c->manual = manual;
+                Ctx* c = new_ctx();
                 alignas(8) unsigned char buf[Input::kBuf] = {};
                 tw_timer_spec& spec = *reinterpret_cast<tw_timer_spec*>(buf);
                 tw_timer_spec_init(&spec);
                 spec.size = in.size(sizeof spec);
-                spec.shard = static_cast<std::int32_t>(in.u8()) - 2;
-                spec.deadline_ns = in.u8() % 4 == 0 ? tw_now_ns() + in.delay() : 0;
-                spec.delay_ns = in.delay();
-                spec.period_ns = in.u8() % 4 == 0 ? in.delay() : 0;
-                spec.callback = in.u8() % 16 == 0 ? nullptr : on_fire;
-                spec.arg = c;
-                spec.release = on_release;
-                // Mostly a queue of rt (when there is one), sometimes none or another runtime's.
-                spec.queue = pick_queue(true);
-                // 1.3: policy (3..7 unknown), reserved, leeway, group (0 = none).
-                spec.period_policy = in.u8() % 8;
-                spec.clock = in.u8() % 16 == 0 ? static_cast<std::int32_t>(in.u8()) - 64 : static_cast<std::int32_t>(in.u8() % 3);
-                spec.leeway_ns = in.u8() % 4 == 0 ? in.delay() : 0;
-                spec.group = in.u8() % 4;
+                read_spec(spec, c);
                 const bool foreign = spec.queue != nullptr && spec.queue == other_q;
                 // The queue field is read only from a spec of the 1.2 size or larger.
                 const bool has_queue = spec.size >= offsetof(tw_timer_spec, period_policy) && spec.size <= 4096;
@@ -466,31 +476,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 std::vector<Ctx*> mine;
                 std::vector<bool> must_refuse;
                 for (std::size_t i = 0; i < n; ++i) {
-                    auto* c = new Ctx;
-                    ctxs.push_back(c);
+                    Ctx* c = new_ctx();
                     mine.push_back(c);
-                    c->rt = rt;
-                    c->behaviour = in.u8();
-                    c->manual = manual;
                     tw_timer_spec spec;
                     tw_timer_spec_init(&spec);
                     spec.size = in.u8() % 16 == 0 ? in.size(stride) : stride;  // another size: refused
-                    spec.shard = static_cast<std::int32_t>(in.u8() % 8) - 2;
-                    spec.delay_ns = in.delay();
-                    spec.period_ns = in.u8() % 4 == 0 ? in.delay() : 0;
-                    spec.callback = in.u8() % 16 == 0 ? nullptr : on_fire;
-                    spec.arg = c;
-                    spec.release = on_release;
-                    spec.queue = pick_queue(true);
-                    spec.period_policy = in.u8() % 8 == 0 ? 7 : 0;
-                    spec.clock = static_cast<std::int32_t>(in.u8() % 3);
-                    spec.group = in.u8() % 4;
+                    read_spec(spec, c);
                     const bool layout_ok = spec.size == stride && stride <= 256;
                     const bool has_queue = layout_ok && stride >= 64;
+                    const bool has_13 = layout_ok && stride >= sizeof spec;  // the 1.3 fields are read
                     c->q = has_queue ? spec.queue : nullptr;
-                    must_refuse.push_back(layout_ok && (spec.callback == nullptr || spec.shard < -1 ||
-                                                        (has_queue && spec.queue != nullptr && spec.queue == other_q) ||
-                                                        (stride >= sizeof spec && spec.period_policy > TW_PERIOD_BURST)));
+                    // What tw_timer_start_ex certainly refuses (a deadline's
+                    // check depends on the clock: neither way asserted).
+                    must_refuse.push_back(
+                        layout_ok &&
+                        (spec.callback == nullptr || spec.shard < -1 || spec.period_ns > TW_MAX_DELAY_NS ||
+                         (spec.deadline_ns == 0 && spec.delay_ns > TW_MAX_DELAY_NS) ||
+                         (has_queue && spec.queue != nullptr && spec.queue == other_q) ||
+                         (has_13 && (spec.period_policy > TW_PERIOD_BURST || spec.clock < 0 || spec.clock > 2 ||
+                                     spec.leeway_ns > TW_MAX_DELAY_NS))));
                     if (stride <= 256) std::memcpy(buf + i * stride, &spec, std::min<std::size_t>(stride, sizeof spec));
                 }
                 tw_timer out[kMax];

@@ -92,9 +92,23 @@ TimedPass timed_pass(P& p, typename P::Local& L, Pass&& pass) {
     return t;
 }
 
-// ---- startstop (+ memory) ------------------------------------------------------------
+// ---- batches: startstop_batch, rearm_batch ----------------------------------------------
+/// A peer with batch calls (tickwheel): start n timers, stop n, re-arm n to
+/// one delay; the counts returned are those that succeeded.
 template <class P>
-void startstop(P& p, const Opts& o) {
+concept HasBatch = requires(P& p, typename P::Local& L, typename P::H* h, const std::int64_t* d) {
+    p.start_n(L, d, std::size_t{}, h);
+    { p.stop_n(L, h, std::size_t{}) } -> std::convertible_to<std::size_t>;
+    { p.rearm_n(L, h, std::size_t{}, std::int64_t{}) } -> std::convertible_to<std::size_t>;
+};
+
+// ---- startstop (+ memory) ------------------------------------------------------------
+/// startstop's pairs one by one, or (`batched`, peers with HasBatch) --batch
+/// at a time: start --batch timers with one call, stop --batch distinct
+/// random pending ones with one call (workload startstop_batch; no memory
+/// lines).
+template <class P>
+void startstop(P& p, const Opts& o, bool batched = false) {
     using H = typename P::H;
     typename P::Local L(p);
     const auto n = static_cast<std::size_t>(o.pending);
@@ -115,7 +129,22 @@ void startstop(P& p, const Opts& o) {
     std::fprintf(stderr, "%s: preloaded %zu timers in %.2f s, RSS +%.1f MB (%.1f B/timer)\n", p.name().c_str(), n,
                  preload_s, static_cast<double>(rss1 - rss0) / 1e6, static_cast<double>(rss1 - rss0) / static_cast<double>(n));
 
+    const auto b = static_cast<std::size_t>(o.batch);
+    std::vector<H> fresh(batched ? b : 0), victims(batched ? b : 0);
     auto pass = [&](long ops) {
+        if constexpr (HasBatch<P>) {
+            if (batched) {
+                const auto total = static_cast<std::size_t>(ops);
+                for (std::size_t i = 0; i < total; i += b) {
+                    const std::size_t m = std::min(b, total - i);
+                    p.start_n(L, &in.delay[i], m, fresh.data());
+                    for (std::size_t j = 0; j < m; ++j) victims[j] = pending[in.victim[i + j]];
+                    p.stop_n(L, victims.data(), m);
+                    for (std::size_t j = 0; j < m; ++j) pending[in.victim[i + j]] = fresh[j];
+                }
+                return;
+            }
+        }
         for (long i = 0; i < ops; ++i) {
             const H h = p.start(L, in.delay[static_cast<std::size_t>(i)]);
             H& v = pending[in.victim[static_cast<std::size_t>(i)]];
@@ -123,15 +152,20 @@ void startstop(P& p, const Opts& o) {
             v = h;
         }
     };
+    auto inputs = [&](long ops) {
+        fill_pairs(in, rng, ops, o.pending, 1 * kMs, 100 * kSec);
+        if (batched) distinct_victims(in, o.batch, o.pending);
+    };
     for (int w = 0; w < o.warmup; ++w) {
-        fill_pairs(in, rng, o.ops / 10, o.pending, 1 * kMs, 100 * kSec);
+        inputs(o.ops / 10);
         p.before_rep();
         pass(o.ops / 10);
         p.finish(L);
         p.drain();
     }
-    auto samples = run_gbench(p.name() + "/startstop/" + std::to_string(n), o.reps, [&] {
-        fill_pairs(in, rng, o.ops, o.pending, 1 * kMs, 100 * kSec);
+    const char* workload = batched ? "startstop_batch" : "startstop";
+    auto samples = run_gbench(p.name() + "/" + workload + "/" + std::to_string(n), o.reps, [&] {
+        inputs(o.ops);
         const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
         Sample s;
         const auto ops = static_cast<double>(o.ops);
@@ -148,11 +182,16 @@ void startstop(P& p, const Opts& o) {
     Params params = base_params(o);
     std::vector<Sample> main, mem;
     for (auto& s : samples) {
-        Sample a, b;
+        Sample a, m;
         a.values.assign(s.values.begin(), s.values.end() - 1);
-        b.values.assign(s.values.end() - 1, s.values.end());
+        m.values.assign(s.values.end() - 1, s.values.end());
         main.push_back(a);
-        mem.push_back(b);
+        mem.push_back(m);
+    }
+    if (batched) {
+        params.add("batch", static_cast<double>(o.batch));
+        emit_samples(workload, p.name(), params, main, {{"drain_us", "us"}, {"slots_per_pending", "records"}});
+        return;
     }
     emit_samples("startstop", p.name(), params, main, {{"drain_us", "us"}, {"slots_per_pending", "records"}});
     emit("startstop", p.name(), params, "preload_s", "s", {preload_s});
@@ -164,146 +203,12 @@ void startstop(P& p, const Opts& o) {
          {static_cast<double>(rss1 - rss0) / static_cast<double>(n)});
 }
 
-// ---- startstop_batch, rearm_batch --------------------------------------------------
-/// A peer with batch calls (tickwheel): start n timers, stop n, re-arm n to
-/// one delay; the counts returned are those that succeeded.
-template <class P>
-concept HasBatch = requires(P& p, typename P::Local& L, typename P::H* h, const std::int64_t* d) {
-    p.start_n(L, d, std::size_t{}, h);
-    { p.stop_n(L, h, std::size_t{}) } -> std::convertible_to<std::size_t>;
-    { p.rearm_n(L, h, std::size_t{}, std::int64_t{}) } -> std::convertible_to<std::size_t>;
-};
-
-template <class P>
-void startstop_batch(P& p, const Opts& o) {
-    if constexpr (!HasBatch<P>) {
-        std::fprintf(stderr, "%s has no batch calls: workload startstop_batch not applicable\n", p.name().c_str());
-    } else {
-        using H = typename P::H;
-        typename P::Local L(p);
-        const auto n = static_cast<std::size_t>(o.pending);
-        const auto b = static_cast<std::size_t>(o.batch);
-        std::mt19937_64 rng(o.seed);
-        PairInputs in;
-        std::vector<H> pending(n);
-        {
-            const std::vector<std::int64_t> pre = preload_delays(rng, n, 1 * kSec, 100 * kSec, o.sorted_preload);
-            for (std::size_t i = 0; i < n; ++i) pending[i] = p.start(L, pre[i]);
-        }
-        p.finish(L);
-        p.drain();
-        std::vector<H> fresh(b), victims(b);
-        auto pass = [&](long ops) {
-            const auto total = static_cast<std::size_t>(ops);
-            for (std::size_t i = 0; i < total; i += b) {
-                const std::size_t m = std::min(b, total - i);
-                p.start_n(L, &in.delay[i], m, fresh.data());
-                for (std::size_t j = 0; j < m; ++j) victims[j] = pending[in.victim[i + j]];
-                p.stop_n(L, victims.data(), m);
-                for (std::size_t j = 0; j < m; ++j) pending[in.victim[i + j]] = fresh[j];
-            }
-        };
-        auto inputs = [&](long ops) {
-            fill_pairs(in, rng, ops, o.pending, 1 * kMs, 100 * kSec);
-            distinct_victims(in, o.batch, o.pending);
-        };
-        for (int w = 0; w < o.warmup; ++w) {
-            inputs(o.ops / 10);
-            p.before_rep();
-            pass(o.ops / 10);
-            p.finish(L);
-            p.drain();
-        }
-        auto samples = run_gbench(p.name() + "/startstop_batch/" + std::to_string(n), o.reps, [&] {
-            inputs(o.ops);
-            const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
-            Sample s;
-            const auto ops = static_cast<double>(o.ops);
-            s.wall_s = static_cast<double>(t.t1 - t.t0) / 1e9;
-            s.set("wall_ns_per_pair", t.wall_ns(ops));
-            s.set("cpu_ns_per_pair", t.cpu_ns(ops));
-            s.set("caller_ns_per_pair", t.caller_ns(ops));
-            s.set("caller_cpu_ns_per_pair", t.caller_cpu_ns(ops));
-            s.set("drain_us", static_cast<double>(t.t1 - t.t_loop) / 1e3);
-            if constexpr (requires { p.extra(s, n); }) p.extra(s, n);
-            return s;
-        });
-        Params params = base_params(o);
-        params.add("batch", static_cast<double>(o.batch));
-        emit_samples("startstop_batch", p.name(), params, samples,
-                     {{"drain_us", "us"}, {"slots_per_pending", "records"}});
-    }
-}
-
-template <class P>
-void rearm_batch(P& p, const Opts& o) {
-    if constexpr (!HasBatch<P>) {
-        std::fprintf(stderr, "%s has no batch calls: workload rearm_batch not applicable\n", p.name().c_str());
-    } else {
-        using H = typename P::H;
-        typename P::Local L(p);
-        const auto n = static_cast<std::size_t>(o.pending);
-        const auto b = static_cast<std::size_t>(o.batch);
-        std::mt19937_64 rng(o.seed + 1);
-        std::vector<H> pending(n);
-        {
-            std::vector<std::int64_t> pre = preload_delays(rng, n, 20 * kSec, 30 * kSec, o.sorted_preload);
-            for (std::size_t i = 0; i < n; ++i) pending[i] = p.start(L, pre[i]);
-            p.finish(L);
-            p.drain();
-        }
-        // As rearm: delays rise from 30 s to 60 s over every re-arm of the run.
-        const long warm_ops = o.warmup ? o.ops / 10 : 0;
-        const double total = static_cast<double>(warm_ops + o.reps * o.ops);
-        long done = 0;
-        PairInputs in;
-        auto gen = [&](long ops) {
-            in.delay.resize(static_cast<std::size_t>(ops));
-            in.victim.resize(static_cast<std::size_t>(ops));
-            for (long i = 0; i < ops; ++i) {
-                in.delay[static_cast<std::size_t>(i)] =
-                    30 * kSec + static_cast<std::int64_t>(30.0 * 1e9 * static_cast<double>(done + i) / total);
-                in.victim[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(rng() % n);
-            }
-            done += ops;
-        };
-        std::vector<H> hs(b);
-        auto pass = [&](long ops) {
-            const auto count = static_cast<std::size_t>(ops);
-            for (std::size_t i = 0; i < count; i += b) {
-                const std::size_t m = std::min(b, count - i);
-                for (std::size_t j = 0; j < m; ++j) hs[j] = pending[in.victim[i + j]];
-                p.rearm_n(L, hs.data(), m, in.delay[i]);
-            }
-        };
-        if (warm_ops) {
-            gen(warm_ops);
-            p.before_rep();
-            pass(warm_ops);
-            p.finish(L);
-            p.drain();
-        }
-        auto samples = run_gbench(p.name() + "/rearm_batch/" + std::to_string(n), o.reps, [&] {
-            gen(o.ops);
-            const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
-            Sample s;
-            const auto ops = static_cast<double>(o.ops);
-            s.wall_s = static_cast<double>(t.t_loop - t.t0) / 1e9;
-            s.set("caller_ns_per_rearm", t.caller_ns(ops));
-            s.set("wall_ns_per_rearm", t.wall_ns(ops));
-            s.set("cpu_ns_per_rearm", t.cpu_ns(ops));
-            s.set("caller_cpu_ns_per_rearm", t.caller_cpu_ns(ops));
-            return s;
-        });
-        Params params = base_params(o);
-        params.add("batch", static_cast<double>(o.batch));
-        emit_samples("rearm_batch", p.name(), params, samples, {});
-    }
-}
-
 // ---- rearm ------------------------------------------------------------------------------
+/// rearm's re-arms one by one, or (`batched`, peers with HasBatch) --batch
+/// random timers per call to one delay: the run's rising delay at the
+/// batch's first (workload rearm_batch).
 template <class P>
-void rearm(P& p, const Opts& o) {
+void rearm(P& p, const Opts& o, bool batched = false) {
     using H = typename P::H;
     typename P::Local L(p);
     const auto n = static_cast<std::size_t>(o.pending);
@@ -331,7 +236,20 @@ void rearm(P& p, const Opts& o) {
         }
         done += ops;
     };
+    const auto b = static_cast<std::size_t>(o.batch);
+    std::vector<H> hs(batched ? b : 0);
     auto pass = [&](long ops) {
+        if constexpr (HasBatch<P>) {
+            if (batched) {
+                const auto count = static_cast<std::size_t>(ops);
+                for (std::size_t i = 0; i < count; i += b) {
+                    const std::size_t m = std::min(b, count - i);
+                    for (std::size_t j = 0; j < m; ++j) hs[j] = pending[in.victim[i + j]];
+                    p.rearm_n(L, hs.data(), m, in.delay[i]);
+                }
+                return;
+            }
+        }
         for (long i = 0; i < ops; ++i)
             p.rearm(L, pending[in.victim[static_cast<std::size_t>(i)]], in.delay[static_cast<std::size_t>(i)]);
     };
@@ -342,7 +260,8 @@ void rearm(P& p, const Opts& o) {
         p.finish(L);
         p.drain();
     }
-    auto samples = run_gbench(p.name() + "/rearm/" + std::to_string(n), o.reps, [&] {
+    const char* workload = batched ? "rearm_batch" : "rearm";
+    auto samples = run_gbench(p.name() + "/" + workload + "/" + std::to_string(n), o.reps, [&] {
         gen(o.ops);
         const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
         Sample s;
@@ -354,7 +273,21 @@ void rearm(P& p, const Opts& o) {
         s.set("caller_cpu_ns_per_rearm", t.caller_cpu_ns(ops));
         return s;
     });
-    emit_samples("rearm", p.name(), base_params(o), samples, {});
+    Params params = base_params(o);
+    if (batched) params.add("batch", static_cast<double>(o.batch));
+    emit_samples(workload, p.name(), params, samples, {});
+}
+
+/// The batch workloads: startstop and rearm through start_n / stop_n /
+/// rearm_n; "not applicable" for a peer without them.
+template <class P>
+void batched(P& p, const Opts& o, void (*run)(P&, const Opts&, bool), const char* workload) {
+    if constexpr (!HasBatch<P>) {
+        (void)run;
+        std::fprintf(stderr, "%s has no batch calls: workload %s not applicable\n", p.name().c_str(), workload);
+    } else {
+        run(p, o, true);
+    }
 }
 
 // ---- mt: several producer threads -------------------------------------------------------
@@ -529,8 +462,8 @@ int run_main(int argc, char** argv) {
     else if (o.workload == "expiry") expiry(p, o);
     else if (o.workload == "lateness") lateness(p, o);
     else if (o.workload == "idle") idle(p, o);
-    else if (o.workload == "startstop_batch") startstop_batch(p, o);
-    else if (o.workload == "rearm_batch") rearm_batch(p, o);
+    else if (o.workload == "startstop_batch") batched(p, o, &startstop<P>, "startstop_batch");
+    else if (o.workload == "rearm_batch") batched(p, o, &rearm<P>, "rearm_batch");
     else {
         std::fprintf(stderr, "unknown --workload '%s'\n", o.workload.c_str());
         return 2;

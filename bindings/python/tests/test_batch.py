@@ -8,17 +8,7 @@ import unittest
 
 import tickwheel
 from tickwheel import Runtime, TickwheelError
-
-WAIT = 10.0
-
-
-def wait_for(pred, timeout=WAIT):
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.001)
-    return True
+from test_tickwheel import WAIT, wait_for
 
 
 class Counter:

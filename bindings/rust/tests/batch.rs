@@ -1,32 +1,14 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The batch calls of library 1.4 (ctest capi_rust): Runtime::start_many /
 //! stop_many / reset_many over slices, one call into the library each.
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{wait_until, DropCounter};
 use tickwheel::{Config, Error, Runtime, TimerId, TimerSpec};
-
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Counts its drops: the closure's release.
-struct DropCounter(Arc<AtomicUsize>);
-impl Drop for DropCounter {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn wait_until(mut pred: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + WAIT;
-    while !pred() {
-        if Instant::now() > end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
-}
 
 #[test]
 fn start_many_starts_each_spec_never_early() {
