@@ -18,7 +18,10 @@ int timer_start(tw_runtime* rt, std::uint64_t delay_ns, std::uint64_t period_ns,
                 tw_timer* out) noexcept;
 void timer_spec_init(tw_timer_spec* spec) noexcept;
 int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noexcept;
+int timer_start_n(tw_runtime* rt, const tw_timer_spec* specs, std::size_t n, tw_timer* out) noexcept;
 int timer_stop(tw_runtime* rt, tw_timer id) noexcept;
+int timer_stop_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, int* results) noexcept;
+int timer_reset_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, std::uint64_t delay_ns, int* results) noexcept;
 int timer_stop_sync(tw_runtime* rt, tw_timer id) noexcept;
 int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept;
 int timer_reset_at(tw_runtime* rt, tw_timer id, std::uint64_t deadline_ns) noexcept;

@@ -58,6 +58,12 @@ set(cxx_13
   "tickwheel::Runtime::now(tickwheel::TimerClock) const"
   "tickwheel::Runtime::is_manual_clock() const")
 list(APPEND cxx_expected ${cxx_13})
+# 1.4 (TICKWHEEL_CXX_1.4: the entry points behind the batch calls), by exact name too.
+set(cxx_14
+  "tickwheel::Runtime::stop_n(unsigned long const*, unsigned long, std::error_code*, std::error_code&)"
+  "tickwheel::Runtime::reset_n(unsigned long const*, unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >, std::error_code*, std::error_code&)"
+  "tickwheel::Runtime::start_n_sized(tickwheel::StartOptions const*, unsigned long, unsigned long, tickwheel::detail::Callback*, tickwheel::Timer*, std::error_code*, std::error_code&)")
+list(APPEND cxx_expected ${cxx_14})
 
 execute_process(COMMAND "${NM}" -D --defined-only "${LIB}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -157,7 +163,10 @@ foreach(i RANGE ${last})
     continue()
   endif()
   list(FIND cxx_13 "${dname}" at13)
-  if(at13 GREATER -1)
+  list(FIND cxx_14 "${dname}" at14)
+  if(at14 GREATER -1)
+    set(want TICKWHEEL_CXX_1.4)
+  elseif(at13 GREATER -1)
     set(want TICKWHEEL_CXX_1.3)
   elseif(dname MATCHES "^tickwheel::Queue::")
     set(want TICKWHEEL_CXX_1.2)

@@ -37,6 +37,16 @@ TW_API int tw_timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer
 
 TW_API int tw_timer_stop(tw_runtime* rt, tw_timer id) TW_NOEXCEPT { return impl::timer_stop(rt, id); }
 
+TW_API int tw_timer_start_n(tw_runtime* rt, const tw_timer_spec* specs, size_t n, tw_timer* out) TW_NOEXCEPT {
+    return impl::timer_start_n(rt, specs, n, out);
+}
+TW_API int tw_timer_stop_n(tw_runtime* rt, const tw_timer* ids, size_t n, int* results) TW_NOEXCEPT {
+    return impl::timer_stop_n(rt, ids, n, results);
+}
+TW_API int tw_timer_reset_n(tw_runtime* rt, const tw_timer* ids, size_t n, uint64_t delay_ns, int* results) TW_NOEXCEPT {
+    return impl::timer_reset_n(rt, ids, n, delay_ns, results);
+}
+
 TW_API int tw_timer_stop_sync(tw_runtime* rt, tw_timer id) TW_NOEXCEPT { return impl::timer_stop_sync(rt, id); }
 
 TW_API int tw_timer_reset(tw_runtime* rt, tw_timer id, uint64_t delay_ns) TW_NOEXCEPT {

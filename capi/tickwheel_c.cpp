@@ -17,10 +17,12 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <limits>
 #include <mutex>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -172,10 +174,16 @@ int check_runtime(const tw_runtime* p) noexcept {
 /// `sizes`: the sizes of the released layouts below `known`, if any; a size
 /// between two of them (or between the last and `known`) would cut a field
 /// in two and is refused.
+/// (in_size_ok(): the size alone, without looking at the bytes.)
+bool in_size_ok(std::uint32_t size, std::uint32_t v1, std::size_t known,
+                std::initializer_list<std::uint32_t> sizes = {}) noexcept {
+    if (size < v1 || size > kMaxStructSize) return false;
+    return size >= known || size == v1 || std::find(sizes.begin(), sizes.end(), size) != sizes.end();
+}
+
 int check_in_size(const void* p, std::uint32_t size, std::uint32_t v1, std::size_t known,
                   std::initializer_list<std::uint32_t> sizes = {}) noexcept {
-    if (size < v1 || size > kMaxStructSize) return TW_EINVAL;
-    if (size < known && size != v1 && std::find(sizes.begin(), sizes.end(), size) == sizes.end()) return TW_EINVAL;
+    if (!in_size_ok(size, v1, known, sizes)) return TW_EINVAL;
     const auto* bytes = static_cast<const unsigned char*>(p);
     for (std::size_t i = known; i < size; ++i)
         if (bytes[i] != 0) return TW_EINVAL;
@@ -344,6 +352,59 @@ int queue_get_stats(tw_queue* q, tw_queue_stats* out) noexcept {
     return TW_OK;
 }
 
+}  // namespace tickwheel::capi
+
+namespace {
+/// A runtime's clocks as a start call reads them to check absolute
+/// deadlines: each clock once per call, when first needed.
+class OwnClocks {
+public:
+    explicit OwnClocks(tw_runtime* rt) noexcept : rt_(rt) {}
+    std::uint64_t now(int clock) noexcept {
+        const auto c = static_cast<unsigned>(clock);
+        if (value_[c] == 0)
+            value_[c] = static_cast<std::uint64_t>(handle(rt_)->rt.now(static_cast<tickwheel::TimerClock>(c)).count());
+        return value_[c];
+    }
+
+private:
+    tw_runtime* rt_;
+    std::uint64_t value_[3] = {};
+};
+
+/// The StartOptions of spec `s` (copied in) for a start on rt, or TW_EINVAL
+/// for anything tw_timer_start_ex() refuses without calling the hook
+/// (besides the size, the runtime and `out`, which its callers check).
+int options_from_spec(tw_runtime* rt, const tw_timer_spec& s, OwnClocks& own, tickwheel::StartOptions& o) noexcept {
+    if (s.callback == nullptr) return TW_EINVAL;
+    if (s.shard < -1) return TW_EINVAL;
+    if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
+    if (s.delay_ns > TW_MAX_DELAY_NS || s.period_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (s.period_policy > TW_PERIOD_BURST || s.leeway_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (s.clock != TW_CLOCK_MONOTONIC && s.clock != TW_CLOCK_BOOTTIME && s.clock != TW_CLOCK_REALTIME) return TW_EINVAL;
+    if (s.queue != nullptr && cqueue(s.queue)->owner != handle(rt)) return TW_EINVAL;  // another runtime's
+    o = tickwheel::StartOptions{};
+    if (s.deadline_ns != 0) {
+        // On the timer's own clock (the machine's: a manual runtime's clocks
+        // are never ahead of it by more than what advance() added).
+        if (s.deadline_ns > own.now(s.clock) + TW_MAX_DELAY_NS) return TW_EINVAL;
+        o.deadline = tickwheel::TimePoint(ns(s.deadline_ns));
+    } else {
+        o.delay = ns(s.delay_ns);
+    }
+    o.period = ns(s.period_ns);
+    o.shard = s.shard;
+    o.policy = static_cast<tickwheel::PeriodPolicy>(s.period_policy);
+    o.leeway = ns(s.leeway_ns);
+    o.group = s.group;
+    o.clock = static_cast<tickwheel::TimerClock>(s.clock);
+    if (s.queue != nullptr) o.queue = &cqueue(s.queue)->q;
+    return TW_OK;
+}
+}  // namespace
+
+namespace tickwheel::capi {
+
 int timer_start(tw_runtime* rt, std::uint64_t delay_ns, std::uint64_t period_ns, tw_callback cb, void* arg,
                    tw_timer* out) noexcept {
     tw_timer_spec spec;
@@ -371,32 +432,11 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     // Every argument is checked before the timer takes arg over: TW_EINVAL
     // and TW_EFORKED leave it to the caller (no hook), see tickwheel.h.
     const int state = check_runtime(rt);
-    if (state == TW_EINVAL || out == nullptr || s.callback == nullptr) return TW_EINVAL;
-    if (s.shard < -1) return TW_EINVAL;
-    if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
-    if (s.delay_ns > TW_MAX_DELAY_NS || s.period_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
-    if (s.period_policy > TW_PERIOD_BURST || s.leeway_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
-    if (s.clock != TW_CLOCK_MONOTONIC && s.clock != TW_CLOCK_BOOTTIME && s.clock != TW_CLOCK_REALTIME) return TW_EINVAL;
-    if (s.queue != nullptr && cqueue(s.queue)->owner != handle(rt)) return TW_EINVAL;  // another runtime's
+    if (state == TW_EINVAL || out == nullptr) return TW_EINVAL;
+    OwnClocks own(rt);
     tickwheel::StartOptions o;
-    if (s.deadline_ns != 0) {
-        // On the timer's own clock (the machine's: a manual runtime's clocks
-        // are never ahead of it by more than what advance() added).
-        const std::uint64_t own_now = static_cast<std::uint64_t>(
-            handle(rt)->rt.now(static_cast<tickwheel::TimerClock>(s.clock)).count());
-        if (s.deadline_ns > own_now + TW_MAX_DELAY_NS) return TW_EINVAL;
-        o.deadline = tickwheel::TimePoint(ns(s.deadline_ns));
-    } else {
-        o.delay = ns(s.delay_ns);
-    }
+    if (options_from_spec(rt, s, own, o) != TW_OK) return TW_EINVAL;
     if (state == TW_EFORKED) return state;
-    o.period = ns(s.period_ns);
-    o.shard = s.shard;
-    o.policy = static_cast<tickwheel::PeriodPolicy>(s.period_policy);
-    o.leeway = ns(s.leeway_ns);
-    o.group = s.group;
-    o.clock = static_cast<tickwheel::TimerClock>(s.clock);
-    if (s.queue != nullptr) o.queue = &cqueue(s.queue)->q;
     // From here on the release hook runs exactly once: when the callable is
     // destroyed -- inside a failed start (TW_ESHUTDOWN, TW_EAGAIN,
     // TW_ENOMEM), or when the runtime is done with the timer.
@@ -413,7 +453,159 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     return TW_OK;
 }
 
+/// tw_timer_start_n() of specs[first .. first + count), with scratch for
+/// `count` elements (tw_timer_start_n's arguments are checked).
+int start_run(tw_runtime* rt, const unsigned char* specs, std::uint32_t stride, std::size_t first, std::size_t count,
+              tw_timer* out, tickwheel::StartOptions* opts, tickwheel::detail::Callback* cbs, tickwheel::Timer* timers,
+              std::size_t* where) noexcept {
+    OwnClocks own(rt);
+    std::size_t m = 0;
+    for (std::size_t i = first; i < first + count; ++i) {
+        out[i] = 0;
+        const unsigned char* at = specs + i * stride;
+        std::uint32_t size;
+        std::memcpy(&size, at, sizeof size);  // the stride's multiple of 8 keeps it aligned; copied all the same
+        // A spec of another size than the array's layout: refused, without its hook.
+        if (size != stride || check_in_size(at, size, kSpecSizeV1, sizeof(tw_timer_spec), {kSpecSizeV12}) != TW_OK)
+            continue;
+        const tw_timer_spec s = copy_in(reinterpret_cast<const tw_timer_spec*>(at));
+        if (options_from_spec(rt, s, own, opts[m]) != TW_OK) continue;
+        cbs[m] = tickwheel::detail::Callback(CFunctor(s.callback, s.arg, s.release));
+        where[m++] = i;
+    }
+    std::error_code ec;
+    const std::size_t started = handle(rt)->rt.start(std::span(opts, m), std::span(cbs, m), std::span(timers, m), {}, ec);
+    if (ec) {
+        // Not for arguments checked above, nor a fork (checked by the
+        // caller): unreachable. The callables are still here; release them.
+        for (std::size_t k = 0; k < m; ++k) cbs[k] = tickwheel::detail::Callback();
+        return 0;
+    }
+    for (std::size_t k = 0; k < m; ++k) out[where[k]] = timers[k].id();
+    return static_cast<int>(started);
+}
+
+}  // namespace tickwheel::capi
+
+namespace {
+/// Space for n elements of a batch: on the stack up to N, else on the heap
+/// (ok() false if there is no memory for it).
+template <class T, std::size_t N>
+class Scratch {
+public:
+    explicit Scratch(std::size_t n) : n_(n) {
+        if (n > N) heap_.reset(new (std::nothrow) T[n]);
+    }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    bool ok() const noexcept { return n_ <= N || heap_ != nullptr; }
+    T* data() noexcept { return n_ <= N ? local_ : heap_.get(); }
+
+private:
+    std::size_t n_;
+    T local_[N];
+    std::unique_ptr<T[]> heap_;
+};
+
+/// The elements a batch call converts on the stack (beyond: the heap).
+constexpr std::size_t kBatchStack = 64;
+
+/// Runs fn(first, count, scratch) over [0, n) in as few runs as scratch
+/// memory allows: one run of n when it can be had (the batch's per-call
+/// savings then hold for the whole call), else -- out of memory -- runs of
+/// kBatchStack. Returns the sum of what the runs return.
+template <class T, class Fn>
+int in_runs(std::size_t n, Fn&& fn) noexcept {
+    {
+        Scratch<T, kBatchStack> all(n);
+        if (all.ok()) return fn(std::size_t{0}, n, all.data());
+    }
+    int total = 0;
+    Scratch<T, kBatchStack> some(kBatchStack);
+    for (std::size_t first = 0; first < n; first += kBatchStack)
+        total += fn(first, std::min(kBatchStack, n - first), some.data());
+    return total;
+}
+
+/// What tw_timer_start_n() converts its valid specs into (see start_run()).
+template <std::size_t N>
+struct StartScratch {
+    explicit StartScratch(std::size_t n) : opts(n), cbs(n), timers(n), where(n) {}
+    bool ok() const noexcept { return opts.ok() && cbs.ok() && timers.ok() && where.ok(); }
+    Scratch<tickwheel::StartOptions, N> opts;
+    Scratch<tickwheel::detail::Callback, N> cbs;
+    Scratch<tickwheel::Timer, N> timers;
+    Scratch<std::size_t, N> where;
+};
+
+/// A batch call's arguments, as tickwheel.h lists them: TW_OK to go on.
+int check_batch(const tw_runtime* rt, const void* array, std::size_t n, const void* array2 = "") noexcept {
+    if (rt == nullptr || (n != 0 && (array == nullptr || array2 == nullptr)) ||
+        n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        return TW_EINVAL;
+    return TW_OK;
+}
+
+/// tw_timer_stop_n() and tw_timer_reset_n() past their own arguments' checks:
+/// the runtime's state, then call(ids, errs, ec) -- the C++ batch over a
+/// span of ids -- with the C++ outcomes turned into the C codes of results.
+template <class Call>
+int ids_batch(tw_runtime* rt, const tw_timer* ids, std::size_t n, int* results, Call&& call) noexcept {
+    const int state = check_runtime(rt);
+    if (state != TW_OK) {  // TW_EFORKED (the call's) or TW_ESHUTDOWN (each element's)
+        if (results != nullptr) std::fill(results, results + n, state);
+        return state == TW_ESHUTDOWN ? 0 : state;
+    }
+    if (n == 0) return 0;
+    std::error_code ec;
+    if (results == nullptr) return static_cast<int>(call(std::span(ids, n), {}, ec));
+    return in_runs<std::error_code>(n, [&](std::size_t first, std::size_t count, std::error_code* errs) {
+        const std::size_t k = call(std::span(ids + first, count), std::span(errs, count), ec);
+        for (std::size_t i = 0; i < count; ++i) results[first + i] = from_error_code(errs[i]);
+        return static_cast<int>(k);
+    });
+}
+}  // namespace
+
+namespace tickwheel::capi {
+
+int timer_start_n(tw_runtime* rt, const tw_timer_spec* specs, std::size_t n, tw_timer* out) noexcept {
+    if (check_batch(rt, specs, n, out) != TW_OK) return TW_EINVAL;
+    std::uint32_t stride = 0;
+    if (n != 0) {
+        std::memcpy(&stride, specs, sizeof stride);
+        // The layout of the whole array (each spec's bytes are checked with it).
+        if (stride % alignof(tw_timer_spec) != 0 || !in_size_ok(stride, kSpecSizeV1, sizeof(tw_timer_spec), {kSpecSizeV12}))
+            return TW_EINVAL;
+    }
+    if (check_runtime(rt) == TW_EFORKED) {
+        std::fill(out, out + n, tw_timer{0});
+        return TW_EFORKED;
+    }
+    if (n == 0) return 0;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(specs);
+    const auto run = [&](std::size_t first, std::size_t count, auto& x) {
+        return start_run(rt, bytes, stride, first, count, out, x.opts.data(), x.cbs.data(), x.timers.data(),
+                         x.where.data());
+    };
+    {
+        StartScratch<kBatchStack> all(n);
+        if (all.ok()) return run(0, n, all);
+    }
+    int total = 0;  // out of memory for n elements: runs of kBatchStack
+    StartScratch<kBatchStack> some(kBatchStack);
+    for (std::size_t first = 0; first < n; first += kBatchStack)
+        total += run(first, std::min(kBatchStack, n - first), some);
+    return total;
+}
+
 int timer_stop(tw_runtime* rt, tw_timer id) noexcept { return stop_impl(rt, id, false); }
+
+int timer_stop_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, int* results) noexcept {
+    if (check_batch(rt, ids, n) != TW_OK) return TW_EINVAL;
+    return ids_batch(rt, ids, n, results, [rt](std::span<const tw_timer> part, std::span<std::error_code> errs,
+                                               std::error_code& ec) { return handle(rt)->rt.stop(part, errs, ec); });
+}
 
 int timer_stop_sync(tw_runtime* rt, tw_timer id) noexcept { return stop_impl(rt, id, true); }
 
@@ -426,6 +618,13 @@ int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept {
     std::error_code ec;
     if (handle(rt)->rt.reset(id, ns(delay_ns), ec)) return TW_OK;
     return ec ? from_error_code(ec) : TW_ENOENT;
+}
+
+int timer_reset_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, std::uint64_t delay_ns, int* results) noexcept {
+    if (check_batch(rt, ids, n) != TW_OK || delay_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    return ids_batch(rt, ids, n, results,
+                     [rt, d = ns(delay_ns)](std::span<const tw_timer> part, std::span<std::error_code> errs,
+                                            std::error_code& ec) { return handle(rt)->rt.reset(part, d, errs, ec); });
 }
 
 int timer_reset_at(tw_runtime* rt, tw_timer id, std::uint64_t deadline_ns) noexcept {

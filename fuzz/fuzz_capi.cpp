@@ -18,6 +18,16 @@
 // are TW_EDEADLK; a readable fd means tw_queue_run() runs at least one (only
 // this thread stops or runs a queue's timers); return codes as documented.
 //
+// Batches (since 1.4): tw_timer_start_n over specs of one stride (1.0, 1.2,
+// 1.3 or a wider zero-padded layout, or garbage), with refused specs, other
+// sizes and foreign queues in the middle; tw_timer_stop_n / tw_timer_reset_n
+// over zero, random, stale, live and repeated ids. Checked besides: the count
+// returned is the number of out[i] != 0 / of TW_OK results; an element that
+// did not start has had its hook called at most once, before the call
+// returned, and never again later; one that started is released exactly
+// once (as every start_ex); a refused call (negative) called no hook; each
+// result is a code the single call could return.
+//
 // Build: the `asan` preset (clang) builds it with -fsanitize=fuzzer,address,undefined.
 // Run:   build/asan/fuzz/fuzz_capi build/asan/fuzz/corpus fuzz/corpus -max_total_time=600
 // The runtime uses a 10 us tick and delays of at most a few ms, so timers
@@ -31,7 +41,9 @@
 #include <cstring>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
+#include <algorithm>
 
 #include <poll.h>
 
@@ -147,6 +159,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<tw_timer> ids;       // ids we got (valid at some point)
     std::vector<tw_timer> qids;      // the queue-bound ones among them
     std::vector<Ctx*> must_release;  // contexts whose release hook must run exactly once
+    // Contexts of batch elements that did not start, with the number of
+    // release hooks they had when the call returned: never another one later.
+    std::vector<std::pair<Ctx*, int>> released_once_before;
     g_main = std::this_thread::get_id();
     tw_runtime* rt = nullptr;
     bool shut = false;            // rt was shut down
@@ -175,6 +190,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (foreign_ok && k % 8 == 1 && other_q != nullptr) return other_q;
         return qs.empty() ? nullptr : qs[k / 8 % qs.size()];
     };
+    // A timer's context (owned by ctxs).
+    auto new_ctx = [&]() -> Ctx* {
+        auto* c = new Ctx;
+        ctxs.push_back(c);
+        c->rt = rt;
+        c->behaviour = in.u8();
+        c->manual = manual;
+        return c;
+    };
+    // A spec's fields after its size, for context c (the order of the
+    // bytes read is the seeds' format: see fuzz/make_capi_queue_seeds.py).
+    auto read_spec = [&](tw_timer_spec& spec, Ctx* c) {
+        spec.shard = static_cast<std::int32_t>(in.u8()) - 2;
+        spec.deadline_ns = in.u8() % 4 == 0 ? tw_now_ns() + in.delay() : 0;
+        spec.delay_ns = in.delay();
+        spec.period_ns = in.u8() % 4 == 0 ? in.delay() : 0;
+        spec.callback = in.u8() % 16 == 0 ? nullptr : on_fire;
+        spec.arg = c;
+        spec.release = on_release;
+        // Mostly a queue of rt (when there is one), sometimes none or another runtime's.
+        spec.queue = pick_queue(true);
+        // 1.3: policy (3..7 unknown), reserved, leeway, group (0 = none).
+        spec.period_policy = in.u8() % 8;
+        spec.clock = in.u8() % 16 == 0 ? static_cast<std::int32_t>(in.u8()) - 64 : static_cast<std::int32_t>(in.u8() % 3);
+        spec.leeway_ns = in.u8() % 4 == 0 ? in.delay() : 0;
+        spec.group = in.u8() % 4;
+    };
     auto pick_id = [&]() -> tw_timer {
         switch (in.u8() % 4) {
             case 0: return 0;
@@ -184,7 +226,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     };
     int ops = 0;
     while (!in.empty() && ops++ < 64) {
-        switch (in.u8() % 24) {
+        switch (in.u8() % 27) {
             case 0: {  // (re)create, with a fuzzed config
                 destroy();
                 alignas(8) unsigned char buf[Input::kBuf] = {};
@@ -217,29 +259,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
             case 2:
             case 3: {  // start_ex with a context and a release hook
-                auto* c = new Ctx;
-                ctxs.push_back(c);
-                c->rt = rt;
-                c->behaviour = in.u8();
-                c->manual = manual;
+                Ctx* c = new_ctx();
                 alignas(8) unsigned char buf[Input::kBuf] = {};
                 tw_timer_spec& spec = *reinterpret_cast<tw_timer_spec*>(buf);
                 tw_timer_spec_init(&spec);
                 spec.size = in.size(sizeof spec);
-                spec.shard = static_cast<std::int32_t>(in.u8()) - 2;
-                spec.deadline_ns = in.u8() % 4 == 0 ? tw_now_ns() + in.delay() : 0;
-                spec.delay_ns = in.delay();
-                spec.period_ns = in.u8() % 4 == 0 ? in.delay() : 0;
-                spec.callback = in.u8() % 16 == 0 ? nullptr : on_fire;
-                spec.arg = c;
-                spec.release = on_release;
-                // Mostly a queue of rt (when there is one), sometimes none or another runtime's.
-                spec.queue = pick_queue(true);
-                // 1.3: policy (3..7 unknown), reserved, leeway, group (0 = none).
-                spec.period_policy = in.u8() % 8;
-                spec.clock = in.u8() % 16 == 0 ? static_cast<std::int32_t>(in.u8()) - 64 : static_cast<std::int32_t>(in.u8() % 3);
-                spec.leeway_ns = in.u8() % 4 == 0 ? in.delay() : 0;
-                spec.group = in.u8() % 4;
+                read_spec(spec, c);
                 const bool foreign = spec.queue != nullptr && spec.queue == other_q;
                 // The queue field is read only from a spec of the 1.2 size or larger.
                 const bool has_queue = spec.size >= offsetof(tw_timer_spec, period_policy) && spec.size <= 4096;
@@ -436,6 +461,114 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 if (r < 0 && r != TW_EINVAL && r != TW_ESHUTDOWN && r != TW_EFORKED) bad("tw_runtime_advance: unexpected code");
                 break;
             }
+            case 24: {  // a batch of starts
+                constexpr std::size_t kMax = 20;
+                const std::size_t n = in.u8() % kMax;
+                std::uint32_t stride;
+                switch (in.u8() % 8) {
+                    case 0: stride = 56; break;
+                    case 1: stride = 64; break;
+                    case 2: stride = 96; break;  // a newer caller's, zero-padded
+                    case 3: stride = in.u8(); break;  // mostly invalid: the call's TW_EINVAL
+                    default: stride = sizeof(tw_timer_spec); break;
+                }
+                alignas(8) unsigned char buf[kMax * 256] = {};
+                std::vector<Ctx*> mine;
+                std::vector<bool> must_refuse;
+                for (std::size_t i = 0; i < n; ++i) {
+                    Ctx* c = new_ctx();
+                    mine.push_back(c);
+                    tw_timer_spec spec;
+                    tw_timer_spec_init(&spec);
+                    spec.size = in.u8() % 16 == 0 ? in.size(stride) : stride;  // another size: refused
+                    read_spec(spec, c);
+                    const bool layout_ok = spec.size == stride && stride <= 256;
+                    const bool has_queue = layout_ok && stride >= 64;
+                    const bool has_13 = layout_ok && stride >= sizeof spec;  // the 1.3 fields are read
+                    c->q = has_queue ? spec.queue : nullptr;
+                    // What tw_timer_start_ex certainly refuses (a deadline's
+                    // check depends on the clock: neither way asserted).
+                    must_refuse.push_back(
+                        layout_ok &&
+                        (spec.callback == nullptr || spec.shard < -1 || spec.period_ns > TW_MAX_DELAY_NS ||
+                         (spec.deadline_ns == 0 && spec.delay_ns > TW_MAX_DELAY_NS) ||
+                         (has_queue && spec.queue != nullptr && spec.queue == other_q) ||
+                         (has_13 && (spec.period_policy > TW_PERIOD_BURST || spec.clock < 0 || spec.clock > 2 ||
+                                     spec.leeway_ns > TW_MAX_DELAY_NS))));
+                    if (stride <= 256) std::memcpy(buf + i * stride, &spec, std::min<std::size_t>(stride, sizeof spec));
+                }
+                tw_timer out[kMax];
+                for (tw_timer& o : out) o = 7;
+                tw_runtime* srt = in.u8() % 16 == 0 ? nullptr : rt;
+                const bool pass_specs = in.u8() % 16 != 0, pass_out = in.u8() % 16 != 0;
+                const int r = tw_timer_start_n(srt, pass_specs ? reinterpret_cast<const tw_timer_spec*>(buf) : nullptr, n,
+                                               pass_out ? out : nullptr);
+                trace("start_n", static_cast<long>(n), r);
+                if (r < 0) {
+                    if (r != TW_EINVAL) bad("tw_timer_start_n: a negative code other than TW_EINVAL (no fork here)");
+                    for (Ctx* c : mine)
+                        if (c->released.load() != 0) bad("tw_timer_start_n refused, but a hook was called");
+                    break;
+                }
+                if ((srt == nullptr || ((!pass_specs || !pass_out) && n != 0)) && r >= 0)
+                    bad("tw_timer_start_n with a NULL argument: not TW_EINVAL");
+                if (static_cast<std::size_t>(r) > n) bad("tw_timer_start_n: more started than given");
+                int started = 0;
+                for (std::size_t i = 0; i < n; ++i) {
+                    Ctx* c = mine[i];
+                    if (out[i] != 0) {
+                        ++started;
+                        ids.push_back(out[i]);
+                        if (c->q != nullptr) qids.push_back(out[i]);
+                        must_release.push_back(c);
+                        if (must_refuse[i]) bad("tw_timer_start_n started a spec it must refuse");
+                    } else {
+                        const int now = c->released.load();
+                        if (now > 1) bad("tw_timer_start_n: a failed element's hook ran twice");
+                        if (must_refuse[i] && now != 0) bad("tw_timer_start_n: a refused (TW_EINVAL) element's hook ran");
+                        released_once_before.emplace_back(c, now);
+                    }
+                }
+                if (started != r) bad("tw_timer_start_n: the count is not the ids given");
+                break;
+            }
+            case 25:
+            case 26: {  // a batch of stops or re-arms
+                constexpr std::size_t kMax = 24;
+                const std::size_t n = in.u8() % kMax;
+                tw_timer batch[kMax];
+                for (std::size_t i = 0; i < n; ++i) batch[i] = i > 0 && in.u8() % 8 == 0 ? batch[i - 1] : pick_id();
+                int results[kMax];
+                for (int& x : results) x = 1;
+                const bool want = in.u8() % 4 != 0;
+                tw_runtime* brt = in.u8() % 16 == 0 ? nullptr : rt;
+                const bool pass_ids = in.u8() % 16 != 0;
+                const std::uint64_t delay = in.delay();
+                const bool reset = in.u8() % 2 == 0;
+                const int r = reset ? tw_timer_reset_n(brt, pass_ids ? batch : nullptr, n, delay, want ? results : nullptr)
+                                    : tw_timer_stop_n(brt, pass_ids ? batch : nullptr, n, want ? results : nullptr);
+                trace(reset ? "reset_n" : "stop_n", static_cast<long>(n), r);
+                if (r < 0) {
+                    if (r != TW_EINVAL && r != TW_EFORKED) bad("tw_timer_stop_n/reset_n: unexpected code");
+                    if (r == TW_EINVAL && brt != nullptr && (pass_ids || n == 0) && !(reset && delay > TW_MAX_DELAY_NS))
+                        bad("tw_timer_stop_n/reset_n: TW_EINVAL for good arguments");
+                    break;
+                }
+                if (brt == nullptr || (!pass_ids && n != 0) || (reset && delay > TW_MAX_DELAY_NS))
+                    bad("tw_timer_stop_n/reset_n: bad arguments not TW_EINVAL");
+                if (static_cast<std::size_t>(r) > n) bad("tw_timer_stop_n/reset_n: more than given");
+                if (want) {
+                    int ok = 0;
+                    for (std::size_t i = 0; i < n; ++i) {
+                        ok += results[i] == TW_OK;
+                        if (results[i] != TW_OK && results[i] != TW_ENOENT && results[i] != TW_ESHUTDOWN)
+                            bad("tw_timer_stop_n/reset_n: a result no single call returns");
+                        if (shut && results[i] != TW_ESHUTDOWN) bad("tw_timer_stop_n/reset_n after shutdown: not TW_ESHUTDOWN");
+                    }
+                    if (ok != r) bad("tw_timer_stop_n/reset_n: the count is not the TW_OK results");
+                }
+                break;
+            }
             case 19: {  // stop, stop_sync or reset a queue-bound timer (often the last started: maybe due, not yet run)
                 if (qids.empty()) break;
                 const std::uint8_t k = in.u8();
@@ -459,6 +592,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // After destroy every successful start_ex has been released exactly once.
     for (Ctx* c : must_release)
         if (c->released.load() != 1) g_bad++;
+    // A batch element that did not start: no hook after its call returned.
+    for (const auto& [c, then] : released_once_before)
+        if (c->released.load() != then) bad("a failed batch start's hook ran after the call returned");
     for (Ctx* c : ctxs) delete c;
     if (g_bad.load() != 0) {
         std::fprintf(stderr, "fuzz_capi: %ld contract violations\n", g_bad.load());

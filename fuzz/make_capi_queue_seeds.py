@@ -4,7 +4,7 @@
 
 Each seed is a short, meaningful call sequence in the fuzzer's input format
 (see LLVMFuzzerTestOneInput in fuzz_capi.cpp: one byte picks the operation,
-byte % 24, then each operation reads its own bytes): timers on a queue
+byte % 27, then each operation reads its own bytes): timers on a queue
 stopped and reset while due, a queue of another runtime in a spec, shutdown
 with queue-bound timers pending, callbacks that run or destroy their own
 queue or shut the runtime down, and tw_queue_get_stats with bad sizes. Any
@@ -15,7 +15,7 @@ Usage: fuzz/make_capi_queue_seeds.py [outdir]
 import os
 import sys
 
-# Operation codes (input byte % 24).
+# Operation codes (input byte % 27; the batch calls are 24-26).
 CREATE, START_EX, STOP, SHUTDOWN, SLEEP = 0, 2, 4, 8, 11
 Q_CREATE, Q_DESTROY, Q_RUN, Q_FD, Q_STATS, OTHER, Q_STOP = 12, 13, 14, 16, 17, 18, 19
 QUERY, RESET_AT, GROUP_STOP, ADVANCE = 20, 21, 22, 23

@@ -26,7 +26,8 @@
 # variant). With the default, a run took about 7-8 minutes on 2 cores before
 # libevent and DPDK joined; they add an estimated 4 minutes (DPDK's skip
 # list at 1-10 million pending and its spinlock under 2-4 producers are most
-# of it). A --quick run takes about 2.5 minutes after the build.
+# of it); the batch workloads (10) about 15 s more. A --quick run takes
+# about 2.5 minutes after the build.
 # The machine should be otherwise idle: load averages before and after are
 # recorded in the results.
 set -euo pipefail
@@ -149,6 +150,13 @@ run 200 rearm-uv peer_uv "${c[@]}"
 run 200 rearm-mutex peer_mutex "${c[@]}"
 run 200 rearm-event peer_event "${c[@]}"
 run 200 rearm-dpdk peer_dpdk "${c[@]}"
+
+# 10. batches (tickwheel only; every other peer prints "not applicable"):
+#     start+stop pairs and re-arms later, 64 per call, at 1 million pending
+c=(--workload startstop_batch --pending "${PENDINGS[2]}" --ops "$OPS" --reps "$R" --warmup 0 --batch 64)
+run 200 startstop-batch-tickwheel peer_tickwheel "${c[@]}"
+c=(--workload rearm_batch --pending "${PENDINGS[2]}" --ops "$OPS" --reps "$R" --batch 64)
+run 200 rearm-batch-tickwheel peer_tickwheel "${c[@]}"
 
 # 3. producers
 for t in 1 2 4; do

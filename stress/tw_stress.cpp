@@ -39,6 +39,14 @@
 //               last run, or was stopped by exactly one stop call or one group
 //               stop -- the group stops' return values add up to the timers
 //               that ended neither way; no run early, none overlapping.
+//   batch       T producers (default 2 x CPUs) run a random mix of the batch
+//               calls (issue 14) -- starts of 1..64 timers (one-shot and
+//               periodic, delays 0 .. 2 s, some shard hints), stops and
+//               re-arms of 1..64 of their timers with stale, garbage and
+//               repeated ids among them -- interleaved with single stop,
+//               stop_sync and reset; then shutdown. Exact accounting of every
+//               timer as in accounting, and the runtime's counters must equal
+//               the batches' per-element results: started, stopped, reset.
 // Exit status 0 iff every invariant held.
 #include <poll.h>
 #include <pthread.h>
@@ -124,6 +132,16 @@ Track* start_tracked(tickwheel::Runtime& rt, Tracker& tr, std::int64_t delay_ns,
     return &t;
 }
 
+// A delay of the accounting mix: 0, < 2 ms, < 50 ms or < 2 s, equally often.
+std::int64_t mixed_delay(std::mt19937_64& rng) {
+    switch (rng() % 4) {
+        case 0: return 0;
+        case 1: return static_cast<std::int64_t>(rng() % 2'000'000);       // < 2 ms
+        case 2: return static_cast<std::int64_t>(rng() % 50'000'000);      // < 50 ms
+        default: return static_cast<std::int64_t>(rng() % 2'000'000'000);  // < 2 s
+    }
+}
+
 // reset with bookkeeping that keeps the early check sound: an earlier
 // deadline is recorded before the call, a later one after it succeeded.
 bool reset_tracked(tickwheel::Runtime& rt, Track& t, std::int64_t delay_ns) {
@@ -135,13 +153,14 @@ bool reset_tracked(tickwheel::Runtime& rt, Track& t, std::int64_t delay_ns) {
     return ok;
 }
 
-void stop_tracked(tickwheel::Runtime& rt, Track& t, bool sync) {
+bool stop_tracked(tickwheel::Runtime& rt, Track& t, bool sync) {
     const bool ok = sync ? rt.stop_sync(t.id) : rt.stop(t.id);
     if (ok) t.stop_true++;
     if (sync) {
         if (t.in_callback.load() != 0) t.after_sync++;  // stop_sync returned while a run was in progress
         t.synced.store(true);
     }
+    return ok;
 }
 
 bool finish(const char* name, tickwheel::Runtime& rt, Tracker& tr, double secs) {
@@ -155,6 +174,17 @@ bool finish(const char* name, tickwheel::Runtime& rt, Tracker& tr, double secs) 
                 static_cast<unsigned long long>(st.stopped), static_cast<unsigned long long>(st.reset),
                 static_cast<unsigned long long>(st.callback_exceptions));
     return rep.ok;
+}
+
+/// Runs body(p) on `threads` producer threads, p = 0..threads-1, and joins them;
+/// then lets short timers fire for 100 ms (the rest are cancelled by shutdown).
+template <class Body>
+void run_producers(unsigned threads, Body body) {
+    std::vector<std::thread> producers;
+    producers.reserve(threads);
+    for (unsigned p = 0; p < threads; ++p) producers.emplace_back([&body, p] { body(p); });
+    for (auto& th : producers) th.join();
+    std::this_thread::sleep_for(milliseconds(100));
 }
 
 // ---- accounting ---------------------------------------------------------------
@@ -172,14 +202,7 @@ bool run_accounting(const Options& opt) {
         producers.emplace_back([&, p] {
             std::mt19937_64 rng(opt.seed * 7919 + p);
             std::vector<Track*> mine;
-            auto delay = [&]() -> std::int64_t {
-                switch (rng() % 4) {
-                    case 0: return 0;
-                    case 1: return static_cast<std::int64_t>(rng() % 2'000'000);        // < 2 ms
-                    case 2: return static_cast<std::int64_t>(rng() % 50'000'000);       // < 50 ms
-                    default: return static_cast<std::int64_t>(rng() % 2'000'000'000);   // < 2 s
-                }
-            };
+            auto delay = [&] { return mixed_delay(rng); };
             for (long i = 0; i < opt.ops / static_cast<long>(threads); ++i) {
                 const unsigned op = static_cast<unsigned>(rng() % 100);
                 if (op < 35 || mine.empty()) {
@@ -216,6 +239,133 @@ bool run_accounting(const Options& opt) {
     std::printf("accounting: %u threads, %ld ops, stale-id calls %ld (acted on a dead timer: %ld)\n", threads, opt.ops,
                 stale_ok.load(), stale_wrong.load());
     return finish("accounting", rt, tr, secs) && stale_wrong == 0;
+}
+
+// ---- batch ------------------------------------------------------------------------
+bool run_batch(const Options& opt) {
+    tickwheel::Config cfg;
+    cfg.resolution = microseconds(500);
+    tickwheel::Runtime rt(cfg);
+    Tracker tr;
+    const unsigned threads = opt.threads ? opt.threads : 2 * cpus();
+    std::atomic<long> started{0}, stopped{0}, single_stopped{0}, rearmed{0}, stale_ok{0}, stale_wrong{0}, batches{0};
+    const auto t0 = steady_clock::now();
+    run_producers(threads, [&](unsigned p) {
+        std::mt19937_64 rng(opt.seed * 104729 + p);
+        std::vector<Track*> mine;
+        auto delay = [&] { return mixed_delay(rng); };
+        long done = 0;
+        const long quota = opt.ops / static_cast<long>(threads);
+        while (done < quota) {
+            const unsigned op = static_cast<unsigned>(rng() % 100);
+            const std::size_t n = 1 + rng() % 64;
+            batches++;
+            if (op < 30 || mine.size() < 64) {
+                // A batch of starts: each deadline is recorded before the
+                // call (the batch reads the clock once, later: never early).
+                std::vector<tickwheel::StartOptions> opts(n);
+                std::vector<tickwheel::detail::Callback> cbs;
+                std::vector<Track*> tracks;
+                for (std::size_t i = 0; i < n; ++i) {
+                    const bool periodic = rng() % 10 == 0;
+                    opts[i].delay = nanoseconds(delay());
+                    opts[i].period = periodic ? nanoseconds(1'000'000 + static_cast<std::int64_t>(rng() % 20'000'000))
+                                              : nanoseconds(0);
+                    opts[i].shard = rng() % 4 == 0 ? static_cast<int>(rng() % 8) : -1;
+                    Track& t = tr.make(periodic, now_ns() + opts[i].delay.count(), opts[i].period.count());
+                    tracks.push_back(&t);
+                    cbs.emplace_back(tr.callback(t, [](tickwheel::Timer, Track&) {}));
+                }
+                std::vector<tickwheel::Timer> out(n);
+                std::vector<std::error_code> res(n);
+                std::error_code ec;
+                const std::size_t k = rt.start(opts, cbs, out, res, ec);
+                started += static_cast<long>(k);
+                for (std::size_t i = 0; i < n; ++i) {
+                    if (res[i]) {
+                        tracks[i]->refused = true;  // released inside the call, never runs
+                        continue;
+                    }
+                    tracks[i]->id = out[i].id();
+                    mine.push_back(tracks[i]);
+                }
+                done += static_cast<long>(n);
+                continue;
+            }
+            // n of my timers, some repeated, some stale or garbage.
+            std::vector<std::uint64_t> ids;
+            std::vector<Track*> of;  // the Track an id names (nullptr: garbage)
+            for (std::size_t i = 0; i < n; ++i) {
+                if (rng() % 16 == 0) {
+                    ids.push_back(rng());
+                    of.push_back(nullptr);
+                } else if (i > 0 && rng() % 16 == 0) {
+                    ids.push_back(ids.back());
+                    of.push_back(of.back());
+                } else {
+                    Track* t = mine[rng() % mine.size()];
+                    ids.push_back(t->id);
+                    of.push_back(t);
+                }
+            }
+            std::vector<std::error_code> res(n);
+            if (op < 55) {
+                std::vector<bool> done_before(n);
+                for (std::size_t i = 0; i < n; ++i) done_before[i] = of[i] != nullptr && of[i]->released.load() == 1;
+                stopped += static_cast<long>(rt.stop(ids, res));
+                for (std::size_t i = 0; i < n; ++i) {
+                    if (res[i]) continue;
+                    if (of[i] == nullptr) {  // garbage that named a live timer of ours
+                        for (Track* m : mine)
+                            if (m->id == ids[i]) m->stop_true++;
+                        continue;
+                    }
+                    of[i]->stop_true++;
+                    if (done_before[i]) stale_wrong++; else stale_ok++;
+                }
+            } else if (op < 75) {
+                // One delay for the batch: an earlier deadline recorded
+                // before the call, a later one after it succeeded (the
+                // early check stays sound). Periodic timers are left alone
+                // (their grid is the tracker's reference).
+                const std::int64_t d = delay();
+                const std::int64_t deadline = now_ns() + d;
+                std::vector<std::uint64_t> one_shots;
+                std::vector<Track*> ts;
+                for (std::size_t i = 0; i < n; ++i) {
+                    if (of[i] == nullptr || of[i]->periodic) continue;
+                    one_shots.push_back(ids[i]);
+                    ts.push_back(of[i]);
+                    if (deadline < of[i]->deadline_ns.load()) of[i]->deadline_ns.store(deadline);
+                }
+                std::vector<std::error_code> r2(one_shots.size());
+                rearmed += static_cast<long>(rt.reset(one_shots, nanoseconds(d), r2));
+                for (std::size_t i = 0; i < ts.size(); ++i)
+                    if (!r2[i] && deadline > ts[i]->deadline_ns.load()) ts[i]->deadline_ns.store(deadline);
+            } else if (op < 88) {
+                for (std::size_t i = 0; i < n && i < 8; ++i)
+                    if (of[i] != nullptr && stop_tracked(rt, *of[i], op < 80)) single_stopped++;
+            } else {
+                for (std::size_t i = 0; i < n && i < 8; ++i)
+                    if (of[i] != nullptr && !of[i]->periodic && reset_tracked(rt, *of[i], delay())) rearmed++;
+            }
+            done += static_cast<long>(n);
+        }
+    });
+    const double secs = duration<double>(steady_clock::now() - t0).count();
+    std::printf("batch: %u threads, %ld ops in %ld batches; stops of live timers %ld, of finished ones acting: %ld\n",
+                threads, opt.ops, batches.load(), stale_ok.load(), stale_wrong.load());
+    const bool ok = finish("batch", rt, tr, secs);
+    // Each batch counts once per call: the counters still add up per element.
+    const auto st = rt.stats();
+    const bool counted = st.started == static_cast<std::uint64_t>(started.load()) &&
+                         st.stopped == static_cast<std::uint64_t>(stopped.load() + single_stopped.load()) &&
+                         st.reset == static_cast<std::uint64_t>(rearmed.load());
+    std::printf("batch: counters started %llu/%ld stopped %llu/%ld reset %llu/%ld -> %s\n",
+                static_cast<unsigned long long>(st.started), started.load(), static_cast<unsigned long long>(st.stopped),
+                stopped.load() + single_stopped.load(), static_cast<unsigned long long>(st.reset), rearmed.load(),
+                counted ? "OK" : "FAILED");
+    return ok && stale_wrong == 0 && counted;
 }
 
 // ---- groups ---------------------------------------------------------------------
@@ -1392,8 +1542,9 @@ int main(int argc, char** argv) {
     else if (opt.mode == "soak") ok = run_soak(opt);
     else if (opt.mode == "queue") ok = run_queue(opt);
     else if (opt.mode == "groups") ok = run_groups(opt);
+    else if (opt.mode == "batch") ok = run_batch(opt);
     else {
-        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak|queue|groups "
+        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak|queue|groups|batch "
                              "[--ops N] [--seconds S] [--threads T] [--queues Q] [--seed X]\n");
         return 2;
     }

@@ -96,6 +96,17 @@ int tw_header_c_compiles(void) {
         rc |= tw_runtime_advance(rt, (uint64_t)1000);
         cfg.flags = TW_CONFIG_MANUAL_CLOCK;
     }
+    {
+        /* The batches (1.4). */
+        tw_timer ids[2];
+        int results[2];
+        tw_timer_spec specs[2];
+        specs[0] = spec;
+        specs[1] = spec;
+        rc |= tw_timer_start_n(rt, specs, 2, ids) != 2;
+        rc |= tw_timer_reset_n(rt, ids, 2, 1000, results);
+        rc |= tw_timer_stop_n(rt, ids, 2, results);
+    }
     rc |= tw_runtime_shutdown(rt);
     rc |= tw_runtime_destroy(rt);
     return rc + (int)(tw_version() & 1u) + (tw_strerror(rc) != NULL);

@@ -17,7 +17,9 @@
 #include <cstdlib>
 #include <future>
 #include <mutex>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/test_hooks.hpp"
@@ -163,24 +165,48 @@ std::uint64_t churn(Runtime& rt, std::atomic<int>& runs, int limit, Done done) {
 // thread loaded. Before the fix its CAS succeeded on that unrelated timer.
 // Now the parked thread's hazard keeps the slot quarantined at the wrap, so
 // the slot cannot come back while it is parked, and it acts on nothing.
+// The same for a batch (issue 14: 'R' a batch reset, 'C' a batch stop),
+// parked at the stale element -- the first of three: the other two, the
+// batch's own pending timers, must still be acted on, after the churn.
 class StaleWindow : public ::testing::TestWithParam<char> {};
 
 TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
-    const char op = GetParam();  // 'r' reset, 'c' stop
+    const char op = GetParam();  // 'r' reset, 'c' stop; 'R', 'C' the same in a batch
+    const bool batch = op == 'R' || op == 'C';
     PushHook pushes;
     Runtime rt(one_shard());
     std::atomic<int> runs{0};
     const auto deadline = Runtime::now() + 1h;
     std::atomic<int> a_runs{0};
     const Timer a = rt.start_at(deadline, [&a_runs] { a_runs.fetch_add(1); });
+    std::atomic<int> others_released{0};
+    struct Released {
+        std::atomic<int>* n;
+        explicit Released(std::atomic<int>* c) : n(c) {}
+        Released(Released&& o) noexcept : n(std::exchange(o.n, nullptr)) {}
+        ~Released() {
+            if (n != nullptr) n->fetch_add(1);
+        }
+        void operator()() const {}
+    };
+    const Timer others[2] = {rt.start(3h, Released(&others_released)), rt.start(3h, Released(&others_released))};
 
     Parking parking;
-    parking.what = op;
+    parking.what = static_cast<char>(batch ? op - 'A' + 'a' : op);  // the window of the element's CAS
     HookGuard hook(parking);
     std::atomic<int> result{-1};
+    std::error_code results[3];
+    std::size_t batch_count = 0;
     std::thread t([&] {
         t_park_me = true;
-        const bool acted = op == 'r' ? rt.reset(a.id(), 2h) : rt.stop(a.id());
+        bool acted;
+        if (batch) {
+            const std::uint64_t ids[3] = {a.id(), others[0].id(), others[1].id()};
+            batch_count = op == 'R' ? rt.reset(ids, 2h, results) : rt.stop(ids, results);
+            acted = !results[0];
+        } else {
+            acted = op == 'r' ? rt.reset(a.id(), 2h) : rt.stop(a.id());
+        }
         result.store(acted ? 1 : 0);
     });
     Unpark unpark{parking, t};
@@ -217,6 +243,13 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     parking.go.open();
     t.join();
     EXPECT_EQ(result.load(), 0) << "a call with A's id acted on another timer";
+    if (batch) {
+        EXPECT_EQ(results[0], tickwheel::errc::not_found);
+        EXPECT_FALSE(results[1]) << "the batch stopped at the stale element";
+        EXPECT_FALSE(results[2]);
+        EXPECT_EQ(batch_count, 2u);
+        EXPECT_EQ(others_released.load(), op == 'C' ? 2 : 0);
+    }
     // B is untouched: still pending at A's old deadline (neither stopped nor moved).
     EXPECT_TRUE(rt.reset(b.id(), 1h)) << "B must still be pending";
     EXPECT_TRUE(rt.stop(b.id()));
@@ -236,10 +269,18 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     EXPECT_NE(again, 0u) << "the slot was not reused after the quarantine";
     EXPECT_EQ(Id::gen(again), Id::gen(last) + 1);
     for (const Timer& x : some) EXPECT_TRUE(rt.stop(x));
+    for (const Timer& x : others) EXPECT_EQ(rt.stop(x), op != 'C');  // released now, while others_released lives
 }
 
-INSTANTIATE_TEST_SUITE_P(ResetAndStop, StaleWindow, ::testing::Values('r', 'c'),
-                         [](const ::testing::TestParamInfo<char>& p) { return std::string(p.param == 'r' ? "Reset" : "Stop"); });
+INSTANTIATE_TEST_SUITE_P(ResetAndStop, StaleWindow, ::testing::Values('r', 'c', 'R', 'C'),
+                         [](const ::testing::TestParamInfo<char>& p) {
+                             switch (p.param) {
+                                 case 'r': return std::string("Reset");
+                                 case 'c': return std::string("Stop");
+                                 case 'R': return std::string("BatchReset");
+                                 default: return std::string("BatchStop");
+                             }
+                         });
 
 // stop_sync waits for A's last run, is parked after its wait (before it looks
 // again), and meanwhile A's slot gets 1024 more timers and the last one is

@@ -169,6 +169,21 @@ TEST(Fork, ChildGetsEforkedFromEveryCallAndDestroyRunsNoHook) {
         CHILD_CHECK(tw_timer_stop(rt, ids[1]) == TW_EFORKED);
         CHILD_CHECK(tw_timer_stop_sync(rt, ids[2]) == TW_EFORKED);
         CHILD_CHECK(tw_timer_reset(rt, ids[3], 1000) == TW_EFORKED);
+        // The batch calls (issue 14): TW_EFORKED for the call, also for
+        // n == 0; no hook; out[] zeroed, results[] TW_EFORKED.
+        tw_timer_spec specs[2] = {s, s};
+        tw_timer outs[2] = {7, 7};
+        CHILD_CHECK(tw_timer_start_n(rt, specs, 2, outs) == TW_EFORKED);
+        CHILD_CHECK(outs[0] == 0 && outs[1] == 0);
+        int results[2] = {1, 1};
+        CHILD_CHECK(tw_timer_stop_n(rt, ids, 2, results) == TW_EFORKED);
+        CHILD_CHECK(results[0] == TW_EFORKED && results[1] == TW_EFORKED);
+        results[0] = results[1] = 1;
+        CHILD_CHECK(tw_timer_reset_n(rt, ids + 2, 2, 1000, results) == TW_EFORKED);
+        CHILD_CHECK(results[0] == TW_EFORKED && results[1] == TW_EFORKED);
+        CHILD_CHECK(tw_timer_start_n(rt, nullptr, 0, nullptr) == TW_EFORKED);
+        CHILD_CHECK(tw_timer_stop_n(rt, nullptr, 0, nullptr) == TW_EFORKED);
+        CHILD_CHECK(tw_timer_reset_n(rt, nullptr, 0, 0, nullptr) == TW_EFORKED);
         tw_stats st;
         st.size = sizeof st;
         CHILD_CHECK(tw_runtime_stats(rt, &st) == TW_EFORKED);
@@ -230,6 +245,16 @@ TEST(Fork, CxxChildGetsForkedAndDestructorRunsNothing) {
         CHILD_CHECK(!rt->stop(t));
         CHILD_CHECK(!rt->stop_sync(t));
         CHILD_CHECK(!rt->reset(t.id(), 1ms, ec) && ec == tickwheel::errc::forked);
+        // The batch overloads (issue 14): forked for the call, nothing done.
+        const std::uint64_t ids[1] = {t.id()};
+        CHILD_CHECK(rt->stop(ids, {}, ec) == 0 && ec == tickwheel::errc::forked);
+        CHILD_CHECK(rt->reset(ids, 1ms, {}, ec) == 0 && ec == tickwheel::errc::forked);
+        {
+            tickwheel::StartOptions opts[1];
+            tickwheel::detail::Callback cbs[1];
+            tickwheel::Timer outs[1];
+            CHILD_CHECK(rt->start(opts, cbs, outs, {}, ec) == 0 && ec == tickwheel::errc::forked);
+        }
         rt->shutdown(ec);
         CHILD_CHECK(ec == tickwheel::errc::forked);
         bool threw = false;

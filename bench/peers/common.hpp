@@ -53,6 +53,14 @@ inline std::int64_t cpu_ns() noexcept {
            (std::int64_t{ru.ru_utime.tv_usec} + ru.ru_stime.tv_usec) * kUs;
 }
 
+/// The calling thread's CPU time, ns: the caller's own cost, whatever the
+/// machine's load (a preempted caller's wall time grows, this does not).
+inline std::int64_t thread_cpu_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::int64_t{ts.tv_sec} * kSec + ts.tv_nsec;
+}
+
 /// Resident set size, bytes (/proc/self/statm).
 inline std::int64_t rss_bytes() noexcept {
     std::FILE* f = std::fopen("/proc/self/statm", "r");
@@ -91,6 +99,7 @@ struct Opts {
     unsigned seed = 1;
     int warmup = 1;         // untimed warm-up passes of ops/10 before the reps
     bool sorted_preload = true;  // --preload sorted|random (see preload_delays)
+    long batch = 64;        // startstop_batch, rearm_batch: timers per batch call
 };
 
 inline Opts parse(int argc, char** argv) {
@@ -121,17 +130,20 @@ inline Opts parse(int argc, char** argv) {
         else if (a == "--seed") o.seed = static_cast<unsigned>(std::atol(val().c_str()));
         else if (a == "--warmup") o.warmup = std::atoi(val().c_str());
         else if (a == "--preload") o.sorted_preload = val() != "random";
+        else if (a == "--batch") o.batch = std::atol(val().c_str());
         else {
             std::fprintf(stderr,
-                         "usage: %s --workload startstop|rearm|mt|expiry|lateness|idle [--pending N] [--ops N]\n"
-                         "       [--threads T] [--reps R] [--io-threads K] [--workers W] [--rate R/s]\n"
-                         "       [--resolution-us U] [--max-delay-ms M] [--segment-s S] [--seconds S]\n"
-                         "       [--window-ms W] [--slow] [--seed S] [--warmup 0|1] [--preload sorted|random]\n",
+                         "usage: %s --workload startstop|rearm|mt|expiry|lateness|idle|startstop_batch|rearm_batch\n"
+                         "       [--pending N] [--ops N] [--threads T] [--reps R] [--io-threads K] [--workers W]\n"
+                         "       [--rate R/s] [--resolution-us U] [--max-delay-ms M] [--segment-s S] [--seconds S]\n"
+                         "       [--window-ms W] [--slow] [--seed S] [--warmup 0|1] [--preload sorted|random]\n"
+                         "       [--batch B]\n",
                          argv[0]);
             std::exit(2);
         }
     }
     if (o.reps < 1) o.reps = 1;
+    if (o.batch < 1) o.batch = 1;
     return o;
 }
 
@@ -293,6 +305,21 @@ inline void fill_pairs(PairInputs& in, std::mt19937_64& rng, long ops, long pend
     for (long i = 0; i < ops; ++i) {
         in.delay[static_cast<std::size_t>(i)] = d(rng);
         in.victim[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(rng() % static_cast<std::uint64_t>(pending));
+    }
+}
+
+/// Makes the victims of each run of `batch` consecutive pairs distinct (the
+/// next index up, modulo `pending`, replaces a repeat): a batch stops each
+/// of its victims once, as the single pairs would (where a repeated victim
+/// is the timer the earlier pair just started).
+inline void distinct_victims(PairInputs& in, long batch, long pending) {
+    const auto b = static_cast<std::size_t>(batch);
+    for (std::size_t i = 0; i < in.victim.size(); i += b) {
+        const std::size_t end = std::min(in.victim.size(), i + b);
+        for (std::size_t j = i; j < end; ++j)
+            while (std::find(in.victim.begin() + static_cast<std::ptrdiff_t>(i), in.victim.begin() + static_cast<std::ptrdiff_t>(j),
+                             in.victim[j]) != in.victim.begin() + static_cast<std::ptrdiff_t>(j))
+                in.victim[j] = static_cast<std::uint32_t>((in.victim[j] + 1) % static_cast<std::uint64_t>(pending));
     }
 }
 

@@ -41,6 +41,12 @@
 //              that blocks 100 ms every 10 ms.
 //   idle       --pending timers due in [60 s, 120 s]; process CPU% over
 //              --seconds, split in --reps windows.
+//   startstop_batch  startstop's pairs, --batch at a time: start --batch
+//              timers with one call, stop --batch distinct random pending
+//              ones with one call (peers with batch calls only: start_n,
+//              stop_n, rearm_n; the others report "not applicable").
+//   rearm_batch  rearm's re-arms, --batch random timers per call (one delay
+//              per batch: the run's rising delay at the batch's first).
 #pragma once
 
 #include <barrier>
@@ -59,10 +65,12 @@ inline Params base_params(const Opts& o) {
 /// Clock and CPU readings around one timed pass of a single-caller workload:
 /// start, end of the caller's loop, and end of the peer's drain.
 struct TimedPass {
-    std::int64_t t0, t_loop, t1, c0, c1;
+    std::int64_t t0, t_loop, t1, c0, c1, tc0, tc_loop;
     double caller_ns(double ops) const { return static_cast<double>(t_loop - t0) / ops; }
     double wall_ns(double ops) const { return static_cast<double>(t1 - t0) / ops; }
     double cpu_ns(double ops) const { return static_cast<double>(c1 - c0) / ops; }
+    /// The caller thread's CPU time in its loop (load-independent).
+    double caller_cpu_ns(double ops) const { return static_cast<double>(tc_loop - tc0) / ops; }
 };
 
 /// Runs `pass()` as one timed repetition: the caller's loop, then the peer's
@@ -72,9 +80,11 @@ TimedPass timed_pass(P& p, typename P::Local& L, Pass&& pass) {
     TimedPass t{};
     p.before_rep();
     t.c0 = cpu_ns();
+    t.tc0 = thread_cpu_ns();
     t.t0 = now_ns();
     pass();
     t.t_loop = now_ns();
+    t.tc_loop = thread_cpu_ns();
     p.finish(L);
     p.drain();
     t.t1 = now_ns();
@@ -82,9 +92,23 @@ TimedPass timed_pass(P& p, typename P::Local& L, Pass&& pass) {
     return t;
 }
 
-// ---- startstop (+ memory) ------------------------------------------------------------
+// ---- batches: startstop_batch, rearm_batch ----------------------------------------------
+/// A peer with batch calls (tickwheel): start n timers, stop n, re-arm n to
+/// one delay; the counts returned are those that succeeded.
 template <class P>
-void startstop(P& p, const Opts& o) {
+concept HasBatch = requires(P& p, typename P::Local& L, typename P::H* h, const std::int64_t* d) {
+    p.start_n(L, d, std::size_t{}, h);
+    { p.stop_n(L, h, std::size_t{}) } -> std::convertible_to<std::size_t>;
+    { p.rearm_n(L, h, std::size_t{}, std::int64_t{}) } -> std::convertible_to<std::size_t>;
+};
+
+// ---- startstop (+ memory) ------------------------------------------------------------
+/// startstop's pairs one by one, or (`batched`, peers with HasBatch) --batch
+/// at a time: start --batch timers with one call, stop --batch distinct
+/// random pending ones with one call (workload startstop_batch; no memory
+/// lines).
+template <class P>
+void startstop(P& p, const Opts& o, bool batched = false) {
     using H = typename P::H;
     typename P::Local L(p);
     const auto n = static_cast<std::size_t>(o.pending);
@@ -105,7 +129,22 @@ void startstop(P& p, const Opts& o) {
     std::fprintf(stderr, "%s: preloaded %zu timers in %.2f s, RSS +%.1f MB (%.1f B/timer)\n", p.name().c_str(), n,
                  preload_s, static_cast<double>(rss1 - rss0) / 1e6, static_cast<double>(rss1 - rss0) / static_cast<double>(n));
 
+    const auto b = static_cast<std::size_t>(o.batch);
+    std::vector<H> fresh(batched ? b : 0), victims(batched ? b : 0);
     auto pass = [&](long ops) {
+        if constexpr (HasBatch<P>) {
+            if (batched) {
+                const auto total = static_cast<std::size_t>(ops);
+                for (std::size_t i = 0; i < total; i += b) {
+                    const std::size_t m = std::min(b, total - i);
+                    p.start_n(L, &in.delay[i], m, fresh.data());
+                    for (std::size_t j = 0; j < m; ++j) victims[j] = pending[in.victim[i + j]];
+                    p.stop_n(L, victims.data(), m);
+                    for (std::size_t j = 0; j < m; ++j) pending[in.victim[i + j]] = fresh[j];
+                }
+                return;
+            }
+        }
         for (long i = 0; i < ops; ++i) {
             const H h = p.start(L, in.delay[static_cast<std::size_t>(i)]);
             H& v = pending[in.victim[static_cast<std::size_t>(i)]];
@@ -113,15 +152,20 @@ void startstop(P& p, const Opts& o) {
             v = h;
         }
     };
+    auto inputs = [&](long ops) {
+        fill_pairs(in, rng, ops, o.pending, 1 * kMs, 100 * kSec);
+        if (batched) distinct_victims(in, o.batch, o.pending);
+    };
     for (int w = 0; w < o.warmup; ++w) {
-        fill_pairs(in, rng, o.ops / 10, o.pending, 1 * kMs, 100 * kSec);
+        inputs(o.ops / 10);
         p.before_rep();
         pass(o.ops / 10);
         p.finish(L);
         p.drain();
     }
-    auto samples = run_gbench(p.name() + "/startstop/" + std::to_string(n), o.reps, [&] {
-        fill_pairs(in, rng, o.ops, o.pending, 1 * kMs, 100 * kSec);
+    const char* workload = batched ? "startstop_batch" : "startstop";
+    auto samples = run_gbench(p.name() + "/" + workload + "/" + std::to_string(n), o.reps, [&] {
+        inputs(o.ops);
         const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
         Sample s;
         const auto ops = static_cast<double>(o.ops);
@@ -129,6 +173,7 @@ void startstop(P& p, const Opts& o) {
         s.set("wall_ns_per_pair", t.wall_ns(ops));
         s.set("cpu_ns_per_pair", t.cpu_ns(ops));
         s.set("caller_ns_per_pair", t.caller_ns(ops));
+        s.set("caller_cpu_ns_per_pair", t.caller_cpu_ns(ops));
         s.set("drain_us", static_cast<double>(t.t1 - t.t_loop) / 1e3);
         if constexpr (requires { p.extra(s, n); }) p.extra(s, n);
         s.set("rss_bytes_per_timer", static_cast<double>(rss_bytes() - rss0) / static_cast<double>(n));
@@ -137,11 +182,16 @@ void startstop(P& p, const Opts& o) {
     Params params = base_params(o);
     std::vector<Sample> main, mem;
     for (auto& s : samples) {
-        Sample a, b;
+        Sample a, m;
         a.values.assign(s.values.begin(), s.values.end() - 1);
-        b.values.assign(s.values.end() - 1, s.values.end());
+        m.values.assign(s.values.end() - 1, s.values.end());
         main.push_back(a);
-        mem.push_back(b);
+        mem.push_back(m);
+    }
+    if (batched) {
+        params.add("batch", static_cast<double>(o.batch));
+        emit_samples(workload, p.name(), params, main, {{"drain_us", "us"}, {"slots_per_pending", "records"}});
+        return;
     }
     emit_samples("startstop", p.name(), params, main, {{"drain_us", "us"}, {"slots_per_pending", "records"}});
     emit("startstop", p.name(), params, "preload_s", "s", {preload_s});
@@ -154,8 +204,11 @@ void startstop(P& p, const Opts& o) {
 }
 
 // ---- rearm ------------------------------------------------------------------------------
+/// rearm's re-arms one by one, or (`batched`, peers with HasBatch) --batch
+/// random timers per call to one delay: the run's rising delay at the
+/// batch's first (workload rearm_batch).
 template <class P>
-void rearm(P& p, const Opts& o) {
+void rearm(P& p, const Opts& o, bool batched = false) {
     using H = typename P::H;
     typename P::Local L(p);
     const auto n = static_cast<std::size_t>(o.pending);
@@ -183,7 +236,20 @@ void rearm(P& p, const Opts& o) {
         }
         done += ops;
     };
+    const auto b = static_cast<std::size_t>(o.batch);
+    std::vector<H> hs(batched ? b : 0);
     auto pass = [&](long ops) {
+        if constexpr (HasBatch<P>) {
+            if (batched) {
+                const auto count = static_cast<std::size_t>(ops);
+                for (std::size_t i = 0; i < count; i += b) {
+                    const std::size_t m = std::min(b, count - i);
+                    for (std::size_t j = 0; j < m; ++j) hs[j] = pending[in.victim[i + j]];
+                    p.rearm_n(L, hs.data(), m, in.delay[i]);
+                }
+                return;
+            }
+        }
         for (long i = 0; i < ops; ++i)
             p.rearm(L, pending[in.victim[static_cast<std::size_t>(i)]], in.delay[static_cast<std::size_t>(i)]);
     };
@@ -194,7 +260,8 @@ void rearm(P& p, const Opts& o) {
         p.finish(L);
         p.drain();
     }
-    auto samples = run_gbench(p.name() + "/rearm/" + std::to_string(n), o.reps, [&] {
+    const char* workload = batched ? "rearm_batch" : "rearm";
+    auto samples = run_gbench(p.name() + "/" + workload + "/" + std::to_string(n), o.reps, [&] {
         gen(o.ops);
         const TimedPass t = timed_pass(p, L, [&] { pass(o.ops); });
         Sample s;
@@ -203,9 +270,24 @@ void rearm(P& p, const Opts& o) {
         s.set("caller_ns_per_rearm", t.caller_ns(ops));
         s.set("wall_ns_per_rearm", t.wall_ns(ops));
         s.set("cpu_ns_per_rearm", t.cpu_ns(ops));
+        s.set("caller_cpu_ns_per_rearm", t.caller_cpu_ns(ops));
         return s;
     });
-    emit_samples("rearm", p.name(), base_params(o), samples, {});
+    Params params = base_params(o);
+    if (batched) params.add("batch", static_cast<double>(o.batch));
+    emit_samples(workload, p.name(), params, samples, {});
+}
+
+/// The batch workloads: startstop and rearm through start_n / stop_n /
+/// rearm_n; "not applicable" for a peer without them.
+template <class P>
+void batched(P& p, const Opts& o, void (*run)(P&, const Opts&, bool), const char* workload) {
+    if constexpr (!HasBatch<P>) {
+        (void)run;
+        std::fprintf(stderr, "%s has no batch calls: workload %s not applicable\n", p.name().c_str(), workload);
+    } else {
+        run(p, o, true);
+    }
 }
 
 // ---- mt: several producer threads -------------------------------------------------------
@@ -380,6 +462,8 @@ int run_main(int argc, char** argv) {
     else if (o.workload == "expiry") expiry(p, o);
     else if (o.workload == "lateness") lateness(p, o);
     else if (o.workload == "idle") idle(p, o);
+    else if (o.workload == "startstop_batch") batched(p, o, &startstop<P>, "startstop_batch");
+    else if (o.workload == "rearm_batch") batched(p, o, &rearm<P>, "rearm_batch");
     else {
         std::fprintf(stderr, "unknown --workload '%s'\n", o.workload.c_str());
         return 2;

@@ -6,6 +6,9 @@
   python-binding  the Python binding (bindings/python/tickwheel):
                   rt.start(delay_s, fn) + Timer.stop()
   python-ctypes   bare ctypes calls: tw_timer_start() + tw_timer_stop()
+  python-binding-batch  the binding's batch calls (library 1.4), --batch
+                  pairs at a time: rt.start_many(delays, fn) +
+                  rt.stop_many(victims) (distinct victims per batch)
 
 Same pair as workload 1 (preload --pending timers due in [1 s, 100 s];
 each repetition: --ops pairs of start with a delay in [1 ms, 100 s] + stop a
@@ -47,6 +50,7 @@ def main():
     ap.add_argument("--ops", type=int, default=100000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
     a = ap.parse_args()
     sys.path.insert(0, a.binding)
     import tickwheel  # noqa: E402 -- the binding under test
@@ -65,21 +69,16 @@ def main():
     def noop():
         pass
 
-    # ---- through the binding ----------------------------------------------------
-    with tickwheel.Runtime() as rt:
-        pending = [rt.start(rng.uniform(1, 100), noop) for _ in range(a.pending)]
-        drain(rt)
+    def measure(rt, peer, prepare, run, extra=None):
+        """--reps timed passes (after one warm-up pass of --ops/10): prepare(ops) makes the
+        pass's inputs untimed, run(inputs) does its pairs; the clock stops when the inboxes
+        are empty. Emits the three metrics per pair."""
         walls, cpus, callers = [], [], []
-        for rep in range(a.reps + 1):  # the first pass warms up
+        for rep in range(a.reps + 1):
             ops = a.ops // 10 if rep == 0 else a.ops
-            delays = [rng.uniform(1e-3, 100) for _ in range(ops)]
-            victims = [rng.randrange(a.pending) for _ in range(ops)]
-            start = rt.start
+            inputs = prepare(ops)
             c0, t0 = cpu_ns(), time.perf_counter_ns()
-            for d, v in zip(delays, victims):
-                t = start(d, noop)
-                pending[v].stop()
-                pending[v] = t
+            run(inputs)
             tl = time.perf_counter_ns()
             drain(rt)
             t1, c1 = time.perf_counter_ns(), cpu_ns()
@@ -87,10 +86,58 @@ def main():
                 walls.append((t1 - t0) / ops)
                 cpus.append((c1 - c0) / ops)
                 callers.append((tl - t0) / ops)
-        emit("ffi", "python-binding", params, "wall_ns_per_pair", "ns", walls)
-        emit("ffi", "python-binding", params, "cpu_ns_per_pair", "ns", cpus)
-        emit("ffi", "python-binding", params, "caller_ns_per_pair", "ns", callers)
-        print("python-binding: %.0f ns/pair" % statistics.median(walls), file=sys.stderr)
+        p = dict(params, **(extra or {}))
+        emit("ffi", peer, p, "wall_ns_per_pair", "ns", walls)
+        emit("ffi", peer, p, "cpu_ns_per_pair", "ns", cpus)
+        emit("ffi", peer, p, "caller_ns_per_pair", "ns", callers)
+        print("%s: %.0f ns/pair" % (peer, statistics.median(walls)), file=sys.stderr)
+
+    def singles(ops):
+        return [rng.uniform(1e-3, 100) for _ in range(ops)], [rng.randrange(a.pending) for _ in range(ops)]
+
+    # ---- through the binding ----------------------------------------------------
+    with tickwheel.Runtime() as rt:
+        pending = [rt.start(rng.uniform(1, 100), noop) for _ in range(a.pending)]
+        drain(rt)
+
+        def run_binding(inputs):
+            start = rt.start
+            for d, v in zip(*inputs):
+                t = start(d, noop)
+                pending[v].stop()
+                pending[v] = t
+        measure(rt, "python-binding", singles, run_binding)
+        del pending
+
+    # ---- through the binding's batch calls ------------------------------------------------
+    b = max(1, a.batch)
+    with tickwheel.Runtime() as rt:
+        pending = rt.start_many([rng.uniform(1, 100) for _ in range(a.pending)], noop)
+        drain(rt)
+
+        def batches(ops):
+            delays = [rng.uniform(1e-3, 100) for _ in range(ops)]
+            victims = []
+            for i in range(0, ops, b):  # distinct within a batch (a batch stops each once)
+                seen = set()
+                for _ in range(min(b, ops - i)):
+                    v = rng.randrange(a.pending)
+                    while v in seen:
+                        v = (v + 1) % a.pending
+                    seen.add(v)
+                    victims.append(v)
+            return delays, victims
+
+        def run_batch(inputs):
+            delays, victims = inputs
+            start_many, stop_many = rt.start_many, rt.stop_many
+            for i in range(0, len(delays), b):
+                fresh = start_many(delays[i:i + b], noop)
+                vs = victims[i:i + b]
+                stop_many([pending[v] for v in vs])
+                for v, t in zip(vs, fresh):
+                    pending[v] = t
+        measure(rt, "python-binding-batch", batches, run_batch, {"batch": b})
         del pending
 
     # ---- bare ctypes ----------------------------------------------------------------
@@ -105,27 +152,17 @@ def main():
             tw_start(handle, int(rng.uniform(1, 100) * 1e9), 0, cb, None, pout)
             pending.append(out.value)
         drain(rt)
-        walls, cpus, callers = [], [], []
-        for rep in range(a.reps + 1):
-            ops = a.ops // 10 if rep == 0 else a.ops
-            delays = [rng.randrange(1000000, 100000000000) for _ in range(ops)]
-            victims = [rng.randrange(a.pending) for _ in range(ops)]
-            c0, t0 = cpu_ns(), time.perf_counter_ns()
-            for d, v in zip(delays, victims):
+
+        def ints(ops):
+            return [rng.randrange(1000000, 100000000000) for _ in range(ops)], \
+                [rng.randrange(a.pending) for _ in range(ops)]
+
+        def run_ctypes(inputs):
+            for d, v in zip(*inputs):
                 tw_start(handle, d, 0, cb, None, pout)
                 tw_stop(handle, pending[v])
                 pending[v] = out.value
-            tl = time.perf_counter_ns()
-            drain(rt)
-            t1, c1 = time.perf_counter_ns(), cpu_ns()
-            if rep:
-                walls.append((t1 - t0) / ops)
-                cpus.append((c1 - c0) / ops)
-                callers.append((tl - t0) / ops)
-        emit("ffi", "python-ctypes", params, "wall_ns_per_pair", "ns", walls)
-        emit("ffi", "python-ctypes", params, "cpu_ns_per_pair", "ns", cpus)
-        emit("ffi", "python-ctypes", params, "caller_ns_per_pair", "ns", callers)
-        print("python-ctypes: %.0f ns/pair" % statistics.median(walls), file=sys.stderr)
+        measure(rt, "python-ctypes", ints, run_ctypes)
     sys.stdout.flush()
     os._exit(0)
 

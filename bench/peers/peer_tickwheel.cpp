@@ -5,7 +5,9 @@
 //
 // "Drained": after a timed loop the clock runs until every shard's inbox is
 // empty (Stats::inbox_per_shard), so the shards' work is counted.
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "driver.hpp"
 #include "tickwheel/runtime.hpp"
@@ -42,6 +44,28 @@ struct TickwheelPeer {
     H start(Local&, std::int64_t d) { return rt.start(ns(d), [] {}).id(); }
     bool stop(Local&, H h) { return rt.stop(h); }
     bool rearm(Local&, H& h, std::int64_t d) { return rt.reset(h, ns(d)); }
+
+    // Batches (workloads startstop_batch, rearm_batch): the span overloads.
+    std::vector<tickwheel::StartOptions> batch_opts;
+    std::vector<tickwheel::detail::Callback> batch_cbs;
+    std::vector<tickwheel::Timer> batch_timers;
+    void start_n(Local&, const std::int64_t* d, std::size_t n, H* out) {
+        if (batch_opts.size() < n) {
+            batch_opts.resize(n);
+            batch_cbs.resize(n);
+            batch_timers.resize(n);
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+            batch_opts[i].delay = ns(d[i]);
+            batch_cbs[i] = [] {};
+        }
+        std::error_code ec;
+        rt.start(std::span(batch_opts.data(), n), std::span(batch_cbs.data(), n), std::span(batch_timers.data(), n), {},
+                 ec);
+        for (std::size_t i = 0; i < n; ++i) out[i] = batch_timers[i].id();
+    }
+    std::size_t stop_n(Local&, const H* h, std::size_t n) { return rt.stop(std::span(h, n)); }
+    std::size_t rearm_n(Local&, H* h, std::size_t n, std::int64_t d) { return rt.reset(std::span<const H>(h, n), ns(d)); }
     void finish(Local&) {}
     void before_rep() {}
     // Diagnostic: timer records ever allocated (the handle table's

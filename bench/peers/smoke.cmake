@@ -4,15 +4,17 @@
 # JSON result lines (startstop: wall_ns_per_pair and the memory lines; rearm:
 # caller_ns_per_rearm; mt: pairs_per_s; expiry: callbacks_per_s, printed
 # once every callback has run; lateness: no timer left unfired; idle:
-# cpu_percent). A peer that reports
+# cpu_percent; startstop_batch / rearm_batch: the batch figures, or -- for a
+# peer without batch calls -- "not applicable" on stderr). A peer that reports
 # it cannot run here (exit status 77, e.g. DPDK's EAL cannot start) is
 # skipped with its reason.
-#   cmake -DPEER=<program> [-DWORKLOADS=startstop;rearm;...] -P smoke.cmake
+#   cmake -DPEER=<program> [-DWORKLOADS=startstop,rearm,...] -P smoke.cmake
 if(NOT PEER)
   message(FATAL_ERROR "smoke.cmake: -DPEER=<program> is required")
 endif()
+string(REPLACE "," ";" WORKLOADS "${WORKLOADS}")
 if(NOT WORKLOADS)
-  set(WORKLOADS startstop rearm mt expiry lateness idle)
+  set(WORKLOADS startstop rearm mt expiry lateness idle startstop_batch rearm_batch)
 endif()
 get_filename_component(_name "${PEER}" NAME)
 
@@ -22,6 +24,8 @@ set(_args_mt --workload mt --threads 2 --pending 1000 --ops 2000 --reps 1 --warm
 set(_args_expiry --workload expiry --pending 2000 --window-ms 50 --reps 1)
 set(_args_lateness --workload lateness --rate 2000 --segment-s 0.1 --max-delay-ms 50 --reps 1)
 set(_args_idle --workload idle --pending 1000 --seconds 0.2 --reps 1)
+set(_args_startstop_batch --workload startstop_batch --pending 1000 --ops 2000 --batch 64 --reps 1 --warmup 0)
+set(_args_rearm_batch --workload rearm_batch --pending 1000 --ops 2000 --batch 64 --reps 1)
 # metric that must be present (and, for some, the value it must have)
 set(_need_startstop "startstop/wall_ns_per_pair;memory/rss_bytes_per_timer")
 set(_need_rearm "rearm/caller_ns_per_rearm")
@@ -29,6 +33,8 @@ set(_need_mt "mt/pairs_per_s")
 set(_need_expiry "expiry/callbacks_per_s")
 set(_need_lateness "lateness/lateness_p99;lateness/unfired=0")
 set(_need_idle "idle/cpu_percent")
+set(_need_startstop_batch "startstop_batch/wall_ns_per_pair;startstop_batch/caller_cpu_ns_per_pair")
+set(_need_rearm_batch "rearm_batch/caller_ns_per_rearm;rearm_batch/caller_cpu_ns_per_rearm")
 
 foreach(w IN LISTS WORKLOADS)
   execute_process(COMMAND "${PEER}" ${_args_${w}} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
@@ -44,9 +50,13 @@ foreach(w IN LISTS WORKLOADS)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${_name} --workload ${w}: exit status '${rc}'\nstderr:\n${err}")
   endif()
+  if(err MATCHES "workload ${w} not applicable")
+    message(STATUS "${_name} ${w}: not applicable")
+    continue()
+  endif()
   string(REPLACE "\n" ";" lines "${out}")
   foreach(need IN LISTS _need_${w})
-    string(REGEX MATCH "^([a-z]+)/([a-z0-9_]+)(=(.*))?$" _ "${need}")
+    string(REGEX MATCH "^([a-z_]+)/([a-z0-9_]+)(=(.*))?$" _ "${need}")
     set(wl "${CMAKE_MATCH_1}")
     set(metric "${CMAKE_MATCH_2}")
     set(want "${CMAKE_MATCH_4}")

@@ -39,6 +39,7 @@ PEER_TEXT = {
     "mutex-map-2w": "mutex + std::map + condition variable, 2 workers",
     "python-binding": "Python binding (bindings/python): rt.start() + Timer.stop()",
     "python-ctypes": "bare ctypes: tw_timer_start() + tw_timer_stop()",
+    "python-binding-batch": "Python binding, batch calls: rt.start_many() + rt.stop_many(), 64 pairs per call",
 }
 ASIO = ["asio-1t", "asio-2t"]
 STARTSTOP_N = [1000, 100000, 1000000, 10000000]
@@ -347,6 +348,43 @@ def build(res, meta, env, out_dir):
     qs = [(p, v) for p, v in qs if v is not None]
     goal("re-arm: ≥ 20× cheaper than libuv and Boost.Asio (caller side)",
          ", ".join("%s %.1f×" % (p, v) for p, v in qs) or "n/a", min(v for _, v in qs) >= 20 if qs else None)
+
+    # ---- 10. batches ---------------------------------------------------------------------------------
+    bs = R.get("startstop_batch", "tickwheel", "wall_ns_per_pair")
+    br = R.get("rearm_batch", "tickwheel", "caller_ns_per_rearm")
+    if bs or br:
+        n = (bs or br)["params"]["pending"]
+        b = (bs or br)["params"].get("batch", 64)
+        sec = ["## 10. batches (tickwheel only)\n\n",
+               "Workloads 1 and 2 at %s pending, %s operations per call: `Runtime::start`/`stop`/`reset` over spans "
+               "(`tw_timer_start_n`/`stop_n`/`reset_n` in C), against the single calls of workloads 1 and 2 in this "
+               "run. The other peers have no batch calls (not applicable). ns per pair (start+stop) or per timer "
+               "(re-arm), median [min–max]; **caller CPU** is the calling thread's own CPU time in its loop (it does "
+               "not grow when the thread is preempted); ×: single ÷ batch.\n\n" % (short_n(n), int(b))]
+        rows = []
+        for metric, what in [("wall_ns_per_pair", "start+stop: wall (until drained)"),
+                             ("cpu_ns_per_pair", "start+stop: process CPU"),
+                             ("caller_ns_per_pair", "start+stop: caller (loop)"),
+                             ("caller_cpu_ns_per_pair", "start+stop: caller CPU")]:
+            single = R.get("startstop", "tickwheel", metric, pending=n)
+            batch = R.get("startstop_batch", "tickwheel", metric)
+            rows.append([what, cell(single), cell(batch, bold=True), ratio(single, batch)])
+        for metric, what in [("caller_ns_per_rearm", "re-arm later: caller"),
+                             ("caller_cpu_ns_per_rearm", "re-arm later: caller CPU"),
+                             ("wall_ns_per_rearm", "re-arm later: wall (until drained)")]:
+            single = R.get("rearm", "tickwheel", metric)
+            batch = R.get("rearm_batch", "tickwheel", metric)
+            rows.append([what, cell(single), cell(batch, bold=True), ratio(single, batch)])
+        sec.append(table(["figure", "single calls", "batches of %d" % int(b), "× cheaper"], rows))
+        md.append((10, "".join(sec) + "\n"))
+    s1 = R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=(bs or {}).get("params", {}).get("pending", 1000000))
+    goal("batched start+stop (batches of 64), 1M pending, until drained: wall ≤ 100 ns/pair", cell(bs) + " ns",
+         bs and bs["median"] <= 100)
+    q = ratio_value(s1, bs)
+    goal("same: ≥ 4× cheaper than tickwheel's single start+stop (same run, wall)",
+         "%s (single %s ns)" % (ratio(s1, bs), cell(s1)), None if q is None else q >= 4)
+    goal("batched re-arm later (batches of 64), 1M pending: ≤ 30 ns per timer on the caller's side",
+         cell(br) + " ns", br and br["median"] <= 30)
 
     # ---- 3. producers ----------------------------------------------------------------------------------
     mp = R.peers("mt")

@@ -281,6 +281,18 @@ export declare class Runtime extends EventEmitter {
    *  run yet is pending, and so is a one-shot timer inside its own callback
    *  (re-armed with the same id). Never blocks. */
   reset(timer: Timer | bigint, ms: number): boolean;
+  /** Batches (library 1.4; ERR_TICKWHEEL_LIBRARY with an older one): one
+   *  call into the library per array, each element as the single call.
+   *  startMany: one timer per delay (ms), `fn` every timer's function or one
+   *  per delay, the options for all; null where that timer could not start
+   *  (maxTimers, out of memory). Delays count from one clock reading taken
+   *  as the call begins. Throws as start() for bad arguments. */
+  startMany(delays: number[], fn: TimerCallback | TimerCallback[], options?: StartOptions): Array<Timer | null>;
+  /** stop() of every timer, in order: true where that stop prevented a run. */
+  stopMany(timers: Array<Timer | bigint>): boolean[];
+  /** reset() of every timer to ms from one clock reading taken as the call
+   *  begins: true where re-armed. */
+  resetMany(timers: Array<Timer | bigint>, ms: number): boolean[];
   /** Re-arms a timer to fire at the absolute deadline `deadlineNs`: BigInt
    *  nanoseconds on the timer's clock, rt.now(timer.clock) (for 'monotonic',
    *  now()'s; e.g. `rt.now() + 50_000_000n`); a past

@@ -61,6 +61,11 @@
  * manual runtime never keeps the process alive (nothing fires without
  * advance()).
  *
+ * Batches (library 1.4). startMany(delays, fn, options), stopMany(timers)
+ * and resetMany(timers, ms) start, stop or re-arm many timers with one call
+ * into the library each (tw_timer_start_n, ...), every element as the
+ * single call would; with an older library they throw (see requireBatch).
+ *
  * Errors. A failed call throws a TickwheelError (code 'TW_ESHUTDOWN',
  * 'TW_EAGAIN', ...); bad arguments throw TypeError or RangeError with code
  * 'TW_EINVAL'. An exception thrown by a timer callback is emitted as an
@@ -357,6 +362,11 @@ function bind(handle, where) {
   fns.tw_runtime_now_ns = optional('tw_runtime_now_ns', 'uint64_t', [rtPtr, 'int']);
   fns.tw_runtime_advance = optional('tw_runtime_advance', 'int', [rtPtr, 'uint64_t']);
   fns.hasClocks = fns.tw_now_ns_clock !== null && fns.tw_runtime_now_ns !== null && fns.tw_runtime_advance !== null;
+  // Batches (1.4), likewise (see requireBatch). Arrays pass as Buffers.
+  fns.tw_timer_start_n = optional('tw_timer_start_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint8_t *']);
+  fns.tw_timer_stop_n = optional('tw_timer_stop_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint8_t *']);
+  fns.tw_timer_reset_n = optional('tw_timer_reset_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint64_t', 'uint8_t *']);
+  fns.hasBatch = fns.tw_timer_start_n !== null && fns.tw_timer_stop_n !== null && fns.tw_timer_reset_n !== null;
   fns.path = where;
   fns.version = ver;
   return fns;
@@ -449,6 +459,14 @@ function requireClocks(what) {
 function requireModel(what) {
   if (!lib.hasModel) {
     const err = new Error(`tickwheel: ${what} needs libtickwheel 1.3 or later; ${lib.path} is ${lib.version}`);
+    err.code = 'ERR_TICKWHEEL_LIBRARY';
+    throw err;
+  }
+}
+
+function requireBatch(what) {
+  if (!lib.hasBatch) {
+    const err = new Error(`tickwheel: ${what} needs libtickwheel 1.4 or later; ${lib.path} is ${lib.version}`);
     err.code = 'ERR_TICKWHEEL_LIBRARY';
     throw err;
   }
@@ -857,6 +875,159 @@ class Runtime extends EventEmitter {
     timer._lastId = e.id;
     this._syncRef();
     return timer;
+  }
+
+  /**
+   * Starts one timer per delay of `delays` (milliseconds, as start()'s ms)
+   * with one call into the library (tw_timer_start_n), each as start()
+   * would: `fn` is every timer's function, or an array of functions, one per
+   * delay; the options (those of start()) apply to all. Returns an array
+   * with, for each delay, its Timer -- or null where the library could not
+   * start that one (maxTimers reached, out of memory). Delays count from one
+   * clock reading taken as the call begins (never early). Bad arguments
+   * throw as start() does, before anything starts. Needs library 1.4.
+   * @returns {Array<Timer|null>}
+   */
+  startMany(delays, fn, options) {
+    requireBatch('startMany()');
+    if (!Array.isArray(delays)) throw invalid(TypeError, `delays must be an Array of milliseconds, got ${describe(delays)}`);
+    const n = delays.length;
+    const fns = typeof fn === 'function' ? null : fn;
+    if (fns !== null) {
+      if (!Array.isArray(fns) || fns.length !== n || !fns.every((f) => typeof f === 'function')) {
+        throw invalid(TypeError, `fn must be a function, or an Array of ${n} functions`);
+      }
+    }
+    const ns = delays.map((ms) => msToNs(ms, 'delay'));
+    const o = checkOptions(options, START_OPTIONS, 'startMany options');
+    const periodNs = o.period === undefined ? 0n : msToNs(o.period, 'period');
+    const s = o.shard === undefined ? -1 : checkInteger(o.shard, 'shard', -1, 0x7fffffff);
+    const policy = o.policy === undefined ? 0 : policyCode(o.policy);
+    const leeway = o.leeway === undefined ? 0n : msToNs(o.leeway, 'leeway');
+    const group = o.group === undefined ? 0n : groupId(o.group, true);
+    const clock = o.clock === undefined ? 0 : clockCode(o.clock);
+    if (this._closed) throw new TickwheelError(TW_ESHUTDOWN, 'startMany');
+    if (n === 0) return [];
+    // One spec per delay: this runtime's template, then its own fields.
+    const specs = Buffer.alloc(n * SPEC_SIZE);
+    const keys = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const at = i * SPEC_SIZE;
+      this._spec.copy(specs, at);
+      specs.writeInt32LE(s, at + SPEC_AT.shard);
+      specs.writeBigUInt64LE(ns[i], at + SPEC_AT.delay_ns);
+      specs.writeBigUInt64LE(periodNs, at + SPEC_AT.period_ns);
+      specs.writeUInt32LE(policy, at + SPEC_AT.period_policy);
+      specs.writeBigUInt64LE(leeway, at + SPEC_AT.leeway_ns);
+      specs.writeBigUInt64LE(group, at + SPEC_AT.group);
+      specs.writeInt32LE(clock, at + SPEC_AT.clock);
+      const key = nextKey++;
+      keys[i] = key;
+      const timer = new Timer(this, periodNs > 0n);
+      const e = {
+        key, id: 0n, rt: this, timer, fn: fns === null ? fn : fns[i], periodic: periodNs > 0n, group, clock,
+        running: false, rearmed: false, ran: false, cancelled: false,
+      };
+      entries.set(key, e);
+      this._entries.set(key, e);
+      specs.writeUInt32LE(key % 0x100000000, at + SPEC_AT.arg);
+      specs.writeUInt32LE(Math.floor(key / 0x100000000), at + SPEC_AT.arg + 4);
+    }
+    const out = Buffer.alloc(8 * n);
+    const rc = lib.tw_timer_start_n(this._ptr, specs, n, out);
+    const timers = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const e = entries.get(keys[i]);
+      const id = rc >= 0 ? out.readBigUInt64LE(8 * i) : 0n;
+      if (id === 0n) {
+        // Not started: the library called the hook (which dropped the entry)
+        // or, for a spec it refused, did not: dropped here.
+        if (e !== undefined) {
+          entries.delete(keys[i]);
+          this._entries.delete(keys[i]);
+        }
+        timers[i] = null;
+        continue;
+      }
+      e.id = id;
+      this._byId.set(id, e);
+      if (group !== 0n) {
+        let set = this._groups.get(group);
+        if (set === undefined) this._groups.set(group, (set = new Set()));
+        set.add(e);
+      }
+      e.timer._entry = e;
+      e.timer._lastId = id;
+      timers[i] = e.timer;
+    }
+    this._syncRef();
+    if (rc < 0) throw new TickwheelError(rc, 'startMany');
+    return timers;
+  }
+
+  /** The entries of `timers` (an Array of Timers or BigInt ids) that a
+   *  single call could act on, and the ids Buffer for the C call. */
+  _batchOf(timers, what) {
+    if (!Array.isArray(timers)) throw invalid(TypeError, `${what}: expected an Array of Timers or BigInt ids`);
+    return timers.map((t) => this._lookup(t, what));
+  }
+
+  _batchCall(what, es, call) {
+    const live = [];
+    for (let i = 0; i < es.length; i++) {
+      const e = es[i];
+      if (!this._closed && e !== null && !e.cancelled && !e.ran) live.push(i);
+    }
+    const out = new Array(es.length).fill(false);
+    if (live.length === 0) return { out, live, results: null };
+    const ids = Buffer.alloc(8 * live.length);
+    live.forEach((i, k) => ids.writeBigUInt64LE(es[i].id, 8 * k));
+    const results = Buffer.alloc(4 * live.length);
+    const rc = call(ids, live.length, results);
+    if (rc < 0) throw new TickwheelError(rc, what);
+    for (let k = 0; k < live.length; k++) {
+      const r = results.readInt32LE(4 * k);
+      if (r === TW_OK) out[live[k]] = true;
+      else if (r !== TW_ENOENT) throw new TickwheelError(r, what);
+    }
+    return { out, live, results };
+  }
+
+  /**
+   * Stops every timer of `timers` (an Array of Timers or BigInt ids), as
+   * stop() on each, in order, with one call into the library
+   * (tw_timer_stop_n): returns an Array of booleans, true where that stop
+   * prevented a run. Never blocks. Needs library 1.4.
+   * @returns {boolean[]}
+   */
+  stopMany(timers) {
+    requireBatch('stopMany()');
+    const es = this._batchOf(timers, 'stopMany');
+    const { out } = this._batchCall('stopMany', es, (ids, n, results) => {
+      // As stop(): no run is delivered to JavaScript any more. A repeated
+      // timer is passed once more: the library answers TW_ENOENT for it.
+      for (const e of es) if (e !== null && !this._closed && !e.ran) e.cancelled = true;
+      return lib.tw_timer_stop_n(this._ptr, ids, n, results);
+    });
+    return out;
+  }
+
+  /**
+   * Re-arms every timer of `timers` (an Array of Timers or BigInt ids) to
+   * fire ms from now, as reset() on each, in order, with one call into the
+   * library (tw_timer_reset_n); "now" is one clock reading taken as the call
+   * begins (never early). Returns an Array of booleans, false where the
+   * timer was not pending. Needs library 1.4.
+   * @returns {boolean[]}
+   */
+  resetMany(timers, ms) {
+    requireBatch('resetMany()');
+    const ns = msToNs(ms, 'ms');
+    const es = this._batchOf(timers, 'resetMany');
+    const { out, live } = this._batchCall('resetMany', es, (ids, n, results) =>
+      lib.tw_timer_reset_n(this._ptr, ids, n, ns, results));
+    for (const i of live) if (out[i] && es[i].running) es[i].rearmed = true; // a one-shot stays alive past this run
+    return out;
   }
 
   _lookup(timer, what) {

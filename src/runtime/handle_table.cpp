@@ -5,6 +5,7 @@
 
 #include <ctime>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <type_traits>
@@ -22,6 +23,7 @@ HandleTable::~HandleTable() {
         free_chunk(chunks_[c].load(std::memory_order_relaxed));
         std::free(extras_[c].load(std::memory_order_relaxed));
     }
+    std::free(mirror_.load(std::memory_order_relaxed));
 }
 
 Extra* HandleTable::make_extra(std::uint32_t index) noexcept {
@@ -98,17 +100,119 @@ Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept
         next_fresh_.store(kCapacity, std::memory_order_relaxed);  // keep it from wrapping
         return nullptr;
     }
-    if (make_chunk(static_cast<std::uint32_t>(fresh / kChunkSize)) == nullptr) {
+    index = static_cast<std::uint32_t>(fresh);
+    Record* r = init_fresh(index);
+    if (r != nullptr) gen = r->gen();
+    return r;
+}
+
+Record* HandleTable::init_fresh(std::uint32_t index) noexcept {
+    if (make_chunk(index / kChunkSize) == nullptr) {
         // No memory for the chunk: this index can never be used; that is fine.
         return nullptr;
     }
-    index = static_cast<std::uint32_t>(fresh);
     Record& r = at(index);
     std::uint32_t first = test_hooks::first_generation.load(std::memory_order_relaxed);
     if (first == 0 || first > Id::kMaxGen) first = 1;
     r.set_gen(first);
-    gen = first;
     return &r;
+}
+
+void HandleTable::mirror_push(const std::uint32_t* bottom_first, std::uint32_t n) noexcept {
+    std::atomic<std::uint32_t>* const mirror = mirror_.load(std::memory_order_acquire);
+    if (mirror == nullptr) return;
+    // Concurrent pushers (the shard, workers) reserve disjoint ranges.
+    const std::uint32_t at = mirror_top_.fetch_add(n, std::memory_order_relaxed);
+    for (std::uint32_t i = 0; i < n; ++i)
+        mirror[(at + i) % kMirror].store(bottom_first[i], std::memory_order_relaxed);
+}
+
+std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t* index, std::uint32_t* gen) noexcept {
+    // The walk below is a chain of dependent loads (each record holds the
+    // next one's index), each a cache miss -- the records were last written
+    // by the thread that freed them, or freed long ago. Find the top in the
+    // mirror (at its end, or below it after single pops and racing pushes) and fetch
+    // the n records from there down all at once: the walk then mostly finds
+    // its lines arriving.
+    std::atomic<std::uint32_t>* mirror = mirror_.load(std::memory_order_acquire);
+    if (mirror == nullptr) {
+        // Zeroed memory is a valid array of atomics (as Extra's, make_extra()).
+        static_assert(std::is_trivially_destructible_v<std::atomic<std::uint32_t>>);
+        auto* fresh = static_cast<std::atomic<std::uint32_t>*>(std::calloc(kMirror, sizeof(std::atomic<std::uint32_t>)));
+        if (fresh != nullptr &&
+            !mirror_.compare_exchange_strong(mirror, fresh, std::memory_order_acq_rel, std::memory_order_acquire))
+            std::free(fresh);  // another thread made it first (`mirror` holds its)
+        else
+            mirror = fresh;  // ours, or none (no memory: no hint)
+    }
+    std::uint64_t head = free_head_.load(std::memory_order_acquire);
+    std::uint32_t mirrored = mirror_top_.load(std::memory_order_relaxed);
+    std::uint32_t at = 0;  // the top's mirror position + 1; 0 = not found
+    if ((head & 0xFFFFFFFFu) != 0 && mirror != nullptr) {
+        const auto top = static_cast<std::uint32_t>(head) - 1;
+        constexpr std::uint32_t kLook = 1024;
+        for (std::uint32_t j = 0; j < kLook && j < mirrored && at == 0; ++j)
+            if (mirror[(mirrored - 1 - j) % kMirror].load(std::memory_order_relaxed) == top) at = mirrored - j;
+        const std::uint32_t depth = static_cast<std::uint32_t>(std::min<std::size_t>(n, std::min(at, kMirror - kLook)));
+        for (std::uint32_t i = 0; i < depth; ++i)
+            if (const Record* r = find(mirror[(at - 1 - i) % kMirror].load(std::memory_order_relaxed))) prefetch(r);
+    }
+    std::size_t got = 0;
+    while (got < n && (head & 0xFFFFFFFFu) != 0) {
+        // Walk down from the top. Each link is read from a record that was on
+        // the stack when `head` was loaded; if the stack changed since (then
+        // a link may be anything, even an index never allocated), the tag
+        // has moved on and the CAS fails: nothing read is used.
+        std::size_t k = 0;
+        std::uint32_t cur = static_cast<std::uint32_t>(head) - 1;
+        std::uint64_t link = 0;
+        bool torn = false;
+        for (;;) {
+            Record* r = find(cur);
+            if (r == nullptr) {
+                torn = true;
+                break;
+            }
+            prefetch(r);  // the start writes both lines: fetched while the walk goes on
+            recs[got + k] = r;
+            index[got + k] = cur;
+            ++k;
+            link = TimerState::free_link(TimerState::load(*r)) & 0xFFFFFFFFu;
+            if (k == n - got || link == 0) break;
+            cur = static_cast<std::uint32_t>(link) - 1;
+        }
+        if (torn) {
+            head = free_head_.load(std::memory_order_acquire);
+            continue;
+        }
+        const std::uint64_t next = ((head >> 32) + 1) << 32 | link;
+        if (free_head_.compare_exchange_strong(head, next, std::memory_order_acquire, std::memory_order_acquire)) {
+            for (std::size_t j = got; j < got + k; ++j) gen[j] = recs[j]->gen();
+            got += k;
+            if (at >= k) {
+                // What is left on top, unless a push came meanwhile (its
+                // chain is on top then: the mirror's end stays).
+                std::uint32_t seen = mirrored;
+                at -= static_cast<std::uint32_t>(k);
+                mirror_top_.compare_exchange_strong(seen, at, std::memory_order_relaxed);
+                mirrored = at;
+            }
+        }
+    }
+    if (got == n) return got;
+    const std::uint64_t want = n - got;
+    const std::uint64_t fresh = next_fresh_.fetch_add(want, std::memory_order_relaxed);
+    const std::uint64_t end = fresh + want < kCapacity ? fresh + want : kCapacity;
+    if (fresh + want > kCapacity) next_fresh_.store(kCapacity, std::memory_order_relaxed);  // keep it from wrapping
+    for (std::uint64_t f = fresh; f < end; ++f) {
+        Record* r = init_fresh(static_cast<std::uint32_t>(f));
+        if (r == nullptr) continue;
+        recs[got] = r;
+        index[got] = static_cast<std::uint32_t>(f);
+        gen[got] = r->gen();
+        ++got;
+    }
+    return got;
 }
 
 void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {

@@ -82,6 +82,13 @@ public:
     /// its first). Returns nullptr when the index space or memory is
     /// exhausted. Any thread.
     Record* allocate(std::uint32_t& index, std::uint32_t& gen) noexcept;
+    /// allocate() of up to `n` records at once (a batch start): the top of
+    /// the free stack is walked and popped with one CAS -- each record's
+    /// lines prefetched for writing as the walk reaches it --, the rest are
+    /// fresh indices taken with one fetch_add. Fills recs/index/gen and
+    /// returns how many (fewer than `n` only when the index space or memory
+    /// is exhausted). Any thread.
+    std::size_t allocate_n(std::size_t n, Record** recs, std::uint32_t* index, std::uint32_t* gen) noexcept;
 
     /// Ends a record's use: the caller owns it in a terminal state
     /// (CANCELLED, or RELEASING after its last run), it is in no wheel and
@@ -113,9 +120,39 @@ public:
     /// under `bottom_gen` here. The caller owns them (terminal state,
     /// unlinked, callable destroyed). Any thread.
     void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept;
+    /// A mirror of the free stack's top for allocate_n(): the records that
+    /// chain pushes put on the stack, in stack order, in a ring of kMirror
+    /// entries (64 KB, allocated by the first allocate_n(): runtimes that
+    /// never start a batch have none). A shard frees its stopped timers'
+    /// records in bursts, once per pass (a tick) or lazy wake-up: the ring
+    /// holds the burst of a caller stopping a timer every 100 ns. allocate_n()
+    /// finds the stack's top in it and prefetches the records below before
+    /// it walks them. Only a hint: single pops, pushes racing each other and
+    /// the ring's end leave it out of step, and the walk follows the
+    /// records' links either way, so a wrong hint only wastes prefetches.
+    static constexpr std::uint32_t kMirror = 16384;
+    /// The records of a FreeChain the mirror learns (its last ones, the top).
+    static constexpr std::uint32_t kChainMirror = 512;
+    /// Appends a pushed chain's records, bottom first (release_chain()'s caller).
+    void mirror_push(const std::uint32_t* bottom_first, std::uint32_t n) noexcept;
 
     /// Indices ever handed out: every allocated record is below this.
     std::uint32_t high_water() const noexcept;
+
+    /// Fetches both cache lines of a record (80 bytes at a 16-byte offset in
+    /// a 64-byte line: always two), for writing (PREFETCHW: the line comes
+    /// exclusive, the CAS or store that follows needs no second trip; a
+    /// no-op on x86-64 CPUs without it). Batches issue these before their
+    /// first locked instruction, so the records' cache misses overlap.
+    static void prefetch(const Record* r) noexcept {
+#if defined(__x86_64__)
+        __asm__ volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(r)));
+        __asm__ volatile("prefetchw %0" : : "m"(*(reinterpret_cast<const char*>(r) + sizeof(Record) - 1)));
+#else
+        __builtin_prefetch(r, 1, 3);
+        __builtin_prefetch(reinterpret_cast<const char*>(r) + sizeof(Record) - 1, 1, 3);
+#endif
+    }
 
     /// The index of a record of this table. O(1), no memory access but the
     /// chunk header.
@@ -134,6 +171,9 @@ private:
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
 
     Record* make_chunk(std::uint32_t c) noexcept;
+    /// A fresh index's record, with its first generation; nullptr if no
+    /// memory for its chunk (the index is then never used).
+    Record* init_fresh(std::uint32_t index) noexcept;
     void quarantine(Record& r, std::uint32_t index, std::uint32_t gen) noexcept;
     static void free_chunk(Record* first) noexcept;
 
@@ -148,6 +188,11 @@ private:
     std::atomic<std::uint64_t> quarantined_{0};
     std::atomic<std::uint64_t> retired_{0};
     std::int64_t last_reclaim_ns_ = 0;  // shard thread only
+    // The mirror (relaxed: read only to prefetch): entries pushed (mod
+    // 2^32; the ring holds the last kMirror), moved back by allocate_n()'s
+    // pops.
+    alignas(64) std::atomic<std::uint32_t> mirror_top_{0};
+    std::atomic<std::atomic<std::uint32_t>*> mirror_{nullptr};  // kMirror entries, or none yet
 };
 
 /// Records one thread frees in a burst (a dispatched batch, a drained inbox),
@@ -172,12 +217,18 @@ public:
             bottom_gen_ = gen;
         }
         top_ = index + 1;
+        recent_[added_++ % HandleTable::kChainMirror] = index;
     }
-    /// Pushes the chain onto the free stack.
+    /// Pushes the chain onto the free stack (and tells the table's mirror).
     void flush() noexcept {
         if (top_ == 0) return;
         table_.release_chain(top_ - 1, bottom_, bottom_gen_);
+        std::uint32_t bottom_first[HandleTable::kChainMirror];
+        const std::uint32_t n = added_ < HandleTable::kChainMirror ? added_ : HandleTable::kChainMirror;
+        for (std::uint32_t i = 0; i < n; ++i) bottom_first[i] = recent_[(added_ - n + i) % HandleTable::kChainMirror];
+        table_.mirror_push(bottom_first, n);
         top_ = 0;
+        added_ = 0;
     }
     HandleTable& table() const noexcept { return table_; }
 
@@ -186,6 +237,8 @@ private:
     std::uint32_t top_ = 0;  // top index + 1; 0 = empty
     std::uint32_t bottom_ = 0;
     std::uint32_t bottom_gen_ = 0;
+    std::uint32_t added_ = 0;                          // records added since the last flush
+    std::uint32_t recent_[HandleTable::kChainMirror];  // the last kChainMirror of them (a ring)
 };
 
 }  // namespace tickwheel::rt

@@ -49,7 +49,10 @@ extern std::atomic<std::int64_t> g_unguarded;  // threads acting without a slot
 /// Scopes do not nest (rule 4 of timer_state.hpp: no user code inside one).
 class HazardScope {
 public:
-    explicit HazardScope(const void* rec) noexcept : slot_(hazard_detail::this_thread_slot()) {
+    explicit HazardScope(const void* rec) noexcept : HazardScope(rec, hazard_detail::this_thread_slot()) {}
+    /// With this thread's slot looked up once by the caller (a batch acts on
+    /// its records one after the other: one lookup per call).
+    HazardScope(const void* rec, HazardSlot* slot) noexcept : slot_(slot) {
         if (slot_ != nullptr) {
             slot_->rec.store(rec, std::memory_order_relaxed);
         } else {

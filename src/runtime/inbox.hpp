@@ -8,12 +8,16 @@
 // What happens then depends on the message:
 //   * start()'s Insert: try_post() reports the failure; start() takes the
 //     timer back and fails with no_memory (nobody else knows its id yet).
+//     A batch start posts its Inserts as one block (try_post_bulk); if that
+//     fails, one by one, and takes back exactly the starts whose Insert
+//     could not be queued.
 //   * everything else (Cancel after a stop, Refile after an earlier reset,
 //     Insert after a reset of a due one-shot or a re-arm from its own
 //     callback): post() never fails: the message goes to a fixed reserve of
 //     kReserve slots allocated with the shard; if even that is full, the
 //     caller wakes the shard and yields until the shard has drained it.
-//     That wait happens only while the process is out of memory.
+//     That wait happens only while the process is out of memory. A batch
+//     posts these as one block (post_bulk), falling back to post() each.
 // The shard drains the reserve before the queue (one relaxed load when it
 // is empty). Message order does not matter: each handler acts on the
 // record's current word, not on the message's history.
@@ -62,6 +66,23 @@ public:
             wake();
             std::this_thread::yield();
         }
+    }
+
+    /// Queues `n` messages as one block (all or none); false if the queue
+    /// could not allocate. While the test hook fail_inbox_posts is armed it
+    /// fails without consuming it: the caller then posts one by one, and
+    /// each of those takes one failure. Any thread.
+    bool try_post_bulk(const std::uint64_t* m, std::size_t n) noexcept {
+        if (test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) > 0) return false;
+        return queue_.enqueue_bulk(m, n);
+    }
+
+    /// Queues `n` messages, never losing one: as one block, or else each
+    /// through post(). Any thread.
+    template <class Wake>
+    void post_bulk(const std::uint64_t* m, std::size_t n, Wake&& wake) noexcept {
+        if (try_post_bulk(m, n)) return;
+        for (std::size_t i = 0; i < n; ++i) post(m[i], wake);
     }
 
     /// Takes up to `max` messages (the reserve's first). The shard only.

@@ -18,6 +18,7 @@
 
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
+#include "runtime/timer_ops.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel {
@@ -144,16 +145,6 @@ Config read_config(const Config* p, std::size_t size) {
     return c;
 }
 
-/// A caller's StartOptions of another size than ours, into `to` (which holds
-/// the defaults). False if refused.
-bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& to) noexcept {
-    // Only the sizes of released layouts: any other one would cut a field.
-    if (p == nullptr || (size != kStartOptionsSizeV1 && size != kStartOptionsSizeV12 && size != kStartOptionsSizeV13))
-        return false;
-    std::memcpy(&to, p, size);  // trivially copyable; the fields past `size` keep their defaults
-    return true;
-}
-
 void write_stats(Stats& to, Stats&& from, std::size_t size) {
     if (size == sizeof(Stats)) {
         to = std::move(from);
@@ -169,6 +160,14 @@ void write_stats(Stats& to, Stats&& from, std::size_t size) {
 }  // namespace
 
 namespace rt {
+
+bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& to) noexcept {
+    // Only the sizes of released layouts: any other one would cut a field.
+    if (p == nullptr || (size != kStartOptionsSizeV1 && size != kStartOptionsSizeV12 && size != kStartOptionsSizeV13))
+        return false;
+    std::memcpy(&to, p, size);  // trivially copyable; the fields past `size` keep their defaults
+    return true;
+}
 
 thread_local CurrentRun t_current;
 thread_local int t_release_depth = 0;
@@ -256,12 +255,18 @@ Record* RuntimeCore::lookup(std::uint64_t id, Shard** shard_out) noexcept {
 }
 
 void RuntimeCore::release(Record& r) noexcept {
-    {
-        ReleaseScope in_hook;
-        r.cb.reset();
-    }
-    counters.add(kReleased);
-    if (max_timers != 0) live.fetch_sub(1, std::memory_order_relaxed);
+    release_hook(r);
+    count_released(1);
+}
+
+void RuntimeCore::release_hook(Record& r) noexcept {
+    ReleaseScope in_hook;
+    r.cb.reset();
+}
+
+void RuntimeCore::count_released(std::uint64_t n) noexcept {
+    counters.add(kReleased, n);
+    if (max_timers != 0) live.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
 }
 
 void RuntimeCore::release_unstarted(detail::Callback& cb) noexcept {
@@ -531,20 +536,21 @@ Runtime::~Runtime() {
 }
 
 // ---- start -----------------------------------------------------------------
+namespace rt {
 namespace {
 std::atomic<std::uint32_t> next_thread_seq{0};
 
-/// Checks start()'s arguments; the first deadline's tick (on the monotonic
-/// wheel), the period in ticks, and the timer's clock minus the monotonic
-/// clock (`offset`: its deadline is on its own clock) on success.
-errc start_args(const rt::RuntimeCore& core, const StartOptions& o, tick_t& tick, std::uint64_t& period,
-                std::int64_t& own_deadline) noexcept {
-    const rt::TickClock& clock = core.clock;
-    if (static_cast<std::uint32_t>(o.clock) >= rt::kClocks || o.reserved != 0) return errc::invalid_argument;
-    const auto cid = static_cast<rt::ClockId>(o.clock);
-    const std::int64_t mono = core.clocks.mono();
-    const std::int64_t now = cid == rt::ClockId::Monotonic ? mono : core.clocks.now(cid);
-    const std::int64_t offset = now - mono;
+/// Checks start()'s times against the call's readings; the first
+/// deadline's tick (on the monotonic wheel), the period in ticks, and the
+/// first deadline on the timer's own clock on success.
+errc start_args(const RuntimeCore& core, const StartOptions& o, Readings& readings, tick_t& tick,
+                std::uint64_t& period, std::int64_t& own_deadline) noexcept {
+    const TickClock& clock = core.clock;
+    if (static_cast<std::uint32_t>(o.clock) >= kClocks || o.reserved != 0) return errc::invalid_argument;
+    const auto cid = static_cast<ClockId>(o.clock);
+    const std::int64_t mono = readings.mono();
+    const std::int64_t now = readings.now(cid);
+    const std::int64_t offset = now - mono;  // the timer's clock minus the monotonic one
     std::int64_t deadline;
     if (o.deadline != TimePoint{}) {
         deadline = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count();
@@ -554,7 +560,7 @@ errc start_args(const rt::RuntimeCore& core, const StartOptions& o, tick_t& tick
         deadline = now + o.delay.count();
     }
     if (o.period < Duration::zero() || o.period > kMaxDelay) return errc::invalid_argument;
-    tick = clock.deadline_tick(deadline - offset);
+    tick = readings.deadline_tick(clock, deadline - offset);
     own_deadline = deadline;
     if (tick > Ctl::kMaxDeadline) return errc::invalid_argument;
     period = o.period > Duration::zero() ? clock.period_ticks(static_cast<std::uint64_t>(o.period.count())) : 0;
@@ -562,13 +568,105 @@ errc start_args(const rt::RuntimeCore& core, const StartOptions& o, tick_t& tick
 }
 }  // namespace
 
+bool RuntimeCore::queue_slot(const Queue* q, std::uint16_t& slot) const noexcept {
+    // Another runtime's queue, or one closed by its owner: refused.
+    if (q->rt_ != owner || q->impl_->destroyed()) return false;
+    slot = q->impl_->slot();
+    return true;
+}
+
+errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Callback& cb, Readings& now,
+                StartPlan& plan) noexcept {
+    if (!cb) return errc::invalid_argument;
+    if (static_cast<std::uint32_t>(o.policy) > static_cast<std::uint32_t>(PeriodPolicy::burst) ||
+        o.leeway < Duration::zero() || o.leeway > kMaxDelay)
+        return errc::invalid_argument;
+    plan.queue_slot = 0;
+    if (o.queue != nullptr && !core.queue_slot(o.queue, plan.queue_slot)) return errc::invalid_argument;
+    if (const errc bad = start_args(core, o, now, plan.tick, plan.period, plan.own_deadline); bad != errc{}) return bad;
+    // Default placement: the calling thread's own shard, assigned
+    // round-robin on its first start (measured against CPU-local,
+    // round-robin-per-call and single-shard placement in
+    // bench/shard_choice.cpp: see README).
+    thread_local const std::uint32_t t_thread_seq = next_thread_seq.fetch_add(1, std::memory_order_relaxed);
+    const auto nshards = static_cast<std::uint32_t>(core.shards.size());
+    plan.shard = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : t_thread_seq % nshards;
+    return errc{};
+}
+
+// Register as an in-flight start, then check for shutdown (see RuntimeCore).
+// Nothing runs user code while registered: a failed start's callable is
+// destroyed after leaving (a release hook that waits for a thread that is
+// shutting down would deadlock here).
+StartGuard::StartGuard(RuntimeCore& core) noexcept : core_(core), n_(core.starting[this_thread_stripe()].n) {
+    n_.fetch_add(1, std::memory_order_seq_cst);
+}
+StartGuard::~StartGuard() { n_.fetch_sub(1, std::memory_order_release); }
+bool StartGuard::shutting_down() const noexcept { return core_.shutting_down.load(std::memory_order_seq_cst); }
+
+void take_back(RuntimeCore& core, Shard& shard, Record& r) noexcept {
+    TimerState::unpublish(r);
+    FreeChain freed(shard.table());
+    shard.table().recycle(r, freed);
+    if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index, std::uint32_t gen,
+                 const StartOptions& o, const StartPlan& plan, detail::Callback& cb, tick_t& file_at) noexcept {
+    r.set_period(plan.period, plan.queue_slot);
+    // What the common timer (one-shot, no leeway, no group) does not
+    // have goes to the side record (timer_record.hpp, Extra).
+    const std::uint64_t leeway_ticks =
+        o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
+    file_at = plan.tick;
+    const bool clocked = o.clock != TimerClock::monotonic;
+    if (plan.period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
+        core.clocks.manual()) {
+        Extra* x = shard.table().make_extra(index);
+        if (x == nullptr) return errc::no_memory;  // (the callable is still in `cb`)
+        x->runs.store(0, std::memory_order_relaxed);
+        x->missed.store(0, std::memory_order_relaxed);
+        x->owed.store(Extra::owed_tag(gen), std::memory_order_relaxed);
+        x->group.store(o.group, std::memory_order_relaxed);
+        x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
+        x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
+        x->deadline_ns.store(plan.own_deadline, std::memory_order_relaxed);
+        x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
+                     std::memory_order_relaxed);
+        std::uint16_t f = Record::kHasExtra;
+        f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.clock) << Record::kClockShift);
+        if (plan.period != 0)
+            f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
+        if (leeway_ticks != 0) f |= Record::kHasLeeway;
+        if (o.group != 0) f |= Record::kHasGroup;
+        r.set_flags(f);
+        file_at = coalesce(plan.tick, leeway_ticks);
+    }
+    r.cb = std::move(cb);
+    TimerState::publish(r, gen, plan.tick);
+    if (o.group != 0 || (clocked && !core.clocks.manual())) {
+        // Indexed before start() returns: a group stop that begins after
+        // it finds the timer (group_index.hpp); a clock step re-files it.
+        try {
+            if (o.group != 0) shard.groups().add(o.group, gen, index);
+            if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
+        } catch (...) {
+            cb = std::move(r.cb);
+            return errc::no_memory;
+        }
+    }
+    return errc{};
+}
+}  // namespace rt
+
 Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, detail::Callback&& cb,
                            std::error_code& ec) noexcept {
     if (opts_size != sizeof(StartOptions)) [[unlikely]] {
         // A caller built against another 1.x header (the hot path is the
         // single compare above).
         StartOptions ours;
-        if (read_start_options(opts, opts_size, ours)) return start_sized(&ours, sizeof(StartOptions), std::move(cb), ec);
+        if (rt::read_start_options(opts, opts_size, ours))
+            return start_sized(&ours, sizeof(StartOptions), std::move(cb), ec);
         rt::RuntimeCore::release_unstarted(cb);
         ec = make_error_code(errc::invalid_argument);
         return Timer{};
@@ -578,113 +676,42 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
     std::uint64_t id = 0;
     const errc e = [&]() noexcept -> errc {
         if (core.forked()) return errc::forked;
-        if (opts == nullptr || !cb) return errc::invalid_argument;
+        if (opts == nullptr) return errc::invalid_argument;
         const StartOptions& o = *opts;
-        if (static_cast<std::uint32_t>(o.policy) > static_cast<std::uint32_t>(PeriodPolicy::burst) ||
-            o.leeway < Duration::zero() || o.leeway > kMaxDelay)
-            return errc::invalid_argument;
-        std::uint16_t queue_slot = 0;
-        if (o.queue != nullptr) {
-            // Another runtime's queue, or one closed by its owner: refused.
-            if (o.queue->rt_ != this || o.queue->impl_->destroyed()) return errc::invalid_argument;
-            queue_slot = o.queue->impl_->slot();
-        }
-        tick_t tick;
-        std::uint64_t period;
-        std::int64_t own_deadline = 0;
-        if (const errc bad = start_args(core, o, tick, period, own_deadline); bad != errc{}) return bad;
+        rt::Readings now(core.clocks);
+        rt::StartPlan plan;
+        if (const errc bad = rt::plan_start(core, o, cb, now, plan); bad != errc{}) return bad;
 
-        // Register as an in-flight start, then check for shutdown (see
-        // RuntimeCore). Nothing below runs user code: a failed start's
-        // callable is destroyed after leaving the guard (a release hook that
-        // waits for a thread that is shutting down would deadlock here).
-        auto& guard = core.starting[rt::this_thread_stripe()].n;
-        guard.fetch_add(1, std::memory_order_seq_cst);
-        struct Leave {
-            std::atomic<std::int64_t>& g;
-            ~Leave() { g.fetch_sub(1, std::memory_order_release); }
-        } leave{guard};
-        if (core.shutting_down.load(std::memory_order_seq_cst)) return errc::shutting_down;
-
+        const rt::StartGuard guard(core);
+        if (guard.shutting_down()) return errc::shutting_down;
         if (core.max_timers != 0 &&
             core.live.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(core.max_timers)) {
             core.live.fetch_sub(1, std::memory_order_relaxed);
             return errc::limit_reached;
         }
-        const auto nshards = static_cast<std::uint32_t>(core.shards.size());
-        // Default placement: the calling thread's own shard, assigned
-        // round-robin on its first start (measured against CPU-local,
-        // round-robin-per-call and single-shard placement in
-        // bench/shard_choice.cpp: see README).
-        thread_local const std::uint32_t t_thread_seq = next_thread_seq.fetch_add(1, std::memory_order_relaxed);
-        const std::uint32_t si = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : t_thread_seq % nshards;
-        rt::Shard& shard = core.shard(si);
+        rt::Shard& shard = core.shard(plan.shard);
         std::uint32_t index, gen;
         Record* r = shard.table().allocate(index, gen);
         if (r == nullptr) {
             if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
             return errc::no_memory;
         }
-        // A start that fails after taking the record gives it back whole:
-        // nobody knows its id yet (terminal, then recycled), and the live
-        // count is undone. The caller of take_back() has put the callable
-        // back into `cb`, if it had moved it.
-        const auto take_back = [&]() noexcept {
-            TimerState::unpublish(*r);
-            rt::FreeChain freed(shard.table());
-            shard.table().recycle(*r, freed);
-            if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+        // A start that fails after taking the record gives it back whole
+        // (take_back(); the callable is back in `cb`).
+        tick_t file_at;
+        if (rt::fill_record(core, shard, *r, index, gen, o, plan, cb, file_at) != errc{}) {
+            rt::take_back(core, shard, *r);
             return errc::no_memory;
-        };
-        r->set_period(period, queue_slot);
-        // What the common timer (one-shot, no leeway, no group) does not
-        // have goes to the side record (timer_record.hpp, Extra).
-        const std::uint64_t leeway_ticks =
-            o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
-        tick_t file_at = tick;
-        const bool clocked = o.clock != TimerClock::monotonic;
-        if (period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
-            core.clocks.manual()) {
-            rt::Extra* x = shard.table().make_extra(index);
-            if (x == nullptr) return take_back();  // (the callable is still in `cb`)
-            x->runs.store(0, std::memory_order_relaxed);
-            x->missed.store(0, std::memory_order_relaxed);
-            x->owed.store(rt::Extra::owed_tag(gen), std::memory_order_relaxed);
-            x->group.store(o.group, std::memory_order_relaxed);
-            x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
-            x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
-            x->deadline_ns.store(own_deadline, std::memory_order_relaxed);
-            x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
-                         std::memory_order_relaxed);
-            std::uint16_t f = Record::kHasExtra;
-            f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.clock) << Record::kClockShift);
-            if (period != 0) f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
-            if (leeway_ticks != 0) f |= Record::kHasLeeway;
-            if (o.group != 0) f |= Record::kHasGroup;
-            r->set_flags(f);
-            file_at = rt::coalesce(tick, leeway_ticks);
-        }
-        r->cb = std::move(cb);
-        TimerState::publish(*r, gen, tick);
-        if (o.group != 0 || (clocked && !core.clocks.manual())) {
-            // Indexed before start() returns: a group stop that begins after
-            // it finds the timer (group_index.hpp); a clock step re-files it.
-            try {
-                if (o.group != 0) shard.groups().add(o.group, gen, index);
-                if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
-            } catch (...) {
-                cb = std::move(r->cb);
-                return take_back();
-            }
         }
         if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
             // No memory to queue the Insert: nobody knows this id yet, so the
             // timer is taken back whole (its callable returns to `cb`).
             cb = std::move(r->cb);
-            return take_back();
+            rt::take_back(core, shard, *r);
+            return errc::no_memory;
         }
         core.counters.add(rt::kStarted);
-        id = Id::make(gen, si, index);
+        id = Id::make(gen, plan.shard, index);
         return errc{};
     }();
     if (e != errc{}) {
@@ -696,29 +723,34 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
 }
 
 // ---- stop ------------------------------------------------------------------
-namespace {
-/// What a stop attempt did. On Cancelled the caller owns the record (the
-/// word is RELEASING): stop_cancelled() finishes the job.
-rt::CancelOutcome try_stop(rt::RuntimeCore& core, Record& r, std::uint32_t gen) noexcept {
+namespace rt {
+CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen, HazardSlot* slot) noexcept {
     // A due timer of a delivery queue leaves DISPATCHED here: the queue
     // counts it no more (inside a section: the queue cannot go away).
-    rt::QueueTable::Section in_queues(core.queues);
+    QueueTable::Section in_queues(core.queues);
     State from = State::Free;
-    rt::CancelOutcome out;
+    CancelOutcome out;
     {
-        HazardScope acting_on(&r);
+        HazardScope acting_on(&r, slot);
         out = TimerState::try_cancel(r, gen, &from);
     }
-    if (out == rt::CancelOutcome::Cancelled && from == State::Dispatched) core.undue(r);
+    if (out == CancelOutcome::Cancelled && from == State::Dispatched) core.undue(r);
     return out;
 }
 
+void settle_cancelled(RuntimeCore& core, Record& r, bool wake) noexcept {
+    core.release_hook(r);
+    TimerState::finish_cancel(r, wake);
+}
+}  // namespace rt
+
+namespace {
 /// After a successful try_cancel: release (the hook), CANCELLED, and ask the
 /// shard to unlink and recycle the record.
 void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uint32_t gen) noexcept {
-    core.release(r);
+    rt::settle_cancelled(core, r);
+    core.count_released(1);
     core.counters.add(rt::kStopped);
-    TimerState::finish_cancel(r);
     shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
 }
 }  // namespace
@@ -729,7 +761,7 @@ bool Runtime::stop(std::uint64_t id) noexcept {
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
     if (r == nullptr) return false;
-    switch (try_stop(core, *r, Id::gen(id))) {
+    switch (rt::try_stop(core, *r, Id::gen(id), rt::hazard_detail::this_thread_slot())) {
         case rt::CancelOutcome::Cancelled: stop_cancelled(core, *shard, *r, Id::gen(id)); return true;
         case rt::CancelOutcome::StoppedDuringRun: core.counters.add(rt::kStopped); return true;
         default: return false;
@@ -746,7 +778,7 @@ bool Runtime::stop_sync(std::uint64_t id) noexcept {
     const bool own_callback = rt::inside_callback_of(r);
     bool stopped = false;
     for (;;) {
-        switch (try_stop(core, *r, gen)) {
+        switch (rt::try_stop(core, *r, gen, rt::hazard_detail::this_thread_slot())) {
             case rt::CancelOutcome::Cancelled:
                 stop_cancelled(core, *shard, *r, gen);  // no run was in progress; the hook has returned
                 return true;
@@ -775,31 +807,39 @@ bool Runtime::reset(std::uint64_t id, Duration delay) {
     return ok;
 }
 
-namespace {
-/// reset() and reset_at(): re-arms timer `id` to the deadline `deadline_ns`
-/// (CLOCK_MONOTONIC), already checked against kMaxDelay.
-/// `value`: a delay (relative) or a deadline on the timer's own clock.
-bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
+namespace rt {
+bool reset_to(RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, Readings& readings, Outbox* box,
+              std::error_code& ec) noexcept {
+    const std::uint32_t s = Id::shard(id);
+    Record* r = id != 0 && s < core.shards.size() ? core.shards[s]->table().find(Id::index(id)) : nullptr;
+    if (r == nullptr) {
+        if (core.shutting_down.load(std::memory_order_relaxed)) ec = make_error_code(errc::shutting_down);
+        return false;
+    }
+    return reset_record(core, *core.shards[s], *r, id, value, absolute, readings, box, hazard_detail::this_thread_slot(),
+                        ec);
+}
+
+bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, std::int64_t value, bool absolute,
+                  Readings& readings, Outbox* box, HazardSlot* slot, std::error_code& ec) noexcept {
     if (core.shutting_down.load(std::memory_order_relaxed)) {
         ec = make_error_code(errc::shutting_down);
         return false;
     }
-    rt::Shard* shard = nullptr;
-    Record* r = core.lookup(id, &shard);
-    if (r == nullptr) return false;
+    if (r.gen() != Id::gen(id)) return false;
     // The timer's clock (its flags are valid for our generation if the CAS
     // below succeeds on it; a recycled record's answer is never used).
-    const rt::ClockId cid = r->clock();
-    const std::int64_t mono = core.clocks.mono();
-    const std::int64_t now = cid == rt::ClockId::Monotonic ? mono : core.clocks.now(cid);
+    const rt::ClockId cid = r.clock();
+    const std::int64_t mono = readings.mono();
+    const std::int64_t now = readings.now(cid);
     if (absolute && value > now && value - now > kMaxDelay.count()) {
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
     const std::int64_t deadline_ns = absolute ? value : now + value;
-    if (cid != rt::ClockId::Monotonic && r->has_extra())
-        shard->table().extra(Id::index(id)).deadline_ns.store(deadline_ns, std::memory_order_relaxed);
-    const tick_t tick = core.clock.deadline_tick(deadline_ns - (now - mono));
+    if (cid != rt::ClockId::Monotonic && r.has_extra())
+        shard.table().extra(Id::index(id)).deadline_ns.store(deadline_ns, std::memory_order_relaxed);
+    const tick_t tick = readings.deadline_tick(core.clock, deadline_ns - (now - mono));
     if (tick > Ctl::kMaxDeadline) {
         ec = make_error_code(errc::invalid_argument);
         return false;
@@ -808,20 +848,20 @@ bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool 
     {
         rt::QueueTable::Section in_queues(core.queues);  // as in try_stop()
         {
-            HazardScope acting_on(r);
-            step = TimerState::reset(*r, Id::gen(id), tick, rt::t_current.rec == r);
+            HazardScope acting_on(&r, slot);
+            step = TimerState::reset(r, Id::gen(id), tick, rt::t_current.rec == &r);
         }
-        if (step.rearmed && step.from == State::Dispatched) core.undue(*r);
+        if (step.rearmed && step.from == State::Dispatched) core.undue(r);
     }
     if (!step.rearmed) return false;
-    const std::uint16_t flags = r->flags();
+    const std::uint16_t flags = r.flags();
     tick_t file_at = tick;
     if ((flags & Record::kHasExtra) != 0) {
         // Valid for our generation: the CAS above succeeded on it, and the
         // record cannot be recycled before the timer ends (a reader of a
         // recycled one would at worst move nothing: the word checks again).
-        rt::Extra& x = shard->table().extra(Id::index(id));
-        if (r->policy() == rt::Policy::Burst) {
+        rt::Extra& x = shard.table().extra(Id::index(id));
+        if (r.policy() == rt::Policy::Burst) {
             // A new phase: nothing owed. Only this timer's count (the tag is
             // its generation): the record may have been recycled since the CAS.
             const std::uint64_t tag = rt::Extra::owed_tag(Id::gen(id));
@@ -832,10 +872,24 @@ bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool 
         }
         if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks.load(std::memory_order_relaxed));
     }
-    if (step.post != rt::Post::None)
-        shard->post_and_wake(
-            Msg::make(step.post == rt::Post::Insert ? MsgType::Insert : MsgType::Refile, Id::gen(id), Id::index(id)),
-            file_at);
+    if (step.post != rt::Post::None) {
+        const std::uint64_t msg =
+            Msg::make(step.post == rt::Post::Insert ? MsgType::Insert : MsgType::Refile, Id::gen(id), Id::index(id));
+        if (box != nullptr)
+            box->add(Id::shard(id), msg, file_at);
+        else
+            shard.post_and_wake(msg, file_at);
+    }
+    return true;
+}
+}  // namespace rt
+
+namespace {
+/// reset() and reset_at() of one timer: reset_to() against fresh readings,
+/// counted.
+bool reset_one(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
+    rt::Readings now(core.clocks);
+    if (!rt::reset_to(core, id, value, absolute, now, nullptr, ec)) return false;
     core.counters.add(rt::kReset);
     return true;
 }
@@ -852,7 +906,7 @@ bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexc
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
-    return reset_to(core, id, delay.count(), false, ec);
+    return reset_one(core, id, delay.count(), false, ec);
 }
 
 bool Runtime::reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec) noexcept {
@@ -862,7 +916,7 @@ bool Runtime::reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec
         ec = make_error_code(errc::forked);
         return false;
     }
-    return reset_to(core, id, std::chrono::duration_cast<Duration>(deadline.time_since_epoch()).count(), true, ec);
+    return reset_one(core, id, std::chrono::duration_cast<Duration>(deadline.time_since_epoch()).count(), true, ec);
 }
 
 // ---- a manual clock ------------------------------------------------------------

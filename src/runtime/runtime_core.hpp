@@ -60,6 +60,10 @@ struct RuntimeCore {
     /// as no longer live. Called exactly once per started timer, by whoever
     /// owns its terminal transition; the record itself is recycled later.
     void release(Record& r) noexcept;
+    /// release() in two: the hook alone, and counting `n` released timers
+    /// (a batch counts once per call).
+    void release_hook(Record& r) noexcept;
+    void count_released(std::uint64_t n) noexcept;
     /// Destroys the callable of a start() that failed, as a release hook.
     static void release_unstarted(detail::Callback& cb) noexcept;
 
@@ -90,6 +94,9 @@ struct RuntimeCore {
     /// Cost: O(timer slots of the runtime). Not from inside one of q's
     /// callbacks (the caller checks: would_deadlock).
     void destroy_queue(DeliveryQueue& q) noexcept;
+    /// StartOptions::queue's slot; false for another runtime's queue or a
+    /// closed one.
+    bool queue_slot(const Queue* q, std::uint16_t& slot) const noexcept;
     /// A bound timer left DISPATCHED otherwise than by a run: tell its queue.
     /// Inside a QueueTable::Section.
     void undue(const Record& r) noexcept;

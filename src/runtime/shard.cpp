@@ -68,12 +68,40 @@ void Shard::post_and_wake(std::uint64_t msg, tick_t due) noexcept {
 
 void Shard::post_cancel(std::uint64_t msg) noexcept {
     inbox_.post(msg, [this] { parker_.unpark(); });
+    count_cancels(1);
+}
+
+void Shard::count_cancels(unsigned n) noexcept {
     thread_local unsigned cancels = 0;
-    if (++cancels % kCancelWakeEvery != 0) return;
+    const unsigned before = cancels;
+    cancels += n;
+    if (before / kCancelWakeEvery == cancels / kCancelWakeEvery) return;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     tick_t target = sleep_until_.load(std::memory_order_relaxed);
     if (target != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
         parker_.unpark();
+}
+
+std::size_t Shard::try_post_inserts(const std::uint64_t* msgs, std::size_t n, tick_t due, bool* ok) noexcept {
+    std::size_t queued = n;
+    if (inbox_.try_post_bulk(msgs, n)) {
+        std::fill(ok, ok + n, true);
+    } else {
+        queued = 0;
+        for (std::size_t i = 0; i < n; ++i) queued += (ok[i] = inbox_.try_post(msgs[i]));
+    }
+    if (queued != 0) wake_if_sleeping_past(due);
+    return queued;
+}
+
+void Shard::post_bulk_and_wake(const std::uint64_t* msgs, std::size_t n, tick_t due) noexcept {
+    inbox_.post_bulk(msgs, n, [this] { parker_.unpark(); });
+    wake_if_sleeping_past(due);
+}
+
+void Shard::post_cancels(const std::uint64_t* msgs, std::size_t n) noexcept {
+    inbox_.post_bulk(msgs, n, [this] { parker_.unpark(); });
+    count_cancels(static_cast<unsigned>(n));
 }
 
 tick_t Shard::file_tick(const Record& r, tick_t d) const noexcept {

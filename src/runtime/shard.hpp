@@ -92,6 +92,19 @@ public:
     /// Any thread.
     void post_cancel(std::uint64_t msg) noexcept;
 
+    // ---- batches: one block of messages per shard and call, at most one wake-up
+    /// try_post_insert() of `n` Inserts as one block (else one by one):
+    /// ok[i] tells which were queued; wakes the driver if it sleeps past
+    /// `due` (the earliest). Returns how many were queued. Any thread.
+    std::size_t try_post_inserts(const std::uint64_t* msgs, std::size_t n, tick_t due, bool* ok) noexcept;
+    /// post_and_wake() of `n` messages (never lost), as one block, `due` the
+    /// earliest of their deadlines. Any thread.
+    void post_bulk_and_wake(const std::uint64_t* msgs, std::size_t n, tick_t due) noexcept;
+    /// post_cancel() of `n` cancels (never lost), as one block; a sleeping
+    /// driver is woken once if this thread's count of cancels passes a
+    /// multiple of kCancelWakeEvery. Any thread.
+    void post_cancels(const std::uint64_t* msgs, std::size_t n) noexcept;
+
     std::size_t pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
     /// After shutdown's sweep (the driver is joined): every timer left in
     /// the wheel was cancelled, so none is pending any more.
@@ -113,6 +126,9 @@ private:
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
+    /// Counts `n` cancels of this thread; wakes a sleeping driver if the
+    /// count passed a multiple of kCancelWakeEvery.
+    void count_cancels(unsigned n) noexcept;
     /// The tick to file `r` at for deadline `d`: d, or its leeway's
     /// coalesced tick (clock.hpp, coalesce()).
     tick_t file_tick(const Record& r, tick_t d) const noexcept;

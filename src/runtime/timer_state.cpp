@@ -34,9 +34,9 @@ CancelOutcome TimerState::try_cancel(Record& r, std::uint32_t gen, State* from) 
     }
 }
 
-void TimerState::finish_cancel(Record& r) noexcept {
+void TimerState::finish_cancel(Record& r, bool wake_now) noexcept {
     r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Cancelled), std::memory_order_release);
-    wake(r);
+    if (wake_now) wake(r);
 }
 
 ResetStep TimerState::reset(Record& r, std::uint32_t gen, tick_t tick, bool own_run) noexcept {
@@ -127,6 +127,13 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
 void TimerState::wake(Record& r) noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (g_waiters.load(std::memory_order_relaxed) != 0) r.ctl.notify_all();
+}
+
+void TimerState::wake_all(Record* const* rs, std::size_t n) noexcept {
+    if (n == 0) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (g_waiters.load(std::memory_order_relaxed) == 0) return;
+    for (std::size_t i = 0; i < n; ++i) rs[i]->ctl.notify_all();
 }
 
 }  // namespace tickwheel::rt

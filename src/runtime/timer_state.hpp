@@ -85,6 +85,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "runtime/clock.hpp"
@@ -296,8 +297,10 @@ struct TimerState {
     /// or StoppedDuringRun (DISPATCHED: a delivery queue counted it due).
     static CancelOutcome try_cancel(Record& r, std::uint32_t gen, State* from = nullptr) noexcept;
     /// RELEASING -> CANCELLED, after the release hook returned (owner). Wakes
-    /// stop_sync() waiters.
-    static void finish_cancel(Record& r) noexcept;
+    /// stop_sync() waiters -- unless `wake` is false: the caller then wakes
+    /// them with wake_all() before the record can be recycled (a batch,
+    /// once for many records).
+    static void finish_cancel(Record& r, bool wake = true) noexcept;
 
     /// reset. Caller: inside a HazardScope. Returns the step taken
     /// (rearmed == false: nothing changed; else `from` is the state left).
@@ -334,6 +337,8 @@ struct TimerState {
     /// (only if some thread waits anywhere: libstdc++'s notify_all does a
     /// locked add on a process-wide line, a bounce per timer otherwise).
     static void wake(Record& r) noexcept;
+    /// wake() of n records, with one fence.
+    static void wake_all(Record* const* rs, std::size_t n) noexcept;
 };
 
 }  // namespace tickwheel::rt

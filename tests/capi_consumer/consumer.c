@@ -6,7 +6,9 @@
  * inside tw_queue_run on this thread after its fd polled readable, and the
  * timer model's calls (TICKWHEEL_1.3) answer: a periodic timer of a group
  * is queried, moved to an absolute deadline and stopped with its group; a
- * wall-clock timer on a manual-clock runtime fires inside tw_runtime_advance. */
+ * wall-clock timer on a manual-clock runtime fires inside tw_runtime_advance;
+ * and the batch calls (TICKWHEEL_1.4) start, re-arm and stop three timers,
+ * a refused spec and a stale id among them. */
 #define _POSIX_C_SOURCE 200809L
 #include <poll.h>
 #include <stdatomic.h>
@@ -136,6 +138,31 @@ int main(void) {
             moved != 30ull * 1000000000ull || not_manual != TW_EINVAL || tw_runtime_destroy(mrt) != TW_OK) {
             fprintf(stderr, "consumer: manual clock: start %d, advances %d %d, moved %llu\n", started, before, after,
                     (unsigned long long)moved);
+            tw_runtime_destroy(rt);
+            return 1;
+        }
+    }
+    /* The pinned batch calls: three specs (the middle one refused: no
+     * callback), re-armed and stopped with a stale id among them. */
+    {
+        tw_timer_spec specs[3];
+        tw_timer ids[3] = {1, 1, 1};
+        int results[4] = {1, 1, 1, 1};
+        int i;
+        for (i = 0; i < 3; ++i) {
+            tw_timer_spec_init(&specs[i]);
+            specs[i].delay_ns = 3600ull * 1000000000ull;
+            specs[i].callback = i == 1 ? NULL : on_fire;
+            specs[i].arg = &fired;
+        }
+        const int started = tw_timer_start_n(rt, specs, 3, ids);
+        const tw_timer batch[4] = {ids[0], ids[2], 0, ids[0]};
+        const int rearmed = tw_timer_reset_n(rt, batch, 2, 7200ull * 1000000000ull, results);
+        const int stopped = tw_timer_stop_n(rt, batch, 4, results);
+        if (started != 2 || ids[0] == 0 || ids[1] != 0 || ids[2] == 0 || rearmed != 2 || stopped != 2 ||
+            results[0] != TW_OK || results[1] != TW_OK || results[2] != TW_ENOENT || results[3] != TW_ENOENT ||
+            tw_timer_stop_n(rt, NULL, 0, NULL) != 0 || tw_timer_reset_n(NULL, batch, 1, 0, NULL) != TW_EINVAL) {
+            fprintf(stderr, "consumer: batches: started %d, re-armed %d, stopped %d\n", started, rearmed, stopped);
             tw_runtime_destroy(rt);
             return 1;
         }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include <tickwheel/runtime.hpp>
 #include <tickwheel/tickwheel.h>
@@ -135,6 +136,25 @@ int main() {
         check(rt.reset_at(g.id(), tickwheel::Runtime::now() + 2h), "reset_at() of a pending timer");
         check(rt.stop_group(9, true) == 1, "stop_group() stopped the group's one timer");
         check(!rt.query(g), "query() of a stopped timer: nullopt");
+    }
+
+    // The batches (TICKWHEEL_CXX_1.4): one callable per element from a
+    // factory, re-armed and stopped over spans, per-element results.
+    {
+        std::atomic<int> released{0};
+        std::vector<tickwheel::StartOptions> opts(3);
+        for (auto& o : opts) o.delay = 1h;
+        opts[1].delay = -1ms;  // refused: its callable is destroyed inside start()
+        std::vector<std::error_code> results(3);
+        const std::vector<tickwheel::Timer> ts =
+            rt.start(opts, [&](std::size_t) { return [r = Released(&released)] {}; }, results);
+        check(ts.size() == 3 && ts[0] && !ts[1] && ts[2] && results[1] == tickwheel::errc::invalid_argument &&
+                  released == 1,
+              "start(span, factory): two started, the refused one released");
+        const std::uint64_t ids[3] = {ts[0].id(), ts[2].id(), 0};
+        check(rt.reset(ids, 2h, results) == 2 && results[2] == tickwheel::errc::not_found, "reset(span)");
+        check(rt.stop(ids, results) == 2 && !results[0] && results[2] == tickwheel::errc::not_found && released == 3,
+              "stop(span)");
     }
 
     rt.shutdown();

@@ -38,6 +38,11 @@ run inside advance(), on the calling thread, in deadline order, and
 ``rt.now(clock)`` reads its virtual time -- a 30 s timeout is tested in
 microseconds (examples/test_idle_timeout_example.py).
 
+Batches (library 1.4): ``rt.start_many(delays, fn)``, ``rt.stop_many(timers)``
+and ``rt.reset_many(timers, delay_s)`` start, stop or re-arm a whole list with
+one call into the library, each element as the single call would; the FFI
+cost is paid once per list instead of once per timer (README, "Batches").
+
 The callable is kept alive by the binding until the C library's release hook
 says the runtime is done with the timer (after its last run, when it is
 stopped, or at close), then dropped. A start that fails drops it before
@@ -68,6 +73,7 @@ file loaded. (tickwheel/_loader.py has the details.)
 
 from __future__ import annotations
 
+import array
 import atexit
 import ctypes
 import dataclasses
@@ -79,6 +85,7 @@ import math
 import numbers
 import os
 import select
+import struct
 import sys
 import threading
 import time
@@ -89,7 +96,7 @@ from . import _loader
 
 #: The package's version: always the version of the C library it is released with
 #: (pyproject.toml reads it from here; keep it equal to tickwheel.h's TW_VERSION).
-__version__ = "1.3.0"
+__version__ = "1.4.0"
 
 __all__ = [
     "Runtime",
@@ -238,6 +245,12 @@ def _prepare(lib: ctypes.CDLL) -> None:
         "tw_timer_spec_init": (None, [ctypes.POINTER(_Spec)]),
         "tw_timer_start_ex": (ctypes.c_int, [rt_p, ctypes.POINTER(_Spec), ctypes.POINTER(ctypes.c_uint64)]),
         "tw_timer_stop": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
+        # Batches (library 1.4): the spec array is passed as raw bytes.
+        "tw_timer_start_n": (ctypes.c_int, [rt_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]),
+        "tw_timer_stop_n": (ctypes.c_int, [rt_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                                           ctypes.POINTER(ctypes.c_int)]),
+        "tw_timer_reset_n": (ctypes.c_int, [rt_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_uint64,
+                                            ctypes.POINTER(ctypes.c_int)]),
         "tw_timer_stop_sync": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
         "tw_timer_reset": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
         "tw_timer_reset_at": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
@@ -282,6 +295,19 @@ _pylib = ctypes.PyDLL(library_path, handle=_lib._handle)
 _queue_run_nowait = _pylib.tw_queue_run
 _queue_run_nowait.restype = ctypes.c_int
 _queue_run_nowait.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64]
+
+# The batch calls through the PyDLL handle too: they never wait for another
+# thread (stop_n does not wait for a run in progress; start_n and reset_n
+# never block), so holding the GIL across them is safe -- and the release
+# hooks they run on this thread (a stopped timer's, a failed start's) then
+# find the GIL held instead of taking it once per timer. A batch of 64 holds
+# the GIL for its few microseconds.
+_start_n = _pylib.tw_timer_start_n
+_stop_n = _pylib.tw_timer_stop_n
+_reset_n = _pylib.tw_timer_reset_n
+for _fn, _name in ((_start_n, "tw_timer_start_n"), (_stop_n, "tw_timer_stop_n"), (_reset_n, "tw_timer_reset_n")):
+    _fn.restype = getattr(_lib, _name).restype
+    _fn.argtypes = getattr(_lib, _name).argtypes
 
 
 def version() -> tuple:
@@ -596,6 +622,18 @@ def _on_release(token):
         pass
     finally:
         _in_hook.depth -= 1
+
+
+# tw_timer_spec (1.3 layout, 88 bytes) packed by start_many() into one buffer
+# for tw_timer_start_n: size, shard, deadline, delay, period, callback, arg,
+# release, queue, period_policy, clock, leeway, group (native alignment = C's).
+_SPEC_LAYOUT = struct.Struct("IiQQQPPPPIiQQ")
+assert _SPEC_LAYOUT.size == ctypes.sizeof(_Spec) and _SPEC_LAYOUT.size % 8 == 0
+_SPEC_WORDS = _SPEC_LAYOUT.size // 8  # the spec as 64-bit words: delay_ns and arg are these two
+_SPEC_DELAY_WORD = _Spec.delay_ns.offset // 8
+_SPEC_ARG_WORD = _Spec.arg.offset // 8
+_ON_FIRE_ADDR = ctypes.cast(_on_fire, ctypes.c_void_p).value
+_ON_RELEASE_ADDR = ctypes.cast(_on_release, ctypes.c_void_p).value
 
 
 # ---- Timer and Runtime --------------------------------------------------------------
@@ -976,11 +1014,8 @@ class Runtime:
         one is due), or any thread of the program's. See Queue."""
         return Queue(self)
 
-    def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int,
-               queue: Optional["Queue"] = None, *, policy="skip", leeway: Seconds = 0, group: int = 0,
-               clock="monotonic") -> Timer:
-        if not callable(fn):
-            raise TypeError("fn must be callable")
+    def _start_options(self, queue, policy, leeway, group, clock) -> tuple:
+        """start()'s options, checked: (policy code, clock code, leeway ns, group)."""
         policy_code = TW_PERIOD_SKIP if policy == "skip" else _policy_code(policy)
         clock_code = TW_CLOCK_MONOTONIC if clock == "monotonic" and type(clock) is str else _clock_code(clock)
         leeway_ns = 0 if leeway == 0 else _to_ns(leeway, "leeway")
@@ -991,6 +1026,142 @@ class Runtime:
             if queue._native is not self._native:
                 raise ValueError("queue belongs to another Runtime (a timer can only be bound to a "
                                  "Queue of the runtime that starts it)")
+        return policy_code, clock_code, leeway_ns, group
+
+    # -- batches (library 1.4) ---------------------------------------------------------
+    def start_many(self, delays, fn, period_s: Seconds = 0, *, shard: int = -1, queue: Optional["Queue"] = None,
+                   policy: Union[str, PeriodPolicy] = "skip", leeway: Seconds = 0, group: int = 0,
+                   clock: Union[str, Clock] = "monotonic") -> list:
+        """Starts one timer per delay of ``delays`` (seconds, as start()'s
+        ``delay_s``) with one call into the library (tw_timer_start_n), each
+        as start() would: ``fn`` is the callable of every timer, or a
+        sequence of callables, one per delay; ``period_s`` and the keyword
+        options apply to all of them. Returns a list with, for each delay,
+        its Timer -- or None where the library could not start that one
+        (the limit ``max_timers`` reached, out of memory, the runtime shut
+        down, a delay beyond MAX_DELAY_S): its callable is released before
+        this returns. Delays count from one clock reading taken as the call
+        begins (never early). Bad arguments raise as start() does, before
+        anything starts; TickwheelError (ESHUTDOWN) once closed, ForkedError
+        in a fork child. Costs one FFI call for the whole list: see README
+        ("Batches") for the saving per timer."""
+        delays = list(delays)
+        n = len(delays)
+        if callable(fn):
+            fns = None
+        else:
+            fns = list(fn)
+            if len(fns) != n:
+                raise ValueError("start_many: %d callables for %d delays" % (len(fns), n))
+            for f in fns:
+                if not callable(f):
+                    raise TypeError("start_many: fn must be callable, or a sequence of callables")
+        policy_code, clock_code, leeway_ns, group = self._start_options(queue, policy, leeway, group, clock)
+        if all(type(d) is float and 0.0 <= d < 1e9 for d in delays):
+            ns = [round(d * 10**9) for d in delays]  # _to_ns()'s arithmetic, without its checks per element
+        else:
+            ns = [_to_ns(d, "delay") for d in delays]
+        period_ns = _to_ns(period_s, "period")
+        if isinstance(shard, bool) or not isinstance(shard, numbers.Integral) or not -1 <= shard <= 0x7FFFFFFF:
+            raise TickwheelError(TW_EINVAL, "start_many", "shard must be -1 (the calling thread's) or a shard "
+                                 "number: %r" % (shard,))
+        if n == 0:
+            self._native.call_rc("start_many", lambda handle: 0)  # closed / forked: raises as for n > 0
+            return []
+        queued = queue is not None or self._manual
+        native = self._native
+        tokens = []
+        queue_ptr = 0
+        try:
+            if queue is not None:
+                handle, queue_ptr = queue._enter("start_many")
+            # Every spec alike but its delay and its arg (the token): one
+            # template repeated, then those two words filled column-wise.
+            template = _SPEC_LAYOUT.pack(_SPEC_LAYOUT.size, shard, 0, 0, period_ns, _ON_FIRE_ADDR, 0,
+                                         _ON_RELEASE_ADDR, queue_ptr or 0, policy_code, clock_code, leeway_ns, group)
+            buf = bytearray(template * n)
+            words = memoryview(buf).cast("Q")
+            words[_SPEC_DELAY_WORD::_SPEC_WORDS] = array.array("Q", ns)
+            live, entry, count = _live, _Entry, _tokens
+            for i in range(n):
+                token = next(count)
+                live[token] = entry(fn if fns is None else fns[i], self, queued)
+                tokens.append(token)
+            words[_SPEC_ARG_WORD::_SPEC_WORDS] = array.array("Q", tokens)
+            words.release()
+            out = (ctypes.c_uint64 * n)()
+            spec_ptr = ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))  # buf outlives the call
+            if queue is None:
+                rc = native.call_rc("start_many", _start_n, spec_ptr, n, out)
+            else:
+                rc = _start_n(handle, spec_ptr, n, out)
+        except BaseException:
+            for token in tokens:
+                _release(token)  # refused before C (closed, forked runtime): nothing took them
+            raise
+        finally:
+            if queue is not None and queue_ptr:
+                queue._leave()
+        if rc < 0:
+            for token in tokens:
+                _release(token)
+            raise _error(rc, "start_many")
+        clock_name = _CLOCK_BY_CODE[clock_code]
+        timers = []
+        append = timers.append
+        for tid, token in zip(out, tokens):
+            if tid:
+                append(Timer(self, tid, clock_name))
+            else:
+                # Not started: the library called the hook (which dropped the
+                # token) or, for a spec it refused, did not (then we do).
+                _release(token)
+                append(None)
+        return timers
+
+    def _ids(self, timers, what: str):
+        """A ctypes array of the ids of ``timers`` (Timers of this runtime or ints)."""
+        native = self._native
+        ids = [t.id if type(t) is Timer and t._native is native else self._timer_id(t, what) for t in timers]
+        return (ctypes.c_uint64 * len(ids))(*ids)
+
+    def _batch(self, what: str, fn, ids, *args) -> list:
+        n = len(ids)
+        results = (ctypes.c_int * n)()
+        rc = self._native.call_rc(what, fn, ids, n, *args, results)
+        if rc < 0:
+            raise _error(rc, what)
+        codes = results[:]
+        if rc != n:
+            for r in codes:
+                if r != TW_OK and r != TW_ENOENT:
+                    raise _error(r, what)  # TW_ESHUTDOWN: as Timer.stop() raises it
+        return [r == TW_OK for r in codes]
+
+    def stop_many(self, timers) -> list:
+        """Stops every timer of ``timers`` (Timers of this runtime or ids), as
+        Timer.stop() on each, in order, with one call into the library
+        (tw_timer_stop_n): returns a list of bools, True where that stop
+        prevented a run. Never blocks. Raises TickwheelError (ESHUTDOWN)
+        after shutdown() or close(), ForkedError in a fork child."""
+        return self._batch("stop_many", _stop_n, self._ids(timers, "stop_many"))
+
+    def reset_many(self, timers, delay_s: Seconds) -> list:
+        """Re-arms every timer of ``timers`` to fire ``delay_s`` from now, as
+        Timer.reset() on each, in order, with one call (tw_timer_reset_n);
+        "now" is one clock reading taken as the call begins (never early).
+        Returns a list of bools, False where the timer was not pending. A
+        delay beyond MAX_DELAY_S raises TickwheelError (EINVAL) and re-arms
+        none; ESHUTDOWN and ForkedError as stop_many()."""
+        ns = _to_ns(delay_s, "delay")
+        return self._batch("reset_many", _reset_n, self._ids(timers, "reset_many"), ns)
+
+    def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int,
+               queue: Optional["Queue"] = None, *, policy="skip", leeway: Seconds = 0, group: int = 0,
+               clock="monotonic") -> Timer:
+        if not callable(fn):
+            raise TypeError("fn must be callable")
+        policy_code, clock_code, leeway_ns, group = self._start_options(queue, policy, leeway, group, clock)
         token = next(_tokens)
         _live[token] = _Entry(fn, self, queue is not None or self._manual)
         spec = _Spec()

@@ -62,6 +62,20 @@
 //! assert!(closed.lock().unwrap().is_some());
 //! ```
 //!
+//! Since 1.4, batches: [`Runtime::start_many`], [`Runtime::stop_many`] and
+//! [`Runtime::reset_many`] start, stop or re-arm a slice of timers with one
+//! call into the library, each element as the single call would:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tickwheel::{Runtime, TimerSpec};
+//! let rt = Runtime::new().unwrap();
+//! let specs = vec![TimerSpec::after(Duration::from_secs(30)); 64];
+//! let ids: Vec<_> = rt.start_many(&specs, |i| move |_| println!("timer {i}")).unwrap().into_iter().flatten().collect();
+//! rt.reset_many(&ids, Duration::from_secs(60)).unwrap(); // keepalives
+//! assert!(rt.stop_many(&ids).unwrap().iter().all(|&stopped| stopped));
+//! ```
+//!
 //! fork(): in a child process, every method of a `Runtime` created before
 //! the fork returns `Err(Error::FORKED)`; none of its callbacks runs and none
 //! of its closures is dropped there (the child's copies are leaked).
@@ -233,6 +247,16 @@ pub mod ffi {
         pub fn tw_timer_spec_init(spec: *mut tw_timer_spec);
         pub fn tw_timer_start_ex(rt: *mut tw_runtime, spec: *const tw_timer_spec, out: *mut tw_timer) -> c_int;
         pub fn tw_timer_stop(rt: *mut tw_runtime, id: tw_timer) -> c_int;
+        // Since 1.4 (TICKWHEEL_1.4): batches.
+        pub fn tw_timer_start_n(rt: *mut tw_runtime, specs: *const tw_timer_spec, n: usize, out: *mut tw_timer) -> c_int;
+        pub fn tw_timer_stop_n(rt: *mut tw_runtime, ids: *const tw_timer, n: usize, results: *mut c_int) -> c_int;
+        pub fn tw_timer_reset_n(
+            rt: *mut tw_runtime,
+            ids: *const tw_timer,
+            n: usize,
+            delay_ns: u64,
+            results: *mut c_int,
+        ) -> c_int;
         pub fn tw_timer_stop_sync(rt: *mut tw_runtime, id: tw_timer) -> c_int;
         pub fn tw_timer_reset(rt: *mut tw_runtime, id: tw_timer, delay_ns: u64) -> c_int;
         /// Since 1.3.
@@ -314,8 +338,10 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX) // beyond the range: the C side says TW_EINVAL
 }
 
-/// A timer's id (never 0).
+/// A timer's id (never 0). The layout of the C `tw_timer` (a slice of them
+/// is passed to the batch calls as it is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
 pub struct TimerId(pub u64);
 
 /// The library's version as (major, minor, patch).
@@ -705,12 +731,12 @@ impl Runtime {
         self.start_spec(&TimerSpec { delay, period, ..TimerSpec::default() }, queue.ptr, Box::new(f))
     }
 
-    fn start_spec(&self, ts: &TimerSpec, queue: *mut ffi::tw_queue, f: BoxedFn) -> Result<TimerId, Error> {
+    /// The C spec of `ts` (without its arg), or INVALID for a shard above i32::MAX.
+    fn raw_spec(ts: &TimerSpec, queue: *mut ffi::tw_queue) -> Result<ffi::tw_timer_spec, Error> {
         let shard = match ts.shard {
             None => -1,
-            Some(n) => i32::try_from(n).map_err(|_| Error::INVALID)?, // drops f
+            Some(n) => i32::try_from(n).map_err(|_| Error::INVALID)?,
         };
-        let boxed: Box<BoxedFn> = Box::new(f);
         // The 1.3 layout: tw_timer_spec_init (the exported one) writes the
         // 1.0 fields and size; the later fields (zeroed) and the size are ours.
         let mut spec = unsafe {
@@ -729,8 +755,14 @@ impl Runtime {
         spec.group = ts.group;
         spec.clock = ts.clock as i32;
         spec.callback = Some(on_fire);
-        spec.arg = Box::into_raw(boxed) as *mut c_void;
         spec.release = Some(on_release);
+        Ok(spec)
+    }
+
+    fn start_spec(&self, ts: &TimerSpec, queue: *mut ffi::tw_queue, f: BoxedFn) -> Result<TimerId, Error> {
+        let mut spec = Self::raw_spec(ts, queue)?; // (drops f on error)
+        let boxed: Box<BoxedFn> = Box::new(f);
+        spec.arg = Box::into_raw(boxed) as *mut c_void;
         let mut id: ffi::tw_timer = 0;
         // The release rule, from the return code alone (tickwheel.h, "Release").
         match unsafe { ffi::tw_timer_start_ex(self.ptr, &spec, &mut id) } {
@@ -744,6 +776,98 @@ impl Runtime {
             // TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM: on_release has run inside the call.
             rc => Err(Error(rc)),
         }
+    }
+
+    /// Starts one timer per spec with one call into the library
+    /// (`tw_timer_start_n`), each as [`Runtime::start_with`] would, the
+    /// closure of timer `i` being `make(i)`. Returns, per spec, its
+    /// [`TimerId`] -- or `None` where the library could not start that one
+    /// (`LIMIT`, `NO_MEMORY`, `SHUTDOWN`: its closure is dropped before this
+    /// returns). Delays count from one clock reading taken as the call
+    /// begins (never early). Every spec is checked first: one the library
+    /// would refuse (a delay, period or leeway above `TW_MAX_DELAY_NS`, a
+    /// deadline above `i64::MAX` or more than `TW_MAX_DELAY_NS` ahead of
+    /// [`Runtime::now`], a shard above `i32::MAX`) makes the whole call
+    /// `Err(Error::INVALID)` with nothing started and `make` never called.
+    /// `Err(FORKED)` in a fork child. One call for the slice: the per-call
+    /// costs (an FFI call, a clock reading, the inbox wake-ups) are paid
+    /// once, and the records are prefetched together (README, "Batches").
+    pub fn start_many<F, G>(&self, specs: &[TimerSpec], mut make: G) -> Result<Vec<Option<TimerId>>, Error>
+    where
+        G: FnMut(usize) -> F,
+        F: FnMut(TimerId) + Send + 'static,
+    {
+        // What tw_timer_start_n would refuse without calling the hook: refused
+        // here, so that every spec it does not start has had its hook (the
+        // closure dropped) -- out[i] == 0 says nothing more.
+        let max = ffi::TW_MAX_DELAY_NS;
+        let mut raw = Vec::with_capacity(specs.len());
+        for ts in specs {
+            let spec = Self::raw_spec(ts, std::ptr::null_mut())?;
+            if spec.delay_ns > max || spec.period_ns > max || spec.leeway_ns > max || spec.deadline_ns > i64::MAX as u64 {
+                return Err(Error::INVALID);
+            }
+            if spec.deadline_ns != 0 && spec.deadline_ns > self.now(ts.clock).saturating_add(max) {
+                return Err(Error::INVALID);
+            }
+            raw.push(spec);
+        }
+        for (i, spec) in raw.iter_mut().enumerate() {
+            let f: BoxedFn = Box::new(make(i));
+            let boxed: Box<BoxedFn> = Box::new(f);
+            spec.arg = Box::into_raw(boxed) as *mut c_void;
+        }
+        let mut out = vec![0 as ffi::tw_timer; raw.len()];
+        let rc = unsafe { ffi::tw_timer_start_n(self.ptr, raw.as_ptr(), raw.len(), out.as_mut_ptr()) };
+        if rc < 0 {
+            // The call was refused (FORKED): no hook ran, the boxes are ours.
+            for spec in &raw {
+                // SAFETY: each arg is a Box::into_raw above, taken by no one.
+                drop(unsafe { Box::from_raw(spec.arg as *mut BoxedFn) });
+            }
+            return Err(Error(rc));
+        }
+        Ok(out.into_iter().map(|id| if id == 0 { None } else { Some(TimerId(id)) }).collect())
+    }
+
+    /// Stops every timer of `ids` as [`Runtime::stop`] would, in order, with
+    /// one call (`tw_timer_stop_n`): `Ok(v)` with `v[i]` true where that stop
+    /// prevented a run. Never blocks. Errors: `SHUTDOWN`, `FORKED`.
+    pub fn stop_many(&self, ids: &[TimerId]) -> Result<Vec<bool>, Error> {
+        let mut results = vec![0 as c_int; ids.len()];
+        // SAFETY: TimerId is repr(transparent) over tw_timer.
+        let rc = unsafe {
+            ffi::tw_timer_stop_n(self.ptr, ids.as_ptr() as *const ffi::tw_timer, ids.len(), results.as_mut_ptr())
+        };
+        Self::batch_results(rc, results)
+    }
+
+    /// Re-arms every timer of `ids` to fire `delay` from now, as
+    /// [`Runtime::reset`] would, in order, with one call
+    /// (`tw_timer_reset_n`); "now" is one clock reading taken as the call
+    /// begins (never early). `v[i]` is false where the timer was not
+    /// pending. Errors: `INVALID` (`delay` above `TW_MAX_DELAY_NS`: none
+    /// re-armed), `SHUTDOWN`, `FORKED`.
+    pub fn reset_many(&self, ids: &[TimerId], delay: Duration) -> Result<Vec<bool>, Error> {
+        let mut results = vec![0 as c_int; ids.len()];
+        // SAFETY: as stop_many.
+        let rc = unsafe {
+            ffi::tw_timer_reset_n(
+                self.ptr,
+                ids.as_ptr() as *const ffi::tw_timer,
+                ids.len(),
+                nanos(delay),
+                results.as_mut_ptr(),
+            )
+        };
+        Self::batch_results(rc, results)
+    }
+
+    fn batch_results(rc: c_int, results: Vec<c_int>) -> Result<Vec<bool>, Error> {
+        if rc < 0 {
+            return Err(Error(rc));
+        }
+        results.into_iter().map(found).collect()
     }
 
     /// Cancels without blocking. Ok(true) iff this call prevented a run.

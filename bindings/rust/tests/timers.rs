@@ -30,8 +30,8 @@ fn wait_until(mut pred: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn version_matches() {
-    assert_eq!(tickwheel::version(), (1, 3, 0));
-    assert_eq!(env!("CARGO_PKG_VERSION"), "1.3.0");
+    assert_eq!(tickwheel::version(), (1, 4, 0));
+    assert_eq!(env!("CARGO_PKG_VERSION"), "1.4.0");
 }
 
 #[test]
