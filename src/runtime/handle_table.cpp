@@ -14,38 +14,40 @@
 
 namespace tickwheel::rt {
 
-HandleTable::HandleTable()
-    : chunks_(new std::atomic<Record*>[kMaxChunks]()), extras_(new std::atomic<Extra*>[kMaxChunks]()) {}
+HandleTable::HandleTable() : chunks_(new std::atomic<Record*>[kMaxChunks]()) {}
 
 HandleTable::~HandleTable() {
-    for (std::uint32_t c = 0; c < kMaxChunks; ++c) {
-        free_chunk(chunks_[c].load(std::memory_order_relaxed));
-        std::free(extras_[c].load(std::memory_order_relaxed));
-    }
+    for (std::uint32_t c = 0; c < kMaxChunks; ++c) free_chunk(chunks_[c].load(std::memory_order_relaxed));
 }
 
 Extra* HandleTable::make_extra(std::uint32_t index) noexcept {
-    const std::uint32_t c = index / kChunkSize;
-    Extra* arr = extras_[c].load(std::memory_order_acquire);
+    Record& r = at(index);
+    auto& head = *const_cast<ChunkHeader*>(header_of(&r));
+    Extra* arr = head.extras.load(std::memory_order_acquire);
     if (arr == nullptr) {
         // Zeroed memory is a valid array of Extra (atomics of integers, all
-        // 0): calloc's lazily mapped pages stay unresident until touched.
+        // 0): an anonymous mapping's pages stay unresident until touched,
+        // and its page alignment puts each Extra on a line of its own.
         static_assert(std::is_trivially_destructible_v<Extra>);
-        auto* fresh = static_cast<Extra*>(std::calloc(kChunkSize, sizeof(Extra)));
-        if (fresh == nullptr) return nullptr;
-        if (extras_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        void* m = mmap(nullptr, kExtrasBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return nullptr;
+        auto* fresh = static_cast<Extra*>(m);
+        if (head.extras.compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
             arr = fresh;
         } else {
-            std::free(fresh);  // another thread published this chunk first
+            munmap(m, kExtrasBytes);  // another thread published this chunk first
         }
     }
-    return arr + index % kChunkSize;
+    return arr + (&r - first_of(&head));
 }
 
 void HandleTable::free_chunk(Record* first) noexcept {
     if (first == nullptr) return;
-    for (std::uint32_t i = 0; i < kChunkSize; ++i) first[i].~Record();
-    std::free(reinterpret_cast<ChunkHeader*>(first) - 1);
+    static_assert(std::is_trivially_destructible_v<Record>, "a chunk's records need no destructor");
+    auto* head = reinterpret_cast<ChunkHeader*>(first) - 1;
+    if (Extra* x = head->extras.load(std::memory_order_relaxed)) munmap(x, kExtrasBytes);
+    head->~ChunkHeader();
+    std::free(head);
 }
 
 Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
@@ -122,12 +124,13 @@ void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
         return;
     }
     const std::uint32_t next = g + 1;
-    r.set_gen(next);  // before the word changes: a thread that sees the new word sees the new generation
-    // The next occupant starts as a common timer. After the generation moved
-    // on: a query of the ending timer that reads the cleared flags then sees
-    // the new generation and discards what it read. (A retired record keeps
-    // its flags: it is never reused.)
-    if (r.flags() != 0) r.set_flags(0);
+    // Before the word changes: a thread that sees the new word sees the new
+    // generation. The same store clears the flags (they share user32), so
+    // the next occupant starts as a common timer, and a query of the ending
+    // timer that reads the cleared flags reads the new generation with them
+    // and discards what it read. (A retired record keeps its flags: it is
+    // never reused.)
+    r.set_gen(next);
     const std::uint32_t index = index_of(&r);
     if ((next & Ctl::kGenMask) == 0) {
         quarantine(r, index, next);  // the word's 10-bit generation wraps: wait for hazards

@@ -258,7 +258,7 @@ Record* RuntimeCore::lookup(std::uint64_t id, Shard** shard_out) noexcept {
 void RuntimeCore::release(Record& r) noexcept {
     {
         ReleaseScope in_hook;
-        r.cb.reset();
+        r.destroy_callable();
     }
     counters.add(kReleased);
     if (max_timers != 0) live.fetch_sub(1, std::memory_order_relaxed);
@@ -298,7 +298,7 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     const std::int64_t start_ns = clocks.mono();
     lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
     try {
-        r.cb(Timer(owner, id));
+        r.invoke(Timer(owner, id));
     } catch (...) {
         counters.add(kCallbackExceptions);
         if (config.on_callback_error) {
@@ -334,7 +334,7 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
             if ((o & Extra::kOwedCountMask) == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
             if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
             x->runs.fetch_add(1, std::memory_order_relaxed);
-            due += r.period_ticks();
+            due += x->period_ticks();
             call(r, id, due);
             ++calls;
         }
@@ -350,7 +350,6 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
             e->owed.store(Extra::owed_tag(item.gen), std::memory_order_relaxed);
             e->group.store(0, std::memory_order_relaxed);
             e->leeway_ns.store(0, std::memory_order_relaxed);
-            e->leeway_ticks.store(0, std::memory_order_relaxed);
             r.set_flags(static_cast<std::uint16_t>(r.flags() | Record::kHasExtra));
         }
     }
@@ -368,12 +367,12 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     const std::uint32_t index = HandleTable::index_of(&r);
     Shard& s = shard(item.shard);
     // A DELAY timer's next run: the end of this one plus the period.
-    const tick_t delay_next = r.periodic() && r.policy() == Policy::Delay
-                                  ? clock.deadline_tick(clocks.mono()) + r.period_ticks()
-                                  : 0;
+    const std::uint64_t delay_period =
+        r.periodic() && r.policy() == Policy::Delay ? HandleTable::extra_of(r).period_ticks() : 0;
+    const tick_t delay_next = delay_period != 0 ? clock.deadline_tick(clocks.mono()) + delay_period : 0;
     if (delay_next != 0 && r.clock() != rt::ClockId::Monotonic)
-        shard(item.shard).table().extra(HandleTable::index_of(&r)).deadline_ns.store(
-            clocks.now(r.clock()) + static_cast<std::int64_t>(r.period_ticks() * clock.resolution_ns()),
+        HandleTable::extra_of(r).deadline_ns.store(
+            clocks.now(r.clock()) + static_cast<std::int64_t>(delay_period * clock.resolution_ns()),
             std::memory_order_relaxed);
     const FinishStep step = TimerState::finish_run(r, delay_next);
     switch (step.out) {
@@ -460,8 +459,8 @@ DeliveryQueue* RuntimeCore::create_queue() {
 }
 
 void RuntimeCore::undue(const Record& r) noexcept {
-    const std::uint16_t slot = r.queue_slot();
-    if (slot == 0) return;
+    if ((r.flags() & Record::kHasQueue) == 0) return;
+    const std::uint16_t slot = HandleTable::extra_of(r).queue_slot();
     if (DeliveryQueue* q = queues.get(slot)) q->undue();
 }
 
@@ -484,7 +483,9 @@ void RuntimeCore::destroy_queue(DeliveryQueue& q) noexcept {
             if (r == nullptr) continue;
             const std::uint32_t gen = r->gen();
             const Word c = TimerState::load(*r);
-            if (Ctl::gen10(c) != (gen & Ctl::kGenMask) || r->queue_slot() != slot) continue;
+            if (Ctl::gen10(c) != (gen & Ctl::kGenMask) || (r->flags() & Record::kHasQueue) == 0 ||
+                s.table().extra(i).queue_slot() != slot)
+                continue;
             CancelOutcome out;
             {
                 HazardScope acting_on(r);
@@ -636,15 +637,14 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
             return errc::no_memory;
         };
-        r->set_period(period, queue_slot);
-        // What the common timer (one-shot, no leeway, no group) does not
-        // have goes to the side record (timer_record.hpp, Extra).
+        // What the common timer (one-shot, no leeway, no group, no queue)
+        // does not have goes to the side record (timer_record.hpp, Extra).
         const std::uint64_t leeway_ticks =
             o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
         tick_t file_at = tick;
         const bool clocked = o.clock != TimerClock::monotonic;
-        if (period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
-            core.clocks.manual()) {
+        if (period != 0 || queue_slot != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() ||
+            clocked || core.clocks.manual()) {
             rt::Extra* x = shard.table().make_extra(index);
             if (x == nullptr) return take_back();  // (the callable is still in `cb`)
             x->runs.store(0, std::memory_order_relaxed);
@@ -652,19 +652,24 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             x->owed.store(rt::Extra::owed_tag(gen), std::memory_order_relaxed);
             x->group.store(o.group, std::memory_order_relaxed);
             x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
-            x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
+            x->set_period(period, queue_slot);
             x->deadline_ns.store(own_deadline, std::memory_order_relaxed);
             x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
                          std::memory_order_relaxed);
             std::uint16_t f = Record::kHasExtra;
             f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.clock) << Record::kClockShift);
-            if (period != 0) f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
+            if (period != 0) {
+                f |= Record::kPeriodic;
+                f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
+            }
+            if (queue_slot != 0) f |= Record::kHasQueue;
             if (leeway_ticks != 0) f |= Record::kHasLeeway;
-            if (o.group != 0) f |= Record::kHasGroup;
             r->set_flags(f);
             file_at = rt::coalesce(tick, leeway_ticks);
         }
-        r->cb = std::move(cb);
+        // (No memory for the box of a callable the registry of kinds has no
+        // room for: the callable is still in `cb`.)
+        if (!r->store_callable(cb)) return take_back();
         TimerState::publish(*r, gen, tick);
         if (o.group != 0 || (clocked && !core.clocks.manual())) {
             // Indexed before start() returns: a group stop that begins after
@@ -673,14 +678,14 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
                 if (o.group != 0) shard.groups().add(o.group, gen, index);
                 if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
             } catch (...) {
-                cb = std::move(r->cb);
+                r->return_callable(cb);
                 return take_back();
             }
         }
         if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
             // No memory to queue the Insert: nobody knows this id yet, so the
             // timer is taken back whole (its callable returns to `cb`).
-            cb = std::move(r->cb);
+            r->return_callable(cb);
             return take_back();
         }
         core.counters.add(rt::kStarted);
@@ -830,7 +835,7 @@ bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool 
                    !x.owed.compare_exchange_weak(o, tag, std::memory_order_relaxed)) {
             }
         }
-        if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks.load(std::memory_order_relaxed));
+        if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks(core.clock.resolution_ns()));
     }
     if (step.post != rt::Post::None)
         shard->post_and_wake(
@@ -941,7 +946,7 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     if (r->gen() != gen || Ctl::gen10(c) != (gen & Ctl::kGenMask)) return false;
     const State s = Ctl::state(c);
     const std::uint16_t flags = r->flags();
-    const std::uint64_t period = r->period_ticks();
+    std::uint64_t period = 0;
     TimerInfo info;
     info.shard = static_cast<int>(si);
     std::uint64_t runs = 0, missed = 0;
@@ -949,6 +954,7 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     std::int64_t own_deadline = 0;  // a boot-time or wall-clock timer: its exact deadline on its clock
     if ((flags & Record::kHasExtra) != 0) {
         const rt::Extra& x = table.extra(Id::index(id));
+        if ((flags & Record::kPeriodic) != 0) period = x.period_ticks();
         if (clocked) own_deadline = x.deadline_ns.load(std::memory_order_relaxed);
         runs = x.runs.load(std::memory_order_relaxed);
         missed = x.missed.load(std::memory_order_relaxed);
