@@ -109,6 +109,8 @@ void c_release(void* arg) { static_cast<CTally*>(arg)->releases.fetch_add(1); }
 // ---- the record -------------------------------------------------------------------
 
 TEST(Record, IsOneCacheLineAndEveryRecordIsLineAligned) {
+    // (And its side record and queue slot are found from it, at either end
+    // of a chunk.)
     static_assert(sizeof(Record) == 64 && alignof(Record) == 64);
     static_assert(sizeof(Extra) == 64 && alignof(Extra) == 64);
     static_assert(HandleTable::kChunkSize == 32767, "(2 MiB - the header's line) / 64");
@@ -130,6 +132,9 @@ TEST(Record, IsOneCacheLineAndEveryRecordIsLineAligned) {
             EXPECT_EQ(reinterpret_cast<std::uintptr_t>(x) % 64, 0u) << "the side record of " << i;
             EXPECT_EQ(&HandleTable::extra_of(*r), x);
             EXPECT_EQ(&table.extra(i), x);
+            const auto slot = static_cast<std::uint16_t>(1 + i % 8191);
+            ASSERT_TRUE(table.set_queue_slot(i, slot));
+            EXPECT_EQ(HandleTable::queue_slot_of(*r), slot) << "the queue slot of " << i;
         }
     }
 }

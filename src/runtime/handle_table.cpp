@@ -20,32 +20,58 @@ HandleTable::~HandleTable() {
     for (std::uint32_t c = 0; c < kMaxChunks; ++c) free_chunk(chunks_[c].load(std::memory_order_relaxed));
 }
 
+namespace {
+// A chunk's side array of T (Extra, queue slots): one anonymous mapping per
+// records chunk, made on first use. Zeroed memory is a valid array of T
+// (atomics of integers, all 0); its pages stay unresident until touched, and
+// its page alignment puts each 64-byte Extra on a line of its own.
+template <class T>
+constexpr std::size_t side_bytes() noexcept {
+    static_assert(std::is_trivially_destructible_v<T>);
+    return sizeof(T) * HandleTable::kChunkSize;
+}
+
+template <class T>
+T* side_array(std::atomic<T*>& published) noexcept {
+    T* arr = published.load(std::memory_order_acquire);
+    if (arr != nullptr) return arr;
+    void* m = mmap(nullptr, side_bytes<T>(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    auto* fresh = static_cast<T*>(m);
+    if (published.compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, std::memory_order_acquire))
+        return fresh;
+    munmap(m, side_bytes<T>());  // another thread published this chunk's first
+    return arr;
+}
+
+template <class T>
+void free_side_array(std::atomic<T*>& published) noexcept {
+    if (T* arr = published.load(std::memory_order_relaxed)) munmap(arr, side_bytes<T>());
+}
+}  // namespace
+
 Extra* HandleTable::make_extra(std::uint32_t index) noexcept {
     Record& r = at(index);
     auto& head = *const_cast<ChunkHeader*>(header_of(&r));
-    Extra* arr = head.extras.load(std::memory_order_acquire);
-    if (arr == nullptr) {
-        // Zeroed memory is a valid array of Extra (atomics of integers, all
-        // 0): an anonymous mapping's pages stay unresident until touched,
-        // and its page alignment puts each Extra on a line of its own.
-        static_assert(std::is_trivially_destructible_v<Extra>);
-        void* m = mmap(nullptr, kExtrasBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return nullptr;
-        auto* fresh = static_cast<Extra*>(m);
-        if (head.extras.compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
-            arr = fresh;
-        } else {
-            munmap(m, kExtrasBytes);  // another thread published this chunk first
-        }
-    }
-    return arr + (&r - first_of(&head));
+    Extra* arr = side_array(head.extras);
+    return arr == nullptr ? nullptr : arr + (&r - first_of(&head));
+}
+
+bool HandleTable::set_queue_slot(std::uint32_t index, std::uint16_t slot) noexcept {
+    Record& r = at(index);
+    auto& head = *const_cast<ChunkHeader*>(header_of(&r));
+    std::atomic<std::uint16_t>* arr = side_array(head.queue_slots);
+    if (arr == nullptr) return false;
+    arr[&r - first_of(&head)].store(slot, std::memory_order_relaxed);
+    return true;
 }
 
 void HandleTable::free_chunk(Record* first) noexcept {
     if (first == nullptr) return;
     static_assert(std::is_trivially_destructible_v<Record>, "a chunk's records need no destructor");
     auto* head = reinterpret_cast<ChunkHeader*>(first) - 1;
-    if (Extra* x = head->extras.load(std::memory_order_relaxed)) munmap(x, kExtrasBytes);
+    free_side_array(head->extras);
+    free_side_array(head->queue_slots);
     head->~ChunkHeader();
     std::free(head);
 }

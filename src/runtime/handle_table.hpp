@@ -81,6 +81,20 @@ public:
         return head->extras.load(std::memory_order_acquire)[&r - first_of(head)];
     }
 
+    /// Binds record `index` to delivery queue slot `slot` (start(), owning
+    /// the record, before publishing it), creating its chunk's array of
+    /// queue slots on first use (2 bytes per record, lazily mapped: 64 KiB
+    /// for a chunk's 32767 records, dense enough to stay in cache where a
+    /// side record per queue-bound timer would cost a cold line). False if
+    /// there is no memory for it. Any thread.
+    bool set_queue_slot(std::uint32_t index, std::uint16_t slot) noexcept;
+    /// The queue slot of a record whose flags say kHasQueue (read after
+    /// validating the id, or by the shard that files it).
+    static std::uint16_t queue_slot_of(const Record& r) noexcept {
+        const ChunkHeader* head = header_of(&r);
+        return head->queue_slots.load(std::memory_order_acquire)[&r - first_of(head)].load(std::memory_order_relaxed);
+    }
+
     /// Takes a free record (FREE, callable empty) and sets `index` and `gen`
     /// to its index and its current generation (a never-used record gets
     /// its first). Returns nullptr when the index space or memory is
@@ -133,13 +147,13 @@ private:
     struct alignas(64) ChunkHeader {
         std::uint32_t number;
         std::atomic<Extra*> extras{nullptr};  // the chunk's side arena, created on demand
+        std::atomic<std::atomic<std::uint16_t>*> queue_slots{nullptr};  // its queue slots, likewise
     };
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
     static const ChunkHeader* header_of(const Record* r) noexcept {
         return reinterpret_cast<const ChunkHeader*>(reinterpret_cast<std::uintptr_t>(r) & ~(kChunkAlign - 1));
     }
     static const Record* first_of(const ChunkHeader* head) noexcept { return reinterpret_cast<const Record*>(head + 1); }
-    static constexpr std::size_t kExtrasBytes = sizeof(Extra) * kChunkSize;
 
     Record* make_chunk(std::uint32_t c) noexcept;
     void quarantine(Record& r, std::uint32_t index, std::uint32_t gen) noexcept;

@@ -460,7 +460,7 @@ DeliveryQueue* RuntimeCore::create_queue() {
 
 void RuntimeCore::undue(const Record& r) noexcept {
     if ((r.flags() & Record::kHasQueue) == 0) return;
-    const std::uint16_t slot = HandleTable::extra_of(r).queue_slot();
+    const std::uint16_t slot = HandleTable::queue_slot_of(r);
     if (DeliveryQueue* q = queues.get(slot)) q->undue();
 }
 
@@ -484,7 +484,7 @@ void RuntimeCore::destroy_queue(DeliveryQueue& q) noexcept {
             const std::uint32_t gen = r->gen();
             const Word c = TimerState::load(*r);
             if (Ctl::gen10(c) != (gen & Ctl::kGenMask) || (r->flags() & Record::kHasQueue) == 0 ||
-                s.table().extra(i).queue_slot() != slot)
+                HandleTable::queue_slot_of(*r) != slot)
                 continue;
             CancelOutcome out;
             {
@@ -637,14 +637,15 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
             return errc::no_memory;
         };
-        // What the common timer (one-shot, no leeway, no group, no queue)
-        // does not have goes to the side record (timer_record.hpp, Extra).
+        // What the common timer (one-shot, no leeway, no group) does not
+        // have goes to the side record (timer_record.hpp, Extra).
         const std::uint64_t leeway_ticks =
             o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
         tick_t file_at = tick;
         const bool clocked = o.clock != TimerClock::monotonic;
-        if (period != 0 || queue_slot != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() ||
-            clocked || core.clocks.manual()) {
+        std::uint16_t f = 0;  // the record's flags
+        if (period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
+            core.clocks.manual()) {
             rt::Extra* x = shard.table().make_extra(index);
             if (x == nullptr) return take_back();  // (the callable is still in `cb`)
             x->runs.store(0, std::memory_order_relaxed);
@@ -652,21 +653,24 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             x->owed.store(rt::Extra::owed_tag(gen), std::memory_order_relaxed);
             x->group.store(o.group, std::memory_order_relaxed);
             x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
-            x->set_period(period, queue_slot);
+            x->period.store(period, std::memory_order_relaxed);
             x->deadline_ns.store(own_deadline, std::memory_order_relaxed);
             x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
                          std::memory_order_relaxed);
-            std::uint16_t f = Record::kHasExtra;
+            f |= Record::kHasExtra;
             f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.clock) << Record::kClockShift);
             if (period != 0) {
                 f |= Record::kPeriodic;
                 f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
             }
-            if (queue_slot != 0) f |= Record::kHasQueue;
             if (leeway_ticks != 0) f |= Record::kHasLeeway;
-            r->set_flags(f);
             file_at = rt::coalesce(tick, leeway_ticks);
         }
+        if (queue_slot != 0) {
+            if (!shard.table().set_queue_slot(index, queue_slot)) return take_back();
+            f |= Record::kHasQueue;
+        }
+        if (f != 0) r->set_flags(f);
         // (No memory for the box of a callable the registry of kinds has no
         // room for: the callable is still in `cb`.)
         if (!r->store_callable(cb)) return take_back();

@@ -241,13 +241,12 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
     while (WheelNode* node = wheel_.pop_expired()) {
         Record& r = static_cast<Record&>(*node);
         const std::uint32_t gen = r.gen();
-        // The queue's slot and the grid period are in the side record; the
-        // flags say whether there are any (the common timer: no Extra read).
+        // The queue's slot and the grid period are kept beside the record;
+        // its flags say whether it has any (the common timer: no read).
         const std::uint16_t flags = r.flags();
         const bool fixed_rate = r.fixed_rate();
-        const Extra* x = (flags & Record::kHasQueue) != 0 || fixed_rate ? &HandleTable::extra_of(r) : nullptr;
-        const std::uint16_t slot = (flags & Record::kHasQueue) != 0 ? x->queue_slot() : 0;
-        const std::uint64_t period = fixed_rate ? x->period_ticks() : 0;
+        const std::uint16_t slot = (flags & Record::kHasQueue) != 0 ? HandleTable::queue_slot_of(r) : 0;
+        const std::uint64_t period = fixed_rate ? HandleTable::extra_of(r).period_ticks() : 0;
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
         if (slot != 0 && !section_) section_.emplace(queues_);

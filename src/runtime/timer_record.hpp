@@ -19,11 +19,12 @@ namespace tickwheel::rt {
 struct TimerState;
 
 /// What a timer has beyond the common case (a one-shot, no group, no
-/// leeway, no delivery queue): a periodic timer's period, run and miss
-/// counters, a leeway, a group, a delivery queue's slot, a boot-time or
-/// wall-clock deadline. Kept apart from the record, in a lazily created side
-/// arena of the handle table (HandleTable::extra), one 64-byte line each, so
-/// that the timers that have none never touch it. Written by start() before
+/// leeway): a periodic timer's period, run and miss counters, a leeway, a
+/// group, a boot-time or wall-clock deadline. Kept apart from the record, in
+/// a lazily created side arena of the handle table (HandleTable::extra), one
+/// 64-byte line each, so that the timers that have none never touch it. (A
+/// delivery queue's slot is kept apart again, 2 bytes per record:
+/// HandleTable::queue_slot_of.) Written by start() before
 /// it publishes the record's word (relaxed stores, ordered by that release),
 /// read after an acquire of the word by whoever validated the id; the
 /// counters are updated by the owner of the state that counts (the shard:
@@ -48,24 +49,10 @@ struct alignas(64) Extra {
         return leeway_ns.load(std::memory_order_relaxed) / resolution_ns;
     }
 
-    // The period in ticks (0 = one-shot) in the low kPeriodBits, and the
-    // slot of the delivery queue the timer is bound to (delivery_queue.hpp;
-    // 0 = the runtime's workers) in the bits above. Valid when the record's
-    // flags say kPeriodic or kHasQueue (the others never read it).
-    static constexpr unsigned kPeriodBits = 51;  // > log2(2^60 ns / 1 us): the longest period in ticks
-    static constexpr std::uint64_t kPeriodMask = (std::uint64_t{1} << kPeriodBits) - 1;
-    static constexpr std::uint32_t kMaxQueueSlot = (1u << (64 - kPeriodBits)) - 1;  // 8191
+    // The period in ticks, valid when the record's flags say kPeriodic
+    // (the others never read it; 1.3 kept it in the record).
     std::atomic<std::uint64_t> period{0};
-    std::uint64_t period_ticks() const noexcept { return period.load(std::memory_order_relaxed) & kPeriodMask; }
-    /// The delivery queue's slot, 0 = the workers.
-    std::uint16_t queue_slot() const noexcept {
-        return static_cast<std::uint16_t>(period.load(std::memory_order_relaxed) >> kPeriodBits);
-    }
-    /// Sets both (start(), before publishing the word). `ticks` <=
-    /// kPeriodMask, `queue_slot` <= kMaxQueueSlot.
-    void set_period(std::uint64_t ticks, std::uint16_t queue_slot) noexcept {
-        period.store((std::uint64_t{queue_slot} << kPeriodBits) | ticks, std::memory_order_relaxed);
-    }
+    std::uint64_t period_ticks() const noexcept { return period.load(std::memory_order_relaxed); }
 
     // A boot-time or wall-clock timer: the nominal deadline of its next run
     // on its own clock (exact: the word holds it converted to a tick of the
@@ -97,10 +84,12 @@ enum class Policy : std::uint16_t { Skip = 0, Delay = 1, Burst = 2 };
 /// started with, and its kind: the index of the Callback's ops table in the
 /// process-wide registry (callable.hpp) in place of the 8-byte pointer. A
 /// callable type the full registry has no room for is boxed (kind
-/// CallableKinds::kBoxed). What only some timers have -- a period, a delivery
-/// queue, a leeway, a group, another clock -- is in the side record (Extra),
-/// flagged here; the period word that the 80-byte record of 1.3 carried
-/// moved there (kPeriodic says a timer has one without reading it).
+/// CallableKinds::kBoxed). What only some timers have -- a period, a leeway,
+/// a group, another clock -- is in the side record (Extra), flagged here; a
+/// delivery queue's slot in a 2-byte side array (HandleTable::queue_slot_of).
+/// The period word that the 80-byte record of 1.3 carried (period and queue
+/// slot) is split between the two; kPeriodic and kHasQueue say a timer has
+/// them without reading them.
 class alignas(64) Record : public WheelNode {
 public:
     // ---- flags (the top 8 bits of WheelNode::user32) -------------------------
@@ -119,7 +108,7 @@ public:
     static constexpr std::uint16_t kPeriodic = 1u << 4;   // Extra::period_ticks() != 0
     static constexpr std::uint16_t kClockShift = 5;       // 2 bits: ClockId (0: monotonic)
     static constexpr std::uint16_t kClockMask = 3u << kClockShift;
-    static constexpr std::uint16_t kHasQueue = 1u << 7;   // Extra::queue_slot() != 0
+    static constexpr std::uint16_t kHasQueue = 1u << 7;   // HandleTable::queue_slot_of() != 0
     // (A group needs no flag: Extra::group, read with the other fields.)
     static constexpr unsigned kFlagsShift = 24;
     static constexpr std::uint32_t kGenMask = (1u << kFlagsShift) - 1;
