@@ -109,7 +109,7 @@ void c_release(void* arg) { static_cast<CTally*>(arg)->releases.fetch_add(1); }
 // ---- the record -------------------------------------------------------------------
 
 TEST(Record, IsOneCacheLineAndEveryRecordIsLineAligned) {
-    // (And its side record and queue slot are found from it, at either end
+    // (And its side record and period word are found from it, at either end
     // of a chunk.)
     static_assert(sizeof(Record) == 64 && alignof(Record) == 64);
     static_assert(sizeof(Extra) == 64 && alignof(Extra) == 64);
@@ -132,9 +132,10 @@ TEST(Record, IsOneCacheLineAndEveryRecordIsLineAligned) {
             EXPECT_EQ(reinterpret_cast<std::uintptr_t>(x) % 64, 0u) << "the side record of " << i;
             EXPECT_EQ(&HandleTable::extra_of(*r), x);
             EXPECT_EQ(&table.extra(i), x);
-            const auto slot = static_cast<std::uint16_t>(1 + i % 8191);
-            ASSERT_TRUE(table.set_queue_slot(i, slot));
-            EXPECT_EQ(HandleTable::queue_slot_of(*r), slot) << "the queue slot of " << i;
+            const auto slot = static_cast<std::uint16_t>(1 + i % tickwheel::rt::PeriodWord::kMaxQueueSlot);
+            ASSERT_TRUE(table.set_period_word(i, tickwheel::rt::PeriodWord::make(1000 + i, slot)));
+            EXPECT_EQ(HandleTable::queue_slot_of(*r), slot) << "the period word of " << i;
+            EXPECT_EQ(HandleTable::period_ticks_of(*r), 1000u + i);
         }
     }
 }

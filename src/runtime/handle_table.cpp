@@ -21,7 +21,7 @@ HandleTable::~HandleTable() {
 }
 
 namespace {
-// A chunk's side array of T (Extra, queue slots): one anonymous mapping per
+// A chunk's side array of T (Extra, period words): one anonymous mapping per
 // records chunk, made on first use. Zeroed memory is a valid array of T
 // (atomics of integers, all 0); its pages stay unresident until touched, and
 // its page alignment puts each 64-byte Extra on a line of its own.
@@ -57,12 +57,12 @@ Extra* HandleTable::make_extra(std::uint32_t index) noexcept {
     return arr == nullptr ? nullptr : arr + (&r - first_of(&head));
 }
 
-bool HandleTable::set_queue_slot(std::uint32_t index, std::uint16_t slot) noexcept {
+bool HandleTable::set_period_word(std::uint32_t index, std::uint64_t word) noexcept {
     Record& r = at(index);
     auto& head = *const_cast<ChunkHeader*>(header_of(&r));
-    std::atomic<std::uint16_t>* arr = side_array(head.queue_slots);
+    std::atomic<std::uint64_t>* arr = side_array(head.period_words);
     if (arr == nullptr) return false;
-    arr[&r - first_of(&head)].store(slot, std::memory_order_relaxed);
+    arr[&r - first_of(&head)].store(word, std::memory_order_relaxed);
     return true;
 }
 
@@ -71,7 +71,7 @@ void HandleTable::free_chunk(Record* first) noexcept {
     static_assert(std::is_trivially_destructible_v<Record>, "a chunk's records need no destructor");
     auto* head = reinterpret_cast<ChunkHeader*>(first) - 1;
     free_side_array(head->extras);
-    free_side_array(head->queue_slots);
+    free_side_array(head->period_words);
     head->~ChunkHeader();
     std::free(head);
 }

@@ -81,19 +81,22 @@ public:
         return head->extras.load(std::memory_order_acquire)[&r - first_of(head)];
     }
 
-    /// Binds record `index` to delivery queue slot `slot` (start(), owning
-    /// the record, before publishing it), creating its chunk's array of
-    /// queue slots on first use (2 bytes per record, lazily mapped: 64 KiB
-    /// for a chunk's 32767 records, dense enough to stay in cache where a
-    /// side record per queue-bound timer would cost a cold line). False if
-    /// there is no memory for it. Any thread.
-    bool set_queue_slot(std::uint32_t index, std::uint16_t slot) noexcept;
-    /// The queue slot of a record whose flags say kHasQueue (read after
-    /// validating the id, or by the shard that files it).
-    static std::uint16_t queue_slot_of(const Record& r) noexcept {
+    /// Sets record `index`'s period word (timer_record.hpp, PeriodWord;
+    /// start(), owning the record, before publishing it), creating its
+    /// chunk's array of period words on first use (8 bytes per record,
+    /// lazily mapped like the side arena). False if there is no memory for
+    /// it. Any thread.
+    bool set_period_word(std::uint32_t index, std::uint64_t word) noexcept;
+    /// The period word of a record whose flags say kPeriodic or kHasQueue
+    /// (read after validating the id, or by the shard that files it).
+    static std::uint64_t period_word_of(const Record& r) noexcept {
         const ChunkHeader* head = header_of(&r);
-        return head->queue_slots.load(std::memory_order_acquire)[&r - first_of(head)].load(std::memory_order_relaxed);
+        return head->period_words.load(std::memory_order_acquire)[&r - first_of(head)].load(std::memory_order_relaxed);
     }
+    static std::uint64_t period_ticks_of(const Record& r) noexcept {
+        return PeriodWord::period_ticks(period_word_of(r));
+    }
+    static std::uint16_t queue_slot_of(const Record& r) noexcept { return PeriodWord::queue_slot(period_word_of(r)); }
 
     /// Takes a free record (FREE, callable empty) and sets `index` and `gen`
     /// to its index and its current generation (a never-used record gets
@@ -147,7 +150,7 @@ private:
     struct alignas(64) ChunkHeader {
         std::uint32_t number;
         std::atomic<Extra*> extras{nullptr};  // the chunk's side arena, created on demand
-        std::atomic<std::atomic<std::uint16_t>*> queue_slots{nullptr};  // its queue slots, likewise
+        std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};  // its period words, likewise
     };
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
     static const ChunkHeader* header_of(const Record* r) noexcept {

@@ -334,7 +334,7 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
             if ((o & Extra::kOwedCountMask) == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
             if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
             x->runs.fetch_add(1, std::memory_order_relaxed);
-            due += x->period_ticks();
+            due += HandleTable::period_ticks_of(r);
             call(r, id, due);
             ++calls;
         }
@@ -350,6 +350,7 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
             e->owed.store(Extra::owed_tag(item.gen), std::memory_order_relaxed);
             e->group.store(0, std::memory_order_relaxed);
             e->leeway_ns.store(0, std::memory_order_relaxed);
+            e->leeway_ticks.store(0, std::memory_order_relaxed);
             r.set_flags(static_cast<std::uint16_t>(r.flags() | Record::kHasExtra));
         }
     }
@@ -368,7 +369,7 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     Shard& s = shard(item.shard);
     // A DELAY timer's next run: the end of this one plus the period.
     const std::uint64_t delay_period =
-        r.periodic() && r.policy() == Policy::Delay ? HandleTable::extra_of(r).period_ticks() : 0;
+        r.periodic() && r.policy() == Policy::Delay ? HandleTable::period_ticks_of(r) : 0;
     const tick_t delay_next = delay_period != 0 ? clock.deadline_tick(clocks.mono()) + delay_period : 0;
     if (delay_next != 0 && r.clock() != rt::ClockId::Monotonic)
         HandleTable::extra_of(r).deadline_ns.store(
@@ -653,7 +654,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             x->owed.store(rt::Extra::owed_tag(gen), std::memory_order_relaxed);
             x->group.store(o.group, std::memory_order_relaxed);
             x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
-            x->period.store(period, std::memory_order_relaxed);
+            x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
             x->deadline_ns.store(own_deadline, std::memory_order_relaxed);
             x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
                          std::memory_order_relaxed);
@@ -666,9 +667,9 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
             if (leeway_ticks != 0) f |= Record::kHasLeeway;
             file_at = rt::coalesce(tick, leeway_ticks);
         }
-        if (queue_slot != 0) {
-            if (!shard.table().set_queue_slot(index, queue_slot)) return take_back();
-            f |= Record::kHasQueue;
+        if (period != 0 || queue_slot != 0) {
+            if (!shard.table().set_period_word(index, rt::PeriodWord::make(period, queue_slot))) return take_back();
+            if (queue_slot != 0) f |= Record::kHasQueue;
         }
         if (f != 0) r->set_flags(f);
         // (No memory for the box of a callable the registry of kinds has no
@@ -839,7 +840,7 @@ bool reset_to(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool 
                    !x.owed.compare_exchange_weak(o, tag, std::memory_order_relaxed)) {
             }
         }
-        if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks(core.clock.resolution_ns()));
+        if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks.load(std::memory_order_relaxed));
     }
     if (step.post != rt::Post::None)
         shard->post_and_wake(
@@ -950,7 +951,7 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     if (r->gen() != gen || Ctl::gen10(c) != (gen & Ctl::kGenMask)) return false;
     const State s = Ctl::state(c);
     const std::uint16_t flags = r->flags();
-    std::uint64_t period = 0;
+    const std::uint64_t period = (flags & Record::kPeriodic) != 0 ? rt::HandleTable::period_ticks_of(*r) : 0;
     TimerInfo info;
     info.shard = static_cast<int>(si);
     std::uint64_t runs = 0, missed = 0;
@@ -958,7 +959,6 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     std::int64_t own_deadline = 0;  // a boot-time or wall-clock timer: its exact deadline on its clock
     if ((flags & Record::kHasExtra) != 0) {
         const rt::Extra& x = table.extra(Id::index(id));
-        if ((flags & Record::kPeriodic) != 0) period = x.period_ticks();
         if (clocked) own_deadline = x.deadline_ns.load(std::memory_order_relaxed);
         runs = x.runs.load(std::memory_order_relaxed);
         missed = x.missed.load(std::memory_order_relaxed);

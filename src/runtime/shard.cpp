@@ -78,7 +78,7 @@ void Shard::post_cancel(std::uint64_t msg) noexcept {
 
 tick_t Shard::file_tick(const Record& r, tick_t d) const noexcept {
     if ((r.flags() & Record::kHasLeeway) == 0) return d;
-    return coalesce(d, HandleTable::extra_of(r).leeway_ticks(clock_.resolution_ns()));
+    return coalesce(d, HandleTable::extra_of(r).leeway_ticks.load(std::memory_order_relaxed));
 }
 
 void Shard::count_skipped(const Record& r, std::uint64_t skipped) noexcept {
@@ -241,12 +241,15 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
     while (WheelNode* node = wheel_.pop_expired()) {
         Record& r = static_cast<Record&>(*node);
         const std::uint32_t gen = r.gen();
-        // The queue's slot and the grid period are kept beside the record;
-        // its flags say whether it has any (the common timer: no read).
+        // The queue's slot and the grid period are in the period word
+        // beside the record; its flags say whether it has one (the common
+        // timer: no read).
         const std::uint16_t flags = r.flags();
         const bool fixed_rate = r.fixed_rate();
-        const std::uint16_t slot = (flags & Record::kHasQueue) != 0 ? HandleTable::queue_slot_of(r) : 0;
-        const std::uint64_t period = fixed_rate ? HandleTable::extra_of(r).period_ticks() : 0;
+        const std::uint64_t word =
+            (flags & (Record::kHasQueue | Record::kPeriodic)) != 0 ? HandleTable::period_word_of(r) : 0;
+        const std::uint16_t slot = PeriodWord::queue_slot(word);
+        const std::uint64_t period = fixed_rate ? PeriodWord::period_ticks(word) : 0;
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
         if (slot != 0 && !section_) section_.emplace(queues_);

@@ -19,12 +19,10 @@ namespace tickwheel::rt {
 struct TimerState;
 
 /// What a timer has beyond the common case (a one-shot, no group, no
-/// leeway): a periodic timer's period, run and miss counters, a leeway, a
-/// group, a boot-time or wall-clock deadline. Kept apart from the record, in
-/// a lazily created side arena of the handle table (HandleTable::extra), one
-/// 64-byte line each, so that the timers that have none never touch it. (A
-/// delivery queue's slot is kept apart again, 2 bytes per record:
-/// HandleTable::queue_slot_of.) Written by start() before
+/// leeway): a periodic timer's run and miss counters and its policy, a
+/// leeway, a group. Kept apart from the record, in a lazily created side
+/// arena of the handle table (HandleTable::extra), one 64-byte line each, so
+/// that the timers that have none never touch it. Written by start() before
 /// it publishes the record's word (relaxed stores, ordered by that release),
 /// read after an acquire of the word by whoever validated the id; the
 /// counters are updated by the owner of the state that counts (the shard:
@@ -42,18 +40,8 @@ struct alignas(64) Extra {
     static constexpr std::uint64_t kOwedCountMask = (std::uint64_t{1} << kOwedTagShift) - 1;
     static constexpr std::uint64_t owed_tag(std::uint32_t gen) noexcept { return std::uint64_t{gen} << kOwedTagShift; }
     std::atomic<std::uint64_t> group{0};   // 0 = none
-    // The leeway as given (queries report it), and its coalescing window in
-    // whole ticks (Record::kHasLeeway: non-zero), derived where it is used.
     std::atomic<std::uint64_t> leeway_ns{0};
-    std::uint64_t leeway_ticks(std::uint64_t resolution_ns) const noexcept {
-        return leeway_ns.load(std::memory_order_relaxed) / resolution_ns;
-    }
-
-    // The period in ticks, valid when the record's flags say kPeriodic
-    // (the others never read it; 1.3 kept it in the record).
-    std::atomic<std::uint64_t> period{0};
-    std::uint64_t period_ticks() const noexcept { return period.load(std::memory_order_relaxed); }
-
+    std::atomic<std::uint64_t> leeway_ticks{0};  // leeway_ns in whole ticks (the coalescing window)
     // A boot-time or wall-clock timer: the nominal deadline of its next run
     // on its own clock (exact: the word holds it converted to a tick of the
     // monotonic wheel by the offset of the moment). The shard checks it on
@@ -65,6 +53,31 @@ struct alignas(64) Extra {
     std::atomic<std::uint64_t> seq{0};  // a manual runtime's timers: start order (ties of an advance)
 };
 static_assert(sizeof(Extra) == 64, "one side record = one cache line");
+
+/// A periodic or queue-bound timer's period word: the period in ticks (0 =
+/// one-shot) in the low kPeriodBits, and the slot of the delivery queue the
+/// timer is bound to (delivery_queue.hpp; 0 = the runtime's workers) in the
+/// bits above. The 80-byte record of 1.3 carried it; it now lives beside the
+/// record, in a dense side array of 8 bytes per record
+/// (HandleTable::period_word_of): read-mostly lines that the shard reads on
+/// every fire of a periodic timer without pulling the line a worker counts
+/// runs on, and that stay in cache for a million queue-bound timers where a
+/// side record each would cost a cold line. The record's flags (kPeriodic,
+/// kHasQueue) say whether a timer has one: other timers never read it.
+struct PeriodWord {
+    static constexpr unsigned kPeriodBits = 51;  // > log2(2^60 ns / 1 us): the longest period in ticks
+    static constexpr std::uint64_t kPeriodMask = (std::uint64_t{1} << kPeriodBits) - 1;
+    static constexpr std::uint32_t kMaxQueueSlot = (1u << (64 - kPeriodBits)) - 1;  // 8191
+    /// `ticks` <= kPeriodMask, `queue_slot` <= kMaxQueueSlot.
+    static constexpr std::uint64_t make(std::uint64_t ticks, std::uint16_t queue_slot) noexcept {
+        return (std::uint64_t{queue_slot} << kPeriodBits) | ticks;
+    }
+    static constexpr std::uint64_t period_ticks(std::uint64_t w) noexcept { return w & kPeriodMask; }
+    /// The delivery queue's slot, 0 = the workers.
+    static constexpr std::uint16_t queue_slot(std::uint64_t w) noexcept {
+        return static_cast<std::uint16_t>(w >> kPeriodBits);
+    }
+};
 
 /// A periodic timer's policy when runs fall behind (tw_timer_spec.period_policy).
 enum class Policy : std::uint16_t { Skip = 0, Delay = 1, Burst = 2 };
@@ -84,12 +97,12 @@ enum class Policy : std::uint16_t { Skip = 0, Delay = 1, Burst = 2 };
 /// started with, and its kind: the index of the Callback's ops table in the
 /// process-wide registry (callable.hpp) in place of the 8-byte pointer. A
 /// callable type the full registry has no room for is boxed (kind
-/// CallableKinds::kBoxed). What only some timers have -- a period, a leeway,
-/// a group, another clock -- is in the side record (Extra), flagged here; a
-/// delivery queue's slot in a 2-byte side array (HandleTable::queue_slot_of).
-/// The period word that the 80-byte record of 1.3 carried (period and queue
-/// slot) is split between the two; kPeriodic and kHasQueue say a timer has
-/// them without reading them.
+/// CallableKinds::kBoxed). What only some timers have is beside the record,
+/// flagged here: a leeway, a group, another clock, a periodic timer's
+/// counters in the side record (Extra); the period word (a period, a
+/// delivery queue) in a side array of its own (PeriodWord), which the 80-byte
+/// record of 1.3 carried. kPeriodic and kHasQueue answer stop's and the
+/// driver's questions without reading it.
 class alignas(64) Record : public WheelNode {
 public:
     // ---- flags (the top 8 bits of WheelNode::user32) -------------------------
@@ -104,11 +117,11 @@ public:
     static constexpr std::uint16_t kHasExtra = 1;       // Extra is valid for this occupant
     static constexpr std::uint16_t kPolicyShift = 1;    // 2 bits: Policy (periodic timers)
     static constexpr std::uint16_t kPolicyMask = 3u << kPolicyShift;
-    static constexpr std::uint16_t kHasLeeway = 1u << 3;  // Extra::leeway_ns >= one tick
-    static constexpr std::uint16_t kPeriodic = 1u << 4;   // Extra::period_ticks() != 0
+    static constexpr std::uint16_t kHasLeeway = 1u << 3;  // Extra::leeway_ticks != 0
+    static constexpr std::uint16_t kPeriodic = 1u << 4;   // PeriodWord::period_ticks() != 0
     static constexpr std::uint16_t kClockShift = 5;       // 2 bits: ClockId (0: monotonic)
     static constexpr std::uint16_t kClockMask = 3u << kClockShift;
-    static constexpr std::uint16_t kHasQueue = 1u << 7;   // HandleTable::queue_slot_of() != 0
+    static constexpr std::uint16_t kHasQueue = 1u << 7;   // PeriodWord::queue_slot() != 0
     // (A group needs no flag: Extra::group, read with the other fields.)
     static constexpr unsigned kFlagsShift = 24;
     static constexpr std::uint32_t kGenMask = (1u << kFlagsShift) - 1;
