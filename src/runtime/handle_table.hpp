@@ -21,9 +21,10 @@
 // as a race -- upstream issue #254 -- so it is kept for the MPSC inboxes.)
 //
 // Each chunk is one 2 MiB-aligned block, filled: a 64-byte header holding
-// the chunk's number (and its side arena, once made), then the records, each
-// one 64-byte line. A record's index is therefore computed from its address
-// (index_of), and records need not store it.
+// the chunk's number (and its side arrays, once made: the Extra arena and
+// the period words), then the records, each one 64-byte line. A record's
+// index is therefore computed from its address (index_of), and records need
+// not store it; its side entries are found the same way.
 #pragma once
 
 #include <atomic>
