@@ -451,7 +451,7 @@ TEST(TimerStateLoops, ApplyTheDecisionsAndCheckTheFullGeneration) {
     Record r;
     const std::uint32_t G = 0x12345;  // full 24-bit generation; gen10 = 0x345
     r.set_gen(G);
-    r.period.store(0, std::memory_order_relaxed);
+    ASSERT_FALSE(r.periodic()) << "set_gen clears the flags: a one-shot";
     TimerState::publish(r, G, 100);
     EXPECT_EQ(TimerState::load(r), Ctl::make(G, Pe, 100));
 
@@ -467,7 +467,7 @@ TEST(TimerStateLoops, ApplyTheDecisionsAndCheckTheFullGeneration) {
     EXPECT_TRUE(rs.rearmed);
     EXPECT_EQ(rs.post, Post::Refile);
     EXPECT_EQ(TimerState::load(r), Ctl::make(G, Pe, 50));
-    const ExpireStep es = TimerState::expire(r, 60);
+    const ExpireStep es = TimerState::expire(r, 60, 0, 0);
     EXPECT_EQ(es.out, EO::Fire);
     EXPECT_EQ(TimerState::load(r), Ctl::make(G, Di, 50));
     EXPECT_TRUE(TimerState::begin_run(r, G));
@@ -483,9 +483,11 @@ TEST(TimerStateLoops, ApplyTheDecisionsAndCheckTheFullGeneration) {
 
     // periodic: stop during the run, the worker finishes it
     r.set_gen(G + 1);
-    r.period.store(10, std::memory_order_relaxed);
+    r.set_flags(Record::kHasExtra | Record::kPeriodic);  // SKIP; its period (10) is the shard's to pass
+    ASSERT_TRUE(r.periodic() && r.fixed_rate());
+    ASSERT_EQ(r.gen(), G + 1) << "the flags keep the generation";
     TimerState::publish(r, G + 1, 200);
-    EXPECT_EQ(TimerState::expire(r, 205).out, EO::Fire);
+    EXPECT_EQ(TimerState::expire(r, 205, 0, 10).out, EO::Fire);
     EXPECT_EQ(TimerState::load(r), Ctl::make(G + 1, Di, 210));
     EXPECT_TRUE(TimerState::begin_run(r, G + 1));
     EXPECT_EQ(TimerState::try_cancel(r, G + 1), CO::StoppedDuringRun);

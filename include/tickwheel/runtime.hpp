@@ -43,7 +43,7 @@
 ///    stale id (timer fired, stopped, or its slot reused, any number of
 ///    times, in any interleaving with the call) is answered "not found",
 ///    never acted on. Id 0 is never valid. A slot whose generation reaches
-///    2^24 - 1 is retired rather than reused (80 bytes per 16.7 million
+///    2^24 - 1 is retired rather than reused (64 bytes per 16.7 million
 ///    timers started on one slot).
 ///  * Fork. In a child process created by fork() the runtime's threads do
 ///    not exist. Every operation on a runtime created before the fork fails
@@ -228,7 +228,7 @@ struct Stats {
     std::vector<std::size_t> pending_per_shard;  ///< timers filed in each shard's wheel
     std::vector<std::size_t> inbox_per_shard;    ///< requests queued to each shard (approx.)
     std::uint64_t live = 0;              ///< started and not yet released (callable not yet destroyed)
-    std::size_t slots = 0;               ///< timer records ever allocated (80 bytes each): the memory high-water mark
+    std::size_t slots = 0;               ///< timer records ever allocated (64 bytes each): the memory high-water mark
     /// timers started (start calls that succeeded)
     std::uint64_t started = 0;
     std::uint64_t fired = 0;             ///< callback runs

@@ -263,7 +263,7 @@ std::size_t start_batch(RuntimeCore& core, Runtime* self, const StartOptions* op
             //    taken back whole (nobody knows its id yet).
             box.flush([&](std::uint32_t j) {
                 Pending& e = p[j];
-                cbs[base + j] = std::move(e.r->cb);
+                e.r->return_callable(cbs[base + j]);
                 take_back(core, core.shard(e.plan.shard), *e.r);
                 e.e = errc::no_memory;
             });

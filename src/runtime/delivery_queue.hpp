@@ -5,8 +5,8 @@
 // (runtime.hpp); this is the machinery.
 //
 // A timer started with a queue carries the queue's slot number (1..8191)
-// in the top bits of its record's period word (timer_record.hpp): records
-// stay 80 bytes.
+// in the top bits of its period word (timer_record.hpp, PeriodWord: beside
+// the record; its flags say kHasQueue, so other timers never read it).
 // When it comes due, its shard does what it does for every timer -- the
 // PENDING -> DISPATCHED transition of timer_state.hpp -- and then, instead
 // of handing the FireItem to the dispatcher, delivers it to the queue: a
@@ -164,7 +164,7 @@ private:
 /// safe (see the top of the file). Slots are 1..kMaxQueues; 0 is "no queue".
 class QueueTable {
 public:
-    static constexpr std::uint32_t kMaxQueues = Record::kMaxQueueSlot;  // 8191
+    static constexpr std::uint32_t kMaxQueues = PeriodWord::kMaxQueueSlot;  // 8191
 
     QueueTable() = default;
     ~QueueTable();

@@ -15,39 +15,67 @@
 
 namespace tickwheel::rt {
 
-HandleTable::HandleTable()
-    : chunks_(new std::atomic<Record*>[kMaxChunks]()), extras_(new std::atomic<Extra*>[kMaxChunks]()) {}
+HandleTable::HandleTable() : chunks_(new std::atomic<Record*>[kMaxChunks]()) {}
 
 HandleTable::~HandleTable() {
-    for (std::uint32_t c = 0; c < kMaxChunks; ++c) {
-        free_chunk(chunks_[c].load(std::memory_order_relaxed));
-        std::free(extras_[c].load(std::memory_order_relaxed));
-    }
+    for (std::uint32_t c = 0; c < kMaxChunks; ++c) free_chunk(chunks_[c].load(std::memory_order_relaxed));
     std::free(mirror_.load(std::memory_order_relaxed));
 }
 
+namespace {
+// A chunk's side array of T (Extra, period words): one anonymous mapping per
+// records chunk, made on first use. Zeroed memory is a valid array of T
+// (atomics of integers, all 0); its pages stay unresident until touched, and
+// its page alignment puts each 64-byte Extra on a line of its own.
+template <class T>
+constexpr std::size_t side_bytes() noexcept {
+    static_assert(std::is_trivially_destructible_v<T>);
+    return sizeof(T) * HandleTable::kChunkSize;
+}
+
+template <class T>
+T* side_array(std::atomic<T*>& published) noexcept {
+    T* arr = published.load(std::memory_order_acquire);
+    if (arr != nullptr) return arr;
+    void* m = mmap(nullptr, side_bytes<T>(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    auto* fresh = static_cast<T*>(m);
+    if (published.compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, std::memory_order_acquire))
+        return fresh;
+    munmap(m, side_bytes<T>());  // another thread published this chunk's first
+    return arr;
+}
+
+template <class T>
+void free_side_array(std::atomic<T*>& published) noexcept {
+    if (T* arr = published.load(std::memory_order_relaxed)) munmap(arr, side_bytes<T>());
+}
+}  // namespace
+
 Extra* HandleTable::make_extra(std::uint32_t index) noexcept {
-    const std::uint32_t c = index / kChunkSize;
-    Extra* arr = extras_[c].load(std::memory_order_acquire);
-    if (arr == nullptr) {
-        // Zeroed memory is a valid array of Extra (atomics of integers, all
-        // 0): calloc's lazily mapped pages stay unresident until touched.
-        static_assert(std::is_trivially_destructible_v<Extra>);
-        auto* fresh = static_cast<Extra*>(std::calloc(kChunkSize, sizeof(Extra)));
-        if (fresh == nullptr) return nullptr;
-        if (extras_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
-            arr = fresh;
-        } else {
-            std::free(fresh);  // another thread published this chunk first
-        }
-    }
-    return arr + index % kChunkSize;
+    Record& r = at(index);
+    auto& head = *const_cast<ChunkHeader*>(header_of(&r));
+    Extra* arr = side_array(head.extras);
+    return arr == nullptr ? nullptr : arr + (&r - first_of(&head));
+}
+
+bool HandleTable::set_period_word(std::uint32_t index, std::uint64_t word) noexcept {
+    Record& r = at(index);
+    auto& head = *const_cast<ChunkHeader*>(header_of(&r));
+    std::atomic<std::uint64_t>* arr = side_array(head.period_words);
+    if (arr == nullptr) return false;
+    arr[&r - first_of(&head)].store(word, std::memory_order_relaxed);
+    return true;
 }
 
 void HandleTable::free_chunk(Record* first) noexcept {
     if (first == nullptr) return;
-    for (std::uint32_t i = 0; i < kChunkSize; ++i) first[i].~Record();
-    std::free(reinterpret_cast<ChunkHeader*>(first) - 1);
+    static_assert(std::is_trivially_destructible_v<Record>, "a chunk's records need no destructor");
+    auto* head = reinterpret_cast<ChunkHeader*>(first) - 1;
+    free_side_array(head->extras);
+    free_side_array(head->period_words);
+    head->~ChunkHeader();
+    std::free(head);
 }
 
 Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
@@ -226,12 +254,13 @@ void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
         return;
     }
     const std::uint32_t next = g + 1;
-    r.set_gen(next);  // before the word changes: a thread that sees the new word sees the new generation
-    // The next occupant starts as a common timer. After the generation moved
-    // on: a query of the ending timer that reads the cleared flags then sees
-    // the new generation and discards what it read. (A retired record keeps
-    // its flags: it is never reused.)
-    if (r.flags() != 0) r.set_flags(0);
+    // Before the word changes: a thread that sees the new word sees the new
+    // generation. The same store clears the flags (they share user32), so
+    // the next occupant starts as a common timer, and a query of the ending
+    // timer that reads the cleared flags reads the new generation with them
+    // and discards what it read. (A retired record keeps its flags: it is
+    // never reused.)
+    r.set_gen(next);
     const std::uint32_t index = index_of(&r);
     if ((next & Ctl::kGenMask) == 0) {
         quarantine(r, index, next);  // the word's 10-bit generation wraps: wait for hazards

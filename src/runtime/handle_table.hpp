@@ -21,8 +21,10 @@
 // as a race -- upstream issue #254 -- so it is kept for the MPSC inboxes.)
 //
 // Each chunk is one 2 MiB-aligned block, filled: a 64-byte header holding
-// the chunk's number, then the records. A record's index is therefore computed from its
-// address (index_of), and records need not store it.
+// the chunk's number (and its side arrays, once made: the Extra arena and
+// the period words), then the records, each one 64-byte line. A record's
+// index is therefore computed from its address (index_of), and records need
+// not store it; its side entries are found the same way.
 #pragma once
 
 #include <atomic>
@@ -38,10 +40,9 @@ class FreeChain;
 class HandleTable {
 public:
     // One chunk fills one 2 MiB block (a huge page): a 64-byte header, then as
-    // many records as fit (26213 of 80 bytes: 99.98% of the block is records).
-    // A power-of-two count would leave a third of every block unused, and with
-    // transparent huge pages that third is resident memory too; the division
-    // by this constant compiles to a multiplication.
+    // many records as fit (32767 of 64 bytes: every line of the block but the
+    // header's; a chunk is resident whole from its creation, which constructs
+    // its records). The division by this constant compiles to a multiplication.
     static constexpr std::uint32_t kChunkSize =
         static_cast<std::uint32_t>(((std::size_t{2} << 20) - 64) / sizeof(Record));
     static constexpr std::uint32_t kMaxChunks = 1u << 14;  // >= 2^28 records per shard
@@ -68,14 +69,35 @@ public:
 
     /// The side record (Extra) of record `index`, creating its chunk of the
     /// side arena on first use; nullptr if there is no memory for it. The
-    /// side arena is one calloc'd array per records chunk, so only the pages
-    /// of timers that have an Extra become resident. Any thread.
+    /// side arena is one lazily mapped array per records chunk (anonymous
+    /// mmap: zeroed, line-aligned), so only the pages of timers that have an
+    /// Extra become resident. Any thread.
     Extra* make_extra(std::uint32_t index) noexcept;
     /// The side record of a record whose flags say it has one (kHasExtra,
     /// read after validating the id); its chunk exists then.
-    Extra& extra(std::uint32_t index) const noexcept {
-        return extras_[index / kChunkSize].load(std::memory_order_acquire)[index % kChunkSize];
+    Extra& extra(std::uint32_t index) const noexcept { return extra_of(at(index)); }
+    /// The same, from the record (through its chunk's header: no table needed).
+    static Extra& extra_of(const Record& r) noexcept {
+        const ChunkHeader* head = header_of(&r);
+        return head->extras.load(std::memory_order_acquire)[&r - first_of(head)];
     }
+
+    /// Sets record `index`'s period word (timer_record.hpp, PeriodWord;
+    /// start(), owning the record, before publishing it), creating its
+    /// chunk's array of period words on first use (8 bytes per record,
+    /// lazily mapped like the side arena). False if there is no memory for
+    /// it. Any thread.
+    bool set_period_word(std::uint32_t index, std::uint64_t word) noexcept;
+    /// The period word of a record whose flags say kPeriodic or kHasQueue
+    /// (read after validating the id, or by the shard that files it).
+    static std::uint64_t period_word_of(const Record& r) noexcept {
+        const ChunkHeader* head = header_of(&r);
+        return head->period_words.load(std::memory_order_acquire)[&r - first_of(head)].load(std::memory_order_relaxed);
+    }
+    static std::uint64_t period_ticks_of(const Record& r) noexcept {
+        return PeriodWord::period_ticks(period_word_of(r));
+    }
+    static std::uint16_t queue_slot_of(const Record& r) noexcept { return PeriodWord::queue_slot(period_word_of(r)); }
 
     /// Takes a free record (FREE, callable empty) and sets `index` and `gen`
     /// to its index and its current generation (a never-used record gets
@@ -109,7 +131,7 @@ public:
         return n != 0 && (n >= kQuarantineBatch || now_ns - last_reclaim_ns_ >= kQuarantineAgeNs);
     }
     std::uint64_t quarantined() const noexcept { return quarantined_.load(std::memory_order_relaxed); }
-    /// Records retired at the last generation (80 bytes each, never reused:
+    /// Records retired at the last generation (64 bytes each, never reused:
     /// one per 2^24 - 1 timers started on a slot).
     std::uint64_t retired() const noexcept { return retired_.load(std::memory_order_relaxed); }
     static constexpr std::uint64_t kQuarantineBatch = 32;
@@ -139,36 +161,39 @@ public:
     /// Indices ever handed out: every allocated record is below this.
     std::uint32_t high_water() const noexcept;
 
-    /// Fetches both cache lines of a record (80 bytes at a 16-byte offset in
-    /// a 64-byte line: always two), for writing (PREFETCHW: the line comes
-    /// exclusive, the CAS or store that follows needs no second trip; a
-    /// no-op on x86-64 CPUs without it). Batches issue these before their
-    /// first locked instruction, so the records' cache misses overlap.
+    /// Fetches a record's cache line (64 bytes, line-aligned) for writing
+    /// (PREFETCHW: the line comes exclusive, the CAS or store that follows
+    /// needs no second trip; a no-op on x86-64 CPUs without it). Batches
+    /// issue these before their first locked instruction, so the records'
+    /// cache misses overlap.
     static void prefetch(const Record* r) noexcept {
+        static_assert(sizeof(Record) == 64);
 #if defined(__x86_64__)
         __asm__ volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(r)));
-        __asm__ volatile("prefetchw %0" : : "m"(*(reinterpret_cast<const char*>(r) + sizeof(Record) - 1)));
 #else
         __builtin_prefetch(r, 1, 3);
-        __builtin_prefetch(reinterpret_cast<const char*>(r) + sizeof(Record) - 1, 1, 3);
 #endif
     }
 
     /// The index of a record of this table. O(1), no memory access but the
     /// chunk header.
     static std::uint32_t index_of(const Record* r) noexcept {
-        const auto addr = reinterpret_cast<std::uintptr_t>(r);
-        const auto* head = reinterpret_cast<const ChunkHeader*>(addr & ~(kChunkAlign - 1));
-        const auto* first = reinterpret_cast<const Record*>(head + 1);
-        return head->number * kChunkSize + static_cast<std::uint32_t>(r - first);
+        const ChunkHeader* head = header_of(r);
+        return head->number * kChunkSize + static_cast<std::uint32_t>(r - first_of(head));
     }
 
 private:
     static constexpr std::uintptr_t kChunkAlign = std::uintptr_t{2} << 20;
     struct alignas(64) ChunkHeader {
         std::uint32_t number;
+        std::atomic<Extra*> extras{nullptr};  // the chunk's side arena, created on demand
+        std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};  // its period words, likewise
     };
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
+    static const ChunkHeader* header_of(const Record* r) noexcept {
+        return reinterpret_cast<const ChunkHeader*>(reinterpret_cast<std::uintptr_t>(r) & ~(kChunkAlign - 1));
+    }
+    static const Record* first_of(const ChunkHeader* head) noexcept { return reinterpret_cast<const Record*>(head + 1); }
 
     Record* make_chunk(std::uint32_t c) noexcept;
     /// A fresh index's record, with its first generation; nullptr if no
@@ -178,7 +203,6 @@ private:
     static void free_chunk(Record* first) noexcept;
 
     std::unique_ptr<std::atomic<Record*>[]> chunks_;
-    std::unique_ptr<std::atomic<Extra*>[]> extras_;  // parallel to chunks_, created on demand
     alignas(64) std::atomic<std::uint64_t> next_fresh_{0};
     // [ABA tag : 32 | top index + 1 : 32]; 0 in the low half = empty.
     alignas(64) std::atomic<std::uint64_t> free_head_{0};

@@ -153,7 +153,7 @@ std::string format_metrics(const MetricsSnapshot& s) {
     for (const std::uint64_t n : s.pending_per_shard) pending += n;
     w.single("tickwheel_timers_pending", "gauge", "Timers filed in the shards' wheels (all shards).", pending);
     w.single("tickwheel_timer_slots", "gauge",
-             "Timer records ever allocated, 80 bytes each: the memory high-water mark.", s.slots);
+             "Timer records ever allocated, 64 bytes each: the memory high-water mark.", s.slots);
     per_shard(w, "tickwheel_shard_pending", "Timers filed in the shard's wheel.", s.pending_per_shard);
     per_shard(w, "tickwheel_shard_inbox", "Requests queued to the shard (approximate).", s.inbox_per_shard);
     w.single("tickwheel_shards", "gauge", "Shards (timing wheels, one driver thread each).", s.shards);

@@ -261,7 +261,7 @@ void RuntimeCore::release(Record& r) noexcept {
 
 void RuntimeCore::release_hook(Record& r) noexcept {
     ReleaseScope in_hook;
-    r.cb.reset();
+    r.destroy_callable();
 }
 
 void RuntimeCore::count_released(std::uint64_t n) noexcept {
@@ -303,7 +303,7 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     const std::int64_t start_ns = clocks.mono();
     lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
     try {
-        r.cb(Timer(owner, id));
+        r.invoke(Timer(owner, id));
     } catch (...) {
         counters.add(kCallbackExceptions);
         if (config.on_callback_error) {
@@ -339,7 +339,7 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
             if ((o & Extra::kOwedCountMask) == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
             if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
             x->runs.fetch_add(1, std::memory_order_relaxed);
-            due += r.period_ticks();
+            due += HandleTable::period_ticks_of(r);
             call(r, id, due);
             ++calls;
         }
@@ -373,12 +373,12 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     const std::uint32_t index = HandleTable::index_of(&r);
     Shard& s = shard(item.shard);
     // A DELAY timer's next run: the end of this one plus the period.
-    const tick_t delay_next = r.periodic() && r.policy() == Policy::Delay
-                                  ? clock.deadline_tick(clocks.mono()) + r.period_ticks()
-                                  : 0;
+    const std::uint64_t delay_period =
+        r.periodic() && r.policy() == Policy::Delay ? HandleTable::period_ticks_of(r) : 0;
+    const tick_t delay_next = delay_period != 0 ? clock.deadline_tick(clocks.mono()) + delay_period : 0;
     if (delay_next != 0 && r.clock() != rt::ClockId::Monotonic)
-        shard(item.shard).table().extra(HandleTable::index_of(&r)).deadline_ns.store(
-            clocks.now(r.clock()) + static_cast<std::int64_t>(r.period_ticks() * clock.resolution_ns()),
+        HandleTable::extra_of(r).deadline_ns.store(
+            clocks.now(r.clock()) + static_cast<std::int64_t>(delay_period * clock.resolution_ns()),
             std::memory_order_relaxed);
     const FinishStep step = TimerState::finish_run(r, delay_next);
     switch (step.out) {
@@ -465,8 +465,8 @@ DeliveryQueue* RuntimeCore::create_queue() {
 }
 
 void RuntimeCore::undue(const Record& r) noexcept {
-    const std::uint16_t slot = r.queue_slot();
-    if (slot == 0) return;
+    if ((r.flags() & Record::kHasQueue) == 0) return;
+    const std::uint16_t slot = HandleTable::queue_slot_of(r);
     if (DeliveryQueue* q = queues.get(slot)) q->undue();
 }
 
@@ -489,7 +489,9 @@ void RuntimeCore::destroy_queue(DeliveryQueue& q) noexcept {
             if (r == nullptr) continue;
             const std::uint32_t gen = r->gen();
             const Word c = TimerState::load(*r);
-            if (Ctl::gen10(c) != (gen & Ctl::kGenMask) || r->queue_slot() != slot) continue;
+            if (Ctl::gen10(c) != (gen & Ctl::kGenMask) || (r->flags() & Record::kHasQueue) == 0 ||
+                HandleTable::queue_slot_of(*r) != slot)
+                continue;
             CancelOutcome out;
             {
                 HazardScope acting_on(r);
@@ -613,13 +615,13 @@ void take_back(RuntimeCore& core, Shard& shard, Record& r) noexcept {
 
 errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index, std::uint32_t gen,
                  const StartOptions& o, const StartPlan& plan, detail::Callback& cb, tick_t& file_at) noexcept {
-    r.set_period(plan.period, plan.queue_slot);
     // What the common timer (one-shot, no leeway, no group) does not
     // have goes to the side record (timer_record.hpp, Extra).
     const std::uint64_t leeway_ticks =
         o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
     file_at = plan.tick;
     const bool clocked = o.clock != TimerClock::monotonic;
+    std::uint16_t f = 0;  // the record's flags
     if (plan.period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
         core.clocks.manual()) {
         Extra* x = shard.table().make_extra(index);
@@ -633,16 +635,24 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
         x->deadline_ns.store(plan.own_deadline, std::memory_order_relaxed);
         x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
                      std::memory_order_relaxed);
-        std::uint16_t f = Record::kHasExtra;
+        f |= Record::kHasExtra;
         f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.clock) << Record::kClockShift);
-        if (plan.period != 0)
+        if (plan.period != 0) {
+            f |= Record::kPeriodic;
             f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
+        }
         if (leeway_ticks != 0) f |= Record::kHasLeeway;
-        if (o.group != 0) f |= Record::kHasGroup;
-        r.set_flags(f);
         file_at = coalesce(plan.tick, leeway_ticks);
     }
-    r.cb = std::move(cb);
+    if (plan.period != 0 || plan.queue_slot != 0) {
+        if (!shard.table().set_period_word(index, PeriodWord::make(plan.period, plan.queue_slot)))
+            return errc::no_memory;
+        if (plan.queue_slot != 0) f |= Record::kHasQueue;
+    }
+    if (f != 0) r.set_flags(f);
+    // (No memory for the box of a callable the registry of kinds has no
+    // room for: the callable is still in `cb`.)
+    if (!r.store_callable(cb)) return errc::no_memory;
     TimerState::publish(r, gen, plan.tick);
     if (o.group != 0 || (clocked && !core.clocks.manual())) {
         // Indexed before start() returns: a group stop that begins after
@@ -651,7 +661,7 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
             if (o.group != 0) shard.groups().add(o.group, gen, index);
             if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
         } catch (...) {
-            cb = std::move(r.cb);
+            r.return_callable(cb);
             return errc::no_memory;
         }
     }
@@ -706,7 +716,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
             // No memory to queue the Insert: nobody knows this id yet, so the
             // timer is taken back whole (its callable returns to `cb`).
-            cb = std::move(r->cb);
+            r->return_callable(cb);
             rt::take_back(core, shard, *r);
             return errc::no_memory;
         }
@@ -995,7 +1005,7 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     if (r->gen() != gen || Ctl::gen10(c) != (gen & Ctl::kGenMask)) return false;
     const State s = Ctl::state(c);
     const std::uint16_t flags = r->flags();
-    const std::uint64_t period = r->period_ticks();
+    const std::uint64_t period = (flags & Record::kPeriodic) != 0 ? rt::HandleTable::period_ticks_of(*r) : 0;
     TimerInfo info;
     info.shard = static_cast<int>(si);
     std::uint64_t runs = 0, missed = 0;

@@ -43,7 +43,7 @@ void Shard::abandon() noexcept {
     (void)thread_.release();  // the parent's thread: not ours to join or detach
     const std::uint32_t hw = table_.high_water();
     for (std::uint32_t i = 0; i < hw; ++i)
-        if (Record* r = table_.find(i)) r->cb.forget();
+        if (Record* r = table_.find(i)) r->forget_callable();
 }
 
 void Shard::wake_if_sleeping_past(tick_t due) noexcept {
@@ -106,7 +106,7 @@ void Shard::post_cancels(const std::uint64_t* msgs, std::size_t n) noexcept {
 
 tick_t Shard::file_tick(const Record& r, tick_t d) const noexcept {
     if ((r.flags() & Record::kHasLeeway) == 0) return d;
-    return coalesce(d, table_.extra(HandleTable::index_of(&r)).leeway_ticks.load(std::memory_order_relaxed));
+    return coalesce(d, HandleTable::extra_of(r).leeway_ticks.load(std::memory_order_relaxed));
 }
 
 void Shard::count_skipped(const Record& r, std::uint64_t skipped) noexcept {
@@ -249,7 +249,7 @@ void Shard::reclock() noexcept {
             // PENDING, or RUNNING with its next grid deadline in the word (a
             // fixed-rate timer; a DELAY one's word holds the run's own).
             if (Ctl::gen10(w) != (gen & Ctl::kGenMask) ||
-                !(st == State::Pending || (st == State::Running && r->grid_period() != 0)))
+                !(st == State::Pending || (st == State::Running && r->fixed_rate())))
                 continue;
             Extra& x = table_.extra(index);
             const tick_t tick = clock_.deadline_tick(x.deadline_ns.load(std::memory_order_relaxed) - offset[c]);
@@ -269,25 +269,31 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
     while (WheelNode* node = wheel_.pop_expired()) {
         Record& r = static_cast<Record&>(*node);
         const std::uint32_t gen = r.gen();
-        const std::uint16_t slot = r.queue_slot();
+        // The queue's slot and the grid period are in the period word
+        // beside the record; its flags say whether it has one (the common
+        // timer: no read).
+        const std::uint16_t flags = r.flags();
+        const bool fixed_rate = r.fixed_rate();
+        const std::uint64_t word =
+            (flags & (Record::kHasQueue | Record::kPeriodic)) != 0 ? HandleTable::period_word_of(r) : 0;
+        const std::uint16_t slot = PeriodWord::queue_slot(word);
+        const std::uint64_t period = fixed_rate ? PeriodWord::period_ticks(word) : 0;
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
         if (slot != 0 && !section_) section_.emplace(queues_);
         // Skips are counted before the item is handed over, so a query from
         // the run that begins next already counts them.
-        const bool fixed_rate = r.grid_period() != 0;
-        if ((r.flags() & Record::kClockMask) != 0 && !clocked_due(r, now)) continue;
+        if ((flags & Record::kClockMask) != 0 && !clocked_due(r, now)) continue;
         // A manual advance judges skips against the end of its window
         // (grid_now); a BURST timer instead runs every crossed deadline in
         // deadline order among the others, so it is judged at `now`.
-        const ExpireStep s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now);
-        if (fixed_rate && (r.flags() & Record::kClockMask) != 0 &&
+        const ExpireStep s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now, period);
+        if (fixed_rate && (flags & Record::kClockMask) != 0 &&
             (s.out == ExpireOutcome::Fire || s.out == ExpireOutcome::Skip)) {
             // Its deadline on its own clock moves along the grid with the word.
             const std::uint64_t periods = s.out == ExpireOutcome::Fire ? s.skipped + 1 : s.skipped;
-            table_.extra(HandleTable::index_of(&r))
-                .deadline_ns.fetch_add(static_cast<std::int64_t>(periods * r.period_ticks() * clock_.resolution_ns()),
-                                       std::memory_order_relaxed);
+            HandleTable::extra_of(r).deadline_ns.fetch_add(
+                static_cast<std::int64_t>(periods * period * clock_.resolution_ns()), std::memory_order_relaxed);
         }
         switch (s.out) {
             case ExpireOutcome::Fire:

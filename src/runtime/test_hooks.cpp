@@ -12,6 +12,7 @@ std::atomic<std::uint32_t> first_generation{1};
 std::atomic<std::int64_t> fail_inbox_posts{0};
 std::atomic<void (*)(std::uint32_t)> freed{nullptr};
 std::atomic<std::int64_t> realtime_shift_ns{0};
+std::atomic<std::int64_t> fail_box_allocs{0};
 
 }  // namespace tickwheel::rt::test_hooks
 

@@ -36,6 +36,11 @@ extern std::atomic<void (*)(std::uint32_t top_index)> freed;
 /// realtime timers): a test steps "the wall clock" forward or back without
 /// touching the machine's clock.
 extern std::atomic<std::int64_t> realtime_shift_ns;
+
+/// While > 0, each allocation of a callable's box (callable.hpp: a callable
+/// type the full registry of kinds has no room for) fails (and decrements
+/// it): the start then fails with no_memory, on demand.
+extern std::atomic<std::int64_t> fail_box_allocs;
 inline void window(const void* rec, char what) noexcept {
     if (auto* f = in_window.load(std::memory_order_relaxed)) f(rec, what);
 }

@@ -215,8 +215,9 @@ struct ExpireStep {
     // deadline on Skip. The shard counts them (missed, or owed for BURST).
     std::uint64_t skipped = 0;
 };
-/// `period`: the grid period (Record::grid_period(): 0 for one-shot and
-/// DELAY timers, which the wheel holds only while PENDING). `grid_now`: the
+/// `period`: the grid period (Extra::period_ticks() of a Record::fixed_rate()
+/// timer; 0 for one-shot and DELAY timers, which the wheel holds only while
+/// PENDING). `grid_now`: the
 /// time skipped grid deadlines are judged against (now; a manual runtime's
 /// advance judges them against the end of its window).
 constexpr ExpireStep decide_expire(Word c, tick_t now, std::uint64_t period, tick_t grid_now = 0) noexcept {
@@ -308,8 +309,10 @@ struct TimerState {
 
     /// The shard's decision for a record popped from its wheel at `now`
     /// (the shard owns the wheel links, so the record cannot be recycled
-    /// meanwhile: no hazard needed).
-    static ExpireStep expire(Record& r, tick_t now, tick_t grid_now = 0) noexcept;
+    /// meanwhile: no hazard needed). `grid_period`: the period a fixed-rate
+    /// timer keeps (Extra::period_ticks() if Record::fixed_rate(), else 0:
+    /// the record has no period word of its own).
+    static ExpireStep expire(Record& r, tick_t now, tick_t grid_now, std::uint64_t grid_period) noexcept;
 
     /// DISPATCHED -> RUNNING for a FireItem of generation `gen` (worker,
     /// inside a HazardScope). False: the run is not ours (stopped, reset,

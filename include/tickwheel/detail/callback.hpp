@@ -23,6 +23,14 @@
 
 namespace tickwheel {
 
+namespace rt {
+/// libtickwheel's access to a Callback's parts (its ops table and inline
+/// bytes): a timer record keeps the 24 bytes and a small index of the ops
+/// table instead of a whole Callback. Defined inside the library only; not
+/// an API. (A friend: no change to the layout or the ops.)
+struct CallbackAccess;
+}  // namespace rt
+
 namespace detail {
 
 class Callback {
@@ -79,6 +87,8 @@ public:
     void forget() noexcept { ops_ = nullptr; }
 
 private:
+    friend struct rt::CallbackAccess;
+
     struct Ops {
         void (*invoke)(void* buf, Timer t);
         void (*relocate)(void* dst, void* src) noexcept;  // move-construct dst, destroy src
