@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <future>
 #include <mutex>
+#include <span>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -577,6 +578,79 @@ TEST(InboxFailure, StartFailsWithNoMemoryAndReleasesOnce) {
     EXPECT_EQ(Id::index(next.id()), Id::index(warm));
     std::this_thread::sleep_for(20ms);
     EXPECT_EQ(ran.load(), 0);
+}
+
+// A grouped timer is in its group's index before its Insert is queued; a
+// group stop may find it there. If the Insert then cannot be queued, the
+// start must not take the record back (the group stop already released the
+// callable and owns the record's end): the start succeeds, its timer was
+// stopped at once, the callable is released once. Forced: the starter is
+// parked between the indexing and the post ('i'), a group stop runs, then
+// the post fails. Before the fix the start "took back" the record: the
+// callable, already destroyed, was moved back out and destroyed again.
+TEST(InboxFailure, GroupStopBetweenIndexingAndAFailedInsertPostEndsTheTimerOnce) {
+    struct Counted {
+        std::atomic<int>* released;
+        std::atomic<int>* ran;
+        Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
+        Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
+        ~Counted() {
+            if (released != nullptr) released->fetch_add(1);
+        }
+        void operator()() const { ran->fetch_add(1); }
+    };
+    for (const bool batch : {false, true}) {
+        SCOPED_TRACE(batch ? "start(span)" : "start");
+        for (auto& n : g_pushes_of) n.store(0);
+        PushHook pushes;
+        Runtime rt(one_shard());
+        std::atomic<int> released{0}, ran{0};
+        Parking p;
+        p.what = 'i';
+        HookGuard hook(p);
+        Timer started;
+        std::error_code ec;
+        std::thread starter([&] {
+            t_park_me = true;
+            tickwheel::StartOptions o;
+            o.delay = 1h;
+            o.group = 9;
+            if (!batch) {
+                started = rt.start(o, tickwheel::detail::Callback(Counted(&released, &ran)), ec);
+            } else {
+                tickwheel::detail::Callback cbs[1] = {tickwheel::detail::Callback(Counted(&released, &ran))};
+                Timer out[1];
+                std::error_code res[1];
+                std::error_code call_ec;
+                rt.start(std::span<const tickwheel::StartOptions>(&o, 1), cbs, out, res, call_ec);
+                started = out[0];
+                ec = call_ec ? call_ec : res[0];
+            }
+        });
+        Unpark unpark{p, starter};
+        ASSERT_TRUE(p.parked.wait());
+        EXPECT_EQ(rt.stop_group(9), 1u) << "the parked start's timer is in its group";
+        EXPECT_EQ(released.load(), 1);
+        hooks::fail_inbox_posts.store(1);
+        p.go.open();
+        starter.join();
+        hooks::fail_inbox_posts.store(0);
+        EXPECT_FALSE(ec) << ec.message();
+        ASSERT_TRUE(started) << "started, then stopped by the group stop";
+        EXPECT_FALSE(rt.stop(started.id())) << "already stopped";
+        EXPECT_EQ(released.load(), 1) << "released once, by the group stop";
+        EXPECT_EQ(rt.stats().started, 1u);
+        EXPECT_EQ(rt.stats().stopped, 1u);
+        // The record is recycled once, by the shard (the group stop's
+        // Cancel), and the next start takes it.
+        const std::uint32_t index = Id::index(started.id());
+        ASSERT_TRUE(wait_until([&] { return g_pushes_of[index].load() >= 1; }));
+        const Timer next = rt.start(1h, [] {});
+        EXPECT_EQ(Id::index(next.id()), index);
+        EXPECT_NE(next.id(), started.id());
+        std::this_thread::sleep_for(20ms);
+        EXPECT_EQ(ran.load(), 0);
+    }
 }
 
 // Stops whose Cancel cannot be queued still free their slots (the reserve),

@@ -263,9 +263,9 @@ std::size_t start_batch(RuntimeCore& core, Runtime* self, const StartOptions* op
             //    taken back whole (nobody knows its id yet).
             box.flush([&](std::uint32_t j) {
                 Pending& e = p[j];
-                e.r->return_callable(cbs[base + j]);
-                take_back(core, core.shard(e.plan.shard), *e.r);
-                e.e = errc::no_memory;
+                // (Unless a group stop found it in its group and ended it.)
+                if (take_back_published(core, core.shard(e.plan.shard), *e.r, e.gen, cbs[base + j]))
+                    e.e = errc::no_memory;
             });
             for (std::size_t j = 0; j < m; ++j) {
                 const Pending& e = p[j];

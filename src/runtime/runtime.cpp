@@ -19,6 +19,7 @@
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_ops.hpp"
+#include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel {
@@ -613,6 +614,14 @@ void take_back(RuntimeCore& core, Shard& shard, Record& r) noexcept {
     if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
 }
 
+bool take_back_published(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t gen,
+                         detail::Callback& cb) noexcept {
+    if (!TimerState::try_unpublish(r, gen)) return false;  // a group stop ended it
+    r.return_callable(cb);
+    take_back(core, shard, r);
+    return true;
+}
+
 errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index, std::uint32_t gen,
                  const StartOptions& o, const StartPlan& plan, detail::Callback& cb, tick_t& file_at) noexcept {
     // What the common timer (one-shot, no leeway, no group) does not
@@ -661,9 +670,15 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
             if (o.group != 0) shard.groups().add(o.group, gen, index);
             if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
         } catch (...) {
+            // No memory for an index entry. If the group add succeeded, a
+            // group stop may have ended the timer already: then it owns the
+            // timer's end, and the start is one that was stopped at once
+            // (its Insert, posted next, is dropped as stale).
+            if (!TimerState::try_unpublish(r, gen)) return errc{};
             r.return_callable(cb);
             return errc::no_memory;
         }
+        test_hooks::window(&r, 'i');
     }
     return errc{};
 }
@@ -716,9 +731,9 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
             // No memory to queue the Insert: nobody knows this id yet, so the
             // timer is taken back whole (its callable returns to `cb`).
-            r->return_callable(cb);
-            rt::take_back(core, shard, *r);
-            return errc::no_memory;
+            // (Unless a group stop found it in its group and ended it: then
+            // the start succeeded, and the timer was stopped at once.)
+            if (rt::take_back_published(core, shard, *r, gen, cb)) return errc::no_memory;
         }
         core.counters.add(rt::kStarted);
         id = Id::make(gen, plan.shard, index);

@@ -16,7 +16,9 @@ namespace tickwheel::rt::test_hooks {
 /// window. `what`: 'c' cancel, 'r' reset, 'b' begin_run; and 'W' when
 /// stop_sync() is about to wait for a run, 'w' when that wait is over
 /// (whether or not the thread slept: the run may end before it does) and
-/// stop_sync is about to look at the record again.
+/// stop_sync is about to look at the record again; 'i' when a start has
+/// put a grouped or clocked timer into its shard's index (a group stop can
+/// now find it) and has not yet queued its Insert.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test

@@ -148,6 +148,14 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
 /// Gives back whole a record a failed start took (nobody knows its id):
 /// terminal, recycled, the live count undone.
 void take_back(RuntimeCore& core, Shard& shard, Record& r) noexcept;
+/// take_back() of a record fill_record() published, whose Insert could not
+/// be queued: if the word is still PENDING (try_unpublish), the callable
+/// returns to `cb`, the record is recycled, and it returns true (the start
+/// fails with no_memory). False: a group stop found the timer in its group
+/// and ended it (released the callable, posted the Cancel that recycles
+/// the record): the start succeeded and its timer was stopped at once.
+bool take_back_published(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t gen,
+                         detail::Callback& cb) noexcept;
 
 // ---- stop ------------------------------------------------------------------
 /// One stop attempt (a CAS in a HazardScope on `slot`, this thread's; a

@@ -290,6 +290,21 @@ struct TimerState {
     static void unpublish(Record& r) noexcept {
         r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Releasing), std::memory_order_relaxed);
     }
+    /// Undoes publish() for a record a group stop or a clock step may have
+    /// found already (it was indexed: group_index.hpp) but whose Insert was
+    /// not queued (owner). PENDING (this generation) -> RELEASING; returns
+    /// false if the word left PENDING: a group stop cancelled the timer and
+    /// owns its end (it released the callable and posted the Cancel that
+    /// recycles the record), so the start must neither touch the callable
+    /// nor recycle the record.
+    static bool try_unpublish(Record& r, std::uint32_t gen) noexcept {
+        Word c = r.ctl.load(std::memory_order_acquire);
+        while (Ctl::gen10(c) == (gen & Ctl::kGenMask) && Ctl::state(c) == State::Pending)
+            if (r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Releasing), std::memory_order_acq_rel,
+                                            std::memory_order_acquire))
+                return true;
+        return false;
+    }
 
     /// stop / stop_sync / the shutdown sweep. Caller: inside a HazardScope
     /// (or quiescent shutdown). On Cancelled the caller owns the record: it
