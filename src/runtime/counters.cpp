@@ -12,8 +12,8 @@ std::atomic<bool> g_leased[kLeases];  // process-wide: which stripe indices a li
 // Gives the lease back when its thread exits. t_stripe and t_exited are
 // trivially destructible, so a count made after this destructor (by another
 // thread_local's destructor) still works: it uses the shared stripe.
-constexpr unsigned kNone = ~0u;
-thread_local unsigned t_stripe = kNone;
+using stripe_detail::kNone;
+using stripe_detail::t_stripe;
 thread_local bool t_exited = false;
 struct LeaseReturn {
     bool armed = false;
@@ -27,7 +27,7 @@ struct LeaseReturn {
 };
 thread_local LeaseReturn t_lease_return;
 
-unsigned take_lease() noexcept {
+unsigned lease() noexcept {
     if (t_exited) return kShared;
     for (unsigned i = 0; i < kLeases; ++i) {
         bool expected = false;
@@ -43,9 +43,9 @@ unsigned take_lease() noexcept {
 }
 }  // namespace
 
-unsigned this_thread_stripe() noexcept {
+unsigned stripe_detail::take_lease() noexcept {
     unsigned s = t_stripe;
-    if (s == kNone) s = t_stripe = take_lease();
+    if (s == kNone) s = t_stripe = lease();
     return s;
 }
 

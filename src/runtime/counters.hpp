@@ -21,9 +21,26 @@ inline constexpr unsigned kLeases = 64;
 inline constexpr unsigned kShared = kLeases;       // the stripe of threads without a lease
 inline constexpr unsigned kStripes = kLeases + 1;
 
+namespace stripe_detail {
+inline constexpr unsigned kNone = ~0u;  // no lease asked for yet
+/// This thread's stripe once known (constant-initialised: a plain TLS load,
+/// no wrapper call); set by take_lease() and by the lease's return at exit.
+/// Hidden: not part of the shared library's ABI (a program that includes
+/// this header gets a copy of its own, always kNone: it takes the call).
+[[gnu::visibility("hidden")]] inline thread_local unsigned t_stripe = kNone;
+/// First use in a thread: takes a lease (or kShared) and records it.
+unsigned take_lease() noexcept;
+}  // namespace stripe_detail
+
 /// This thread's stripe: its lease (0..kLeases-1), taken on first use, or
-/// kShared if every lease is held.
-unsigned this_thread_stripe() noexcept;
+/// kShared if every lease is held. Inline: the hot paths count 3-4 times
+/// per start+stop pair.
+inline unsigned this_thread_stripe() noexcept {
+    const unsigned s = stripe_detail::t_stripe;
+    if (s != stripe_detail::kNone) [[likely]]
+        return s;
+    return stripe_detail::take_lease();
+}
 
 /// Adds n to a striped counter cell of stripe s (see above).
 inline void stripe_add(std::atomic<std::uint64_t>& cell, unsigned s, std::uint64_t n) noexcept {
