@@ -65,7 +65,9 @@ HazardSlot* this_thread_slot() noexcept {
 
 }  // namespace hazard_detail
 
-void hazard_barrier() noexcept {
+void hazard_barrier() noexcept { heavy_fence(); }
+
+void heavy_fence() noexcept {
     if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed) &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
         return;

@@ -45,6 +45,23 @@ extern std::atomic<bool> g_asymmetric;       // membarrier is available and regi
 extern std::atomic<std::int64_t> g_unguarded;  // threads acting without a slot
 }  // namespace hazard_detail
 
+/// The two sides of an asymmetric fence, for any Dekker-style handshake
+/// ("I write X then read Y; you write Y then read X; one of us sees the
+/// other") whose one side is hot and the other rare: the hot side calls
+/// light_fence() (a compiler barrier where membarrier is registered, else
+/// a seq_cst fence), the rare side heavy_fence() (membarrier, else a seq_cst
+/// fence). Both sides decide by g_asymmetric, which changes only in a
+/// fork() child, single-threaded then.
+inline void light_fence() noexcept {
+    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed))
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+/// The rare side (see light_fence()): a system call where membarrier is
+/// used, which interrupts every CPU that runs a thread of this process.
+void heavy_fence() noexcept;
+
 /// Publishes `rec` as being acted on by this thread, for the scope's life.
 /// Scopes do not nest (rule 4 of timer_state.hpp: no user code inside one).
 class HazardScope {

@@ -597,15 +597,10 @@ errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Ca
     return errc{};
 }
 
-// Register as an in-flight start, then check for shutdown (see RuntimeCore).
-// Nothing runs user code while registered: a failed start's callable is
-// destroyed after leaving (a release hook that waits for a thread that is
-// shutting down would deadlock here).
-StartGuard::StartGuard(RuntimeCore& core) noexcept : core_(core), n_(core.starting[this_thread_stripe()].n) {
-    n_.fetch_add(1, std::memory_order_seq_cst);
-}
-StartGuard::~StartGuard() { n_.fetch_sub(1, std::memory_order_release); }
-bool StartGuard::shutting_down() const noexcept { return core_.shutting_down.load(std::memory_order_seq_cst); }
+// StartGuard (timer_ops.hpp): register as an in-flight start, then check
+// for shutdown (see RuntimeCore). Nothing runs user code while registered:
+// a failed start's callable is destroyed after leaving (a release hook that
+// waits for a thread that is shutting down would deadlock here).
 
 void take_back(RuntimeCore& core, Shard& shard, Record& r) noexcept {
     TimerState::unpublish(r);
@@ -1093,7 +1088,10 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
     std::lock_guard<std::mutex> lock(core.shutdown_mutex);
     if (core.shut_down.load(std::memory_order_acquire)) return;
     core.shutting_down.store(true, std::memory_order_seq_cst);
-    // 1. No start() is in flight any more, and none can begin.
+    // 1. No start() is in flight any more, and none can begin. The heavy
+    //    side of StartGuard's fence: a start whose registration this misses
+    //    sees the flag (timer_ops.hpp).
+    rt::heavy_fence();
     for (auto& g : core.starting)
         while (g.n.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
     // 2. Drivers stop: nothing new is dispatched (a manual runtime's driver

@@ -126,6 +126,8 @@ struct RuntimeCore {
     // Shutdown. start() registers on its thread's stripe of `starting`, then
     // checks `shutting_down`; shutdown sets the flag and waits for every
     // stripe to drain, after which no start can slip past the final sweep.
+    // (The two sides of that handshake are an asymmetric fence: StartGuard,
+    // timer_ops.hpp, the light one; shutdown the heavy one.)
     alignas(64) std::atomic<bool> shutting_down{false};
     struct alignas(64) Guard {
         std::atomic<std::int64_t> n{0};

@@ -126,16 +126,39 @@ errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Ca
 /// RuntimeCore::starting) for the object's life; then shutting_down() tells
 /// whether a shutdown has begun (see RuntimeCore). No user code may run
 /// while one is held.
+///
+/// Cost: a thread with a leased stripe is its stripe's only writer, so it
+/// registers with a plain load and store, and orders that store before its
+/// load of `shutting_down` with light_fence() (hazard.hpp): shutdown()
+/// pays the heavy side (heavy_fence(), membarrier) between setting the flag
+/// and reading the stripes. Without membarrier, and on the shared stripe,
+/// a seq_cst fetch_add as before. Inline: on every start.
 class StartGuard {
 public:
-    explicit StartGuard(RuntimeCore& core) noexcept;
-    ~StartGuard();
+    explicit StartGuard(RuntimeCore& core) noexcept
+        : core_(core), stripe_(this_thread_stripe()), n_(core.starting[stripe_].n) {
+        if (stripe_ != kShared) {
+            n_.store(n_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+            light_fence();  // the store above before the flag's load below
+        } else {
+            n_.fetch_add(1, std::memory_order_seq_cst);
+        }
+    }
+    ~StartGuard() {
+        // Release: shutdown's sweep, which waits for 0 (acquire), sees the
+        // timer this start made.
+        if (stripe_ != kShared)
+            n_.store(n_.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+        else
+            n_.fetch_sub(1, std::memory_order_release);
+    }
     StartGuard(const StartGuard&) = delete;
     StartGuard& operator=(const StartGuard&) = delete;
-    bool shutting_down() const noexcept;
+    bool shutting_down() const noexcept { return core_.shutting_down.load(std::memory_order_seq_cst); }
 
 private:
     RuntimeCore& core_;
+    const unsigned stripe_;
     std::atomic<std::int64_t>& n_;
 };
 /// Makes a record this thread just allocated (index, gen) the timer `plan`
