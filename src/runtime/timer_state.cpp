@@ -4,6 +4,7 @@
 // is never acted on) and offers the test hook of the lookup-to-CAS window.
 #include "runtime/timer_state.hpp"
 
+#include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 
 namespace tickwheel::rt {
@@ -109,9 +110,12 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
     if (r.gen() != gen || !must_wait(c, gen)) return c;
     // Announce the wait, then look again (pairs with the fence in wake()):
     // either the waker sees the waiter, or the waiter sees the new word.
+    // The waiter pays the heavy side of that asymmetric fence (hazard.hpp:
+    // membarrier, once per wait that may block), so that every stop and
+    // every run, which wake, pay only a compiler barrier.
     test_hooks::window(&r, 'W');  // about to wait
     g_waiters.fetch_add(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    heavy_fence();
     c = r.ctl.load(kAcq);
     while (r.gen() == gen && must_wait(c, gen)) {
         r.ctl.wait(c, kAcq);
@@ -125,13 +129,13 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
 }
 
 void TimerState::wake(Record& r) noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    light_fence();  // the word's change before the load of g_waiters (see wait_while_busy)
     if (g_waiters.load(std::memory_order_relaxed) != 0) r.ctl.notify_all();
 }
 
 void TimerState::wake_all(Record* const* rs, std::size_t n) noexcept {
     if (n == 0) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    light_fence();
     if (g_waiters.load(std::memory_order_relaxed) == 0) return;
     for (std::size_t i = 0; i < n; ++i) rs[i]->ctl.notify_all();
 }
