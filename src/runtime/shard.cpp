@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/hazard.hpp"
+#include "runtime/stage_trace.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
@@ -219,6 +220,26 @@ bool Shard::clocked_due(Record& r, tick_t now) noexcept {
     return false;
 }
 
+template <class F>
+void Shard::for_each_clocked(unsigned c, F&& f) {
+    std::vector<std::uint64_t> list;
+    try {
+        list = clocked_.take(c);
+    } catch (...) {
+        return;
+    }
+    for (const std::uint64_t e : list) {
+        const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
+        Record* r = table_.find(index);
+        if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry
+        try {
+            clocked_.add(c, gen, index);  // still ours: keep it indexed
+        } catch (...) {
+        }
+        f(r, index, gen);
+    }
+}
+
 void Shard::reclock() noexcept {
     const std::int64_t mono = clocks_.mono();
     bool moved = false;
@@ -235,27 +256,14 @@ void Shard::reclock() noexcept {
     // new tick on the wheel's (an earlier one fires at once: the clock was
     // set forward past it, or the machine slept through it).
     for (unsigned c = 1; c < kClocks; ++c) {
-        std::vector<std::uint64_t> list;
-        try {
-            list = clocked_.take(c);
-        } catch (...) {
-            continue;
-        }
-        for (const std::uint64_t e : list) {
-            const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
-            Record* r = table_.find(index);
-            if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry
-            try {
-                clocked_.add(c, gen, index);  // still ours: keep it indexed
-            } catch (...) {
-            }
+        for_each_clocked(c, [&](Record* r, std::uint32_t index, std::uint32_t gen) {
             const Word w = TimerState::load(*r);
             const State st = Ctl::state(w);
             // PENDING, or RUNNING with its next grid deadline in the word (a
             // fixed-rate timer; a DELAY one's word holds the run's own).
             if (Ctl::gen10(w) != (gen & Ctl::kGenMask) ||
                 !(st == State::Pending || (st == State::Running && r->grid_period() != 0)))
-                continue;
+                return;
             Extra& x = table_.extra(index);
             const tick_t tick = clock_.deadline_tick(x.deadline_ns.load(std::memory_order_relaxed) - offset[c]);
             ResetStep step;
@@ -263,9 +271,9 @@ void Shard::reclock() noexcept {
                 HazardScope acting_on(r);
                 step = TimerState::reset(*r, gen, tick, false);
             }
-            if (!step.rearmed || !r->linked()) continue;  // fired or stopped meanwhile; a running one is filed after its run
+            if (!step.rearmed || !r->linked()) return;  // fired or stopped meanwhile; a running one is filed after its run
             wheel_.rearm(r, file_tick(*r, tick));
-        }
+        });
     }
 }
 
@@ -353,22 +361,7 @@ void Shard::prune_clocked() noexcept {
     // Entries of ended timers stay in the index (a worker recycling a fired
     // timer does not know it is indexed); a shard whose boot-time and
     // wall-clock timers have all ended drops them here and stops polling.
-    for (unsigned c = 1; c < kClocks; ++c) {
-        std::vector<std::uint64_t> list;
-        try {
-            list = clocked_.take(c);
-        } catch (...) {
-            continue;
-        }
-        for (const std::uint64_t e : list) {
-            const Record* r = table_.find(GroupIndex::index_of(e));
-            if (r == nullptr || r->gen() != GroupIndex::gen_of(e)) continue;  // ended
-            try {
-                clocked_.add(c, GroupIndex::gen_of(e), GroupIndex::index_of(e));
-            } catch (...) {
-            }
-        }
-    }
+    for (unsigned c = 1; c < kClocks; ++c) for_each_clocked(c, [](Record*, std::uint32_t, std::uint32_t) {});
 }
 
 void Shard::run(int cpu) {
@@ -382,6 +375,9 @@ void Shard::run(int cpu) {
     const std::uint64_t housekeeping_ticks = static_cast<std::uint64_t>(kHousekeepingNs) / res + 1;
     const std::uint64_t max_sleep_ticks = static_cast<std::uint64_t>(kMaxSleepNs) / res + 1;
     unsigned clocked_passes = 0;
+#ifdef TICKWHEEL_STAGE_TRACE
+    stage_trace::t_pass = {monotonic_ns(), clock_.epoch_ns(), res};
+#endif
     for (;;) {
         const std::uint32_t seen = parker_.prepare();
         const bool drained = drain_inbox();
@@ -389,6 +385,9 @@ void Shard::run(int cpu) {
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);
         wheel_.advance(now);
+#ifdef TICKWHEEL_STAGE_TRACE
+        stage_trace::record(stage_trace::kAdvance, monotonic_ns() - now_ns);
+#endif
         const std::size_t clocked = clocked_.entries_hint();
         if (clocked != 0) {
             reclock();  // a wall-clock step, or a suspend: within a pass (<= kHousekeepingNs)
@@ -439,6 +438,9 @@ void Shard::run(int cpu) {
         if (next != Wheel::kNever || housekeeping)
             wake_ns = capped ? monotonic_ns() + (housekeeping ? kHousekeepingNs : kMaxSleepNs) : clock_.tick_start_ns(next);
         parker_.park_until(seen, wake_ns);
+#ifdef TICKWHEEL_STAGE_TRACE
+        stage_trace::t_pass.wake_ns = monotonic_ns();
+#endif
         sleep_until_.store(0, std::memory_order_relaxed);
     }
     // Stopping (shutdown): queue-bound timers not yet delivered are left to

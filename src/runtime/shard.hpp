@@ -131,6 +131,10 @@ private:
     void reclock() noexcept;
     /// Drops the clocked index's entries of ended timers.
     void prune_clocked() noexcept;
+    /// Takes clock `c`'s entries, drops those of ended timers, keeps the
+    /// others and calls f(record, index, generation) for each of them.
+    template <class F>
+    void for_each_clocked(unsigned c, F&& f);
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
