@@ -112,7 +112,7 @@ public:
     /// ctl words, see FreeChain) with one CAS; the bottom one becomes FREE
     /// under `bottom_gen` here. The caller owns them (terminal state,
     /// unlinked, callable destroyed). Any thread.
-    void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept;
+    void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count) noexcept;
 
     /// Indices ever handed out: every allocated record is below this.
     std::uint32_t high_water() const noexcept;
@@ -172,12 +172,14 @@ public:
             bottom_gen_ = gen;
         }
         top_ = index + 1;
+        ++count_;
     }
     /// Pushes the chain onto the free stack.
     void flush() noexcept {
         if (top_ == 0) return;
-        table_.release_chain(top_ - 1, bottom_, bottom_gen_);
+        table_.release_chain(top_ - 1, bottom_, bottom_gen_, count_);
         top_ = 0;
+        count_ = 0;
     }
     HandleTable& table() const noexcept { return table_; }
 
@@ -186,6 +188,7 @@ private:
     std::uint32_t top_ = 0;  // top index + 1; 0 = empty
     std::uint32_t bottom_ = 0;
     std::uint32_t bottom_gen_ = 0;
+    std::uint32_t count_ = 0;  // records in the chain (test_hooks::freed)
 };
 
 }  // namespace tickwheel::rt
