@@ -2,7 +2,8 @@
 // Lateness under a steady stream: `rate` timers per second with delays
 // uniform in [0, max_delay], for `seconds`; lateness = callback start minus
 // the deadline the caller computed (Clock::now() + delay before start()).
-// Prints p50/p99/p99.9/max and the number of early firings (must be 0).
+// Prints p50/p99/p99.9/max, the number of early firings (must be 0), and the
+// process's CPU time (all threads, the pacing one included) per timer.
 //
 //   lateness [rate=100000] [seconds=5] [resolution_us=1000] [max_delay_ms=2000] [delivery=workers]
 //
@@ -11,6 +12,7 @@
 // callbacks with Queue::run on that thread), or `both`: the two, one after
 // the other, in one process (the same machine state, for an A/B).
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "thread_stats.hpp"
 #include "tickwheel/runtime.hpp"
 
 using namespace std::chrono;
@@ -36,7 +39,16 @@ struct Result {
     std::size_t fired = 0;
     long early = 0;
     double p50 = 0, p99 = 0, p999 = 0, max = 0;  // us
+    double cpu_s = 0, wall_s = 0;                 // process CPU and wall time of the run
+    tw_threads::Totals threads;                   // the same CPU by thread kind (clock-tick resolution)
 };
+
+double cpu_seconds() {
+    rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 Result measure(long rate, int secs, long res_us, long max_delay_ms, bool queue) {
     const std::size_t total = static_cast<std::size_t>(rate) * static_cast<std::size_t>(secs);
@@ -45,6 +57,10 @@ Result measure(long rate, int secs, long res_us, long max_delay_ms, bool queue) 
     std::vector<std::int64_t> late(total, -1);
     std::atomic<std::size_t> done{0};
     std::atomic<long> early{0};
+    const double cpu0 = cpu_seconds();
+    const auto wall0 = steady_clock::now();
+    double cpu_s = 0, wall_s = 0;
+    tw_threads::Totals threads;
     {
         tickwheel::Runtime rt(cfg);
         std::optional<tickwheel::Queue> q;  // only in queue mode: no queue, no queue costs
@@ -91,6 +107,9 @@ Result measure(long rate, int secs, long res_us, long max_delay_ms, bool queue) 
         }
         while (done.load() < total && Clock::now() - t0 < seconds(secs + max_delay_ms / 1000 + 10))
             std::this_thread::sleep_for(milliseconds(10));
+        cpu_s = cpu_seconds() - cpu0;  // before the runtime's teardown
+        threads = tw_threads::read();
+        wall_s = duration<double>(steady_clock::now() - wall0).count();
         stop_loop.store(true);
         if (loop.joinable()) loop.join();
         if (q) {
@@ -116,6 +135,9 @@ Result measure(long rate, int secs, long res_us, long max_delay_ms, bool queue) 
     r.p99 = at(0.99);
     r.p999 = at(0.999);
     r.max = at(1.0);
+    r.cpu_s = cpu_s;
+    r.wall_s = wall_s;
+    r.threads = threads;
     return r;
 }
 
@@ -140,6 +162,10 @@ int main(int argc, char** argv) {
         std::printf("delivery=%s rate=%ld/s seconds=%d resolution=%ld us timers=%zu fired=%zu early=%ld\n",
                     queue ? "queue(epoll)" : "workers", rate, secs, res_us, total, r.fired, r.early);
         std::printf("  lateness us: p50=%.0f p99=%.0f p99.9=%.0f max=%.0f\n", r.p50, r.p99, r.p999, r.max);
+        std::printf("  cpu: %.2f s over %.1f s wall (%.1f%% of one core), %.2f us per timer\n", r.cpu_s, r.wall_s,
+                    100.0 * r.cpu_s / r.wall_s, 1e6 * r.cpu_s / static_cast<double>(total));
+        std::printf("  cpu by thread (s): shards %.2f, workers %.2f, other %.2f\n", r.threads.shard_cpu_s,
+                    r.threads.worker_cpu_s, r.threads.other_cpu_s);
         ok = ok && r.early == 0 && r.fired == total;
     }
     return ok ? 0 : 1;

@@ -85,7 +85,7 @@ void park_hook(const void*, char what) {
 std::atomic<std::uint64_t> g_pushes{0};
 std::atomic<std::uint32_t> g_last_top{~0u};
 std::atomic<std::uint64_t> g_pushes_of[4096];  // per chain-top index (small tests only)
-void push_hook(std::uint32_t top) {
+void push_hook(std::uint32_t top, std::uint32_t) {
     g_last_top.store(top);
     if (top < 4096) g_pushes_of[top].fetch_add(1);
     g_pushes.fetch_add(1);

@@ -21,8 +21,11 @@
 /// highest bit in which its deadline differs from now (deadline XOR now), in
 /// the slot given by the deadline's 6-bit digit at that level. Why 64: one
 /// 64-bit occupancy word per level, so "first non-empty slot" is one
-/// count-trailing-zeros instruction; and 8 levels x 64 slots x 16 bytes of
-/// list head is 8 KiB per wheel, which stays in L1/L2.
+/// count-trailing-zeros instruction. Each slot is kWays = 4 lists, filled in
+/// turn (so 8 levels x 64 slots x 4 x 16 bytes of list head is 32 KiB per
+/// wheel): cascading a slot walks its lists from both ends at once, eight
+/// independent chains of loads whose cache misses overlap, where one list
+/// walked from its head serialised them (see Cascading).
 ///
 /// Bitmaps. Each level keeps a 64-bit word with bit s set iff slot s holds a
 /// timer. The wheel maintains this invariant: every occupied slot of level L
@@ -38,7 +41,11 @@
 /// most kLevels times in its life (amortised O(levels)), and a far timer is
 /// exactly as precise as a near one: it expires at the first advance() at or
 /// after its deadline, never earlier and never a slot later. (Linux's wheel
-/// gives up this precision to avoid cascading; we do not.)
+/// gives up this precision to avoid cascading; we do not.) The price is a
+/// burst: a high slot holds every timer due in its span (at 100,000 timers/s
+/// and 100 us ticks a level-2 slot holds ~40,000), re-filed in one advance(),
+/// at about one cache miss per node. Walking them as eight chains (four
+/// lists, each from both ends) makes that ~4x shorter than one chain did.
 ///
 /// Beyond the top level. A deadline in a later 2^48-tick epoch than now (the
 /// levels hold only deadlines that share now's bits above 2^48; so every
@@ -123,6 +130,8 @@ public:
     static constexpr unsigned kSlots = 1u << kSlotBits;  // 64
     /// Number of levels; a level-L slot spans 64^L ticks.
     static constexpr unsigned kLevels = 8;
+    /// Lists per slot (filled in turn; see the design notes).
+    static constexpr unsigned kWays = 4;
     /// Deadlines at most this far ahead of now() are filed on the levels;
     /// further ones wait on the overflow list (still exact).
     static constexpr tick_t kLevelRange = tick_t{1} << (kSlotBits * kLevels);  // 2^48
@@ -290,6 +299,8 @@ private:
 
     void file(WheelNode* node) noexcept;  // place node by its deadline_ relative to now_
     std::size_t refile_list(ListHead* list) noexcept;
+    std::size_t refile_slot(unsigned level, unsigned slot) noexcept;
+    bool slot_empty(unsigned level, unsigned slot) const noexcept;
     tick_t overflow_min_epoch() noexcept;
 
     tick_t now_;
@@ -299,7 +310,8 @@ private:
     // overflow list, kNever while the list is empty; refreshed exactly when
     // the overflow list is processed.
     tick_t overflow_epoch_hint_ = kNever;
-    ListHead slots_[kLevels][kSlots];
+    unsigned next_way_ = 0;  // the list of its slot the next filed node goes to
+    alignas(64) ListHead slots_[kLevels][kSlots][kWays];  // a slot's lists share a cache line
     ListHead expired_;
     ListHead overflow_;
 };
@@ -343,8 +355,14 @@ inline void Wheel::file(WheelNode* node) noexcept {
     const unsigned level = (63u - static_cast<unsigned>(__builtin_clzll(diff))) / kSlotBits;
     const unsigned slot = static_cast<unsigned>(d >> (level * kSlotBits)) & (kSlots - 1);
     node->loc_ = static_cast<std::uint16_t>(level * kSlots + slot);
-    list_push(&slots_[level][slot], node);
+    list_push(&slots_[level][slot][next_way_++ & (kWays - 1)], node);
     occupied_[level] |= std::uint64_t{1} << slot;
+}
+
+inline bool Wheel::slot_empty(unsigned level, unsigned slot) const noexcept {
+    for (const ListHead& h : slots_[level][slot])
+        if (!list_empty(&h)) return false;
+    return true;
 }
 
 inline void Wheel::insert(WheelNode* node, tick_t deadline) noexcept {
@@ -358,10 +376,13 @@ inline bool Wheel::remove(WheelNode* node) noexcept {
     if (loc == WheelNode::kUnlinked) return false;
     if (loc < kLevels * kSlots) {
         const unsigned level = loc / kSlots, slot = loc % kSlots;
-        // Is the node alone in its slot? Then the slot empties.
-        if (link(node)->next == link(node)->prev) occupied_[level] &= ~(std::uint64_t{1} << slot);
+        // Alone in its list? Then the slot may empty: if its other lists are.
+        const bool alone = link(node)->next == link(node)->prev;
+        list_unlink(node);
+        if (alone && slot_empty(level, slot)) occupied_[level] &= ~(std::uint64_t{1} << slot);
+    } else {
+        list_unlink(node);
     }
-    list_unlink(node);
     if (loc == kOverflowList && list_empty(&overflow_)) overflow_epoch_hint_ = kNever;
     node->loc_ = WheelNode::kUnlinked;
     --size_;

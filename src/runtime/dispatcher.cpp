@@ -4,11 +4,16 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <vector>
 
+#include "runtime/clock.hpp"
 #include "runtime/fork.hpp"
 #include "runtime/parker.hpp"
+#include "runtime/stage_trace.hpp"
 #include "runtime/tbb_parallelism.hpp"
 #include "runtime/worker_pool.hpp"
 
@@ -29,12 +34,46 @@ struct Dispatcher::Arena {
     }
 };
 
+// The arena's drain tasks stay: after a batch they take the next ticket
+// waiting, or wait (linger) for one; see dispatcher.hpp, "Resident drain
+// tasks".
+struct Dispatcher::Linger {
+    struct Slot {
+        Parker parker;
+        Batch* batch = nullptr;  // handed over by submit(); guarded by mu
+    };
+    explicit Linger(unsigned workers) : slots(workers) {
+        idle.reserve(workers);
+        free.reserve(workers);
+        for (unsigned i = workers; i-- > 0;) free.push_back(i);
+    }
+    std::mutex mu;
+    std::condition_variable gone;  // alive reached 0 after stop
+    std::vector<Slot> slots;       // one per task that may linger at once (the arena's concurrency)
+    std::vector<unsigned> idle;    // slots of lingering tasks, most recent last; guarded by mu
+    std::vector<unsigned> free;    // unused slots; guarded by mu
+    // Batches with tickets no task has taken yet, oldest first (linked
+    // through Batch::next_pending). Non-empty only while no task lingers;
+    // while non-empty, some task is alive or queued to take them.
+    Batch* pending_head = nullptr;  // guarded by mu
+    Batch* pending_tail = nullptr;  // guarded by mu
+    unsigned queued = 0;            // drain tasks enqueued in the arena, not started yet; guarded by mu
+    unsigned alive = 0;             // drain tasks running (draining or lingering); guarded by mu
+    bool stop = false;              // guarded by mu
+};
+
 struct Batch {
     Dispatcher* owner = nullptr;
     std::atomic<std::size_t> next{0};   // the next item not yet taken
     std::atomic<unsigned> drainers{0};  // drain tasks still holding the batch
     std::size_t n = 0;
+    unsigned tickets = 0;           // drain tasks it still wants (Linger::pending); guarded by Linger::mu
+    Batch* next_pending = nullptr;  // guarded by Linger::mu
     FireItem items[Dispatcher::kMaxBatch];
+#ifdef TICKWHEEL_STAGE_TRACE
+    std::int64_t submit_ns = 0;
+    std::int64_t due_ns[Dispatcher::kMaxBatch];
+#endif
 };
 
 namespace {
@@ -53,20 +92,39 @@ void name_tbb_worker() noexcept {
 
 const FireItem* Dispatcher::Cursor::next() noexcept {
     const std::size_t i = b_.next.fetch_add(1, std::memory_order_relaxed);
+#ifdef TICKWHEEL_STAGE_TRACE
+    if (i < b_.n) {
+        const std::int64_t now = monotonic_ns();
+        stage_trace::record(stage_trace::kSubmitToTask, task_ns_ - b_.submit_ns);
+        stage_trace::record(stage_trace::kTaskToTake, now - task_ns_);
+        stage_trace::record(stage_trace::kDueToTake, now - b_.due_ns[i]);
+    }
+#endif
     return i < b_.n ? &b_.items[i] : nullptr;
 }
 
 Dispatcher::Dispatcher(unsigned workers, DrainFn drain, void* ctx) : drain_(drain), ctx_(ctx), workers_(workers) {
     // Decided once per runtime: whether this process may use oneTBB cannot
     // change while it runs (only its fork children differ).
-    if (onetbb_usable())
+    if (onetbb_usable()) {
         arena_ = std::make_unique<Arena>(workers);
-    else
+        linger_ = std::make_unique<Linger>(workers);
+    } else {
         pool_ = std::make_unique<WorkerPool>(workers);
+    }
 }
 
 Dispatcher::~Dispatcher() {
     if (arena_ || pool_) wait_idle();
+    if (linger_) {
+        // Every batch has finished: what is left of our tasks lingers (or is
+        // on its way out). Wake them, and wait until none is inside our code.
+        std::unique_lock<std::mutex> lock(linger_->mu);
+        linger_->stop = true;
+        for (const unsigned i : linger_->idle) linger_->slots[i].parker.unpark();
+        // (A task enqueued for tickets that others took may not have started yet.)
+        linger_->gone.wait(lock, [this] { return linger_->alive == 0 && linger_->queued == 0; });
+    }
 }
 
 unsigned Dispatcher::concurrency() const noexcept {
@@ -76,11 +134,88 @@ unsigned Dispatcher::concurrency() const noexcept {
 void Dispatcher::abandon() noexcept {  // leaked on purpose: see the header
     (void)arena_.release();
     (void)pool_.release();
+    (void)linger_.release();
 }
 
 void Dispatcher::run_task(void* batch) noexcept {
     auto* b = static_cast<Batch*>(batch);
     b->owner->run_batch(b);
+}
+
+void Dispatcher::arena_task(Batch* b) noexcept {
+    name_tbb_worker();
+    Linger& l = *linger_;
+    {
+        std::lock_guard<std::mutex> lock(l.mu);
+        --l.queued;
+        ++l.alive;
+    }
+    if (b == nullptr) b = next_batch();  // a task enqueued for pending tickets
+    for (; b != nullptr; b = next_batch()) run_batch(b);
+    // next_batch() returned nullptr: this task no longer counts as alive, and
+    // the Dispatcher may be gone already.
+}
+
+namespace {
+// Under l.mu, by a drain task that ends: it no longer counts as alive (in the
+// same critical section as its last look at the pending tickets, so that a
+// submit() never counts on a task that will not look again).
+void leave(Dispatcher::Linger& l) noexcept {
+    if (--l.alive == 0 && l.queued == 0 && l.stop) l.gone.notify_all();
+}
+
+// Under l.mu: a ticket of the oldest pending batch, or nullptr.
+Batch* take_pending(Dispatcher::Linger& l) noexcept {
+    Batch* b = l.pending_head;
+    if (b == nullptr) return nullptr;
+    if (--b->tickets == 0) {
+        l.pending_head = b->next_pending;
+        if (l.pending_head == nullptr) l.pending_tail = nullptr;
+        b->next_pending = nullptr;
+    }
+    return b;
+}
+
+}  // namespace
+
+Batch* Dispatcher::next_batch() noexcept {
+    Linger& l = *linger_;
+    // Lingering is for a process where the arena has the threads it asked
+    // for: under an application's lower limit the runtimes share fewer
+    // threads through oneTBB's own balancing, which a lingering task would
+    // keep from the others.
+    const bool may_linger = effective_workers(workers_) >= workers_;
+    std::unique_lock<std::mutex> lock(l.mu);
+    if (Batch* b = take_pending(l)) return b;
+    if (!may_linger || l.stop || l.free.empty()) {
+        leave(l);
+        return nullptr;
+    }
+    const unsigned i = l.free.back();
+    l.free.pop_back();
+    Linger::Slot& slot = l.slots[i];
+    slot.batch = nullptr;
+    l.idle.push_back(i);
+    const std::int64_t until = monotonic_ns() + kLingerNs;
+    for (;;) {
+        const std::uint32_t seen = slot.parker.prepare();
+        lock.unlock();
+        slot.parker.park_until(seen, until);
+        lock.lock();
+        if (Batch* b = slot.batch) {  // submit() took the slot off the idle list
+            slot.batch = nullptr;
+            l.free.push_back(i);
+            return b;
+        }
+        if (l.stop || monotonic_ns() >= until) {
+            l.idle.erase(std::find(l.idle.begin(), l.idle.end(), i));
+            l.free.push_back(i);
+            // (Nothing is pending while a task lingers: submit() hands a
+            // batch's tickets to lingering tasks first.)
+            leave(l);
+            return nullptr;
+        }
+    }
 }
 
 bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
@@ -89,6 +224,17 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
     b->owner = this;
     b->n = n;
     std::memcpy(static_cast<void*>(b->items), items, n * sizeof(FireItem));
+#ifdef TICKWHEEL_STAGE_TRACE
+    {
+        const stage_trace::Pass& p = stage_trace::t_pass;
+        b->submit_ns = monotonic_ns();
+        for (std::size_t i = 0; i < n; ++i) {
+            b->due_ns[i] = p.epoch_ns + static_cast<std::int64_t>(items[i].due * p.res_ns);
+            stage_trace::record(stage_trace::kDueToWake, p.wake_ns - b->due_ns[i]);
+            stage_trace::record(stage_trace::kWakeToSubmit, b->submit_ns - p.wake_ns);
+        }
+    }
+#endif
     const auto tasks = static_cast<unsigned>(std::min<std::size_t>(n, workers_));
     // One extra hold while enqueueing: a drain task may finish before the loop does.
     b->drainers.store(tasks + 1, std::memory_order_relaxed);
@@ -97,14 +243,7 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
     if (pool_) {
         enqueued = pool_->post(&Dispatcher::run_task, b, tasks);
     } else {
-        try {
-            for (; enqueued < tasks; ++enqueued)
-                arena_->arena.enqueue([b] {
-                    name_tbb_worker();
-                    run_task(b);
-                });
-        } catch (...) {  // std::bad_alloc from TBB's task allocation
-        }
+        enqueued = submit_to_arena(b, tasks);
     }
     if (enqueued == 0) {  // nothing will run it: hand the items back
         delete b;
@@ -120,6 +259,66 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
     return true;
 }
 
+unsigned Dispatcher::submit_to_arena(Batch* b, unsigned tasks) noexcept {
+    // The batch's tickets go to lingering tasks first (one futex wake each:
+    // no arena hand-off, no other worker woken), then wait for a task that
+    // finishes its batch; new tasks are enqueued only for the threads the
+    // arena does not have yet (the arena never runs more than its
+    // concurrency at once: with all of them ours and busy, an enqueued task
+    // would wait for one of them just the same).
+    Linger& l = *linger_;
+    const unsigned limit = effective_workers(workers_);
+    Linger::Slot* woken[kMaxBatch];  // tasks <= kMaxBatch
+    unsigned given = 0, spawn = 0;
+    {
+        std::lock_guard<std::mutex> lock(l.mu);
+        while (given < tasks && !l.idle.empty()) {
+            Linger::Slot& slot = l.slots[l.idle.back()];
+            l.idle.pop_back();
+            slot.batch = b;
+            woken[given++] = &slot;
+        }
+        if (given < tasks) {
+            b->tickets = tasks - given;
+            if (l.pending_tail != nullptr)
+                l.pending_tail->next_pending = b;
+            else
+                l.pending_head = b;
+            l.pending_tail = b;
+            const unsigned have = l.alive + l.queued;
+            spawn = have >= limit ? 0 : std::min(tasks - given, limit - have);
+            if (spawn == 0 && have == 0) spawn = 1;  // someone must take them
+            l.queued += spawn;
+        }
+    }
+    for (unsigned i = 0; i < given; ++i) woken[i]->parker.unpark();
+    unsigned spawned = 0;
+    try {
+        for (; spawned < spawn; ++spawned) arena_->arena.enqueue([this] { arena_task(nullptr); });
+    } catch (...) {  // std::bad_alloc from TBB's task allocation
+    }
+    if (spawned == spawn) return tasks;  // every ticket is given or will be taken
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.queued -= spawn - spawned;
+    if (l.alive + l.queued != 0) return tasks;
+    // Nobody will take pending tickets: take this batch's back (earlier
+    // batches' tickets were taken before: some task was alive or queued
+    // while they waited, and a task leaves only when none waits).
+    unsigned back = 0;
+    for (Batch** p = &l.pending_head; *p != nullptr; p = &(*p)->next_pending) {
+        if (*p != b) continue;
+        back = b->tickets;
+        *p = b->next_pending;
+        if (l.pending_tail == b) {
+            l.pending_tail = nullptr;
+            for (Batch* q = l.pending_head; q != nullptr; q = q->next_pending) l.pending_tail = q;
+        }
+        b->next_pending = nullptr;
+        break;
+    }
+    return tasks - back;
+}
+
 void Dispatcher::wait_idle() noexcept {
     for (std::int64_t v = inflight_.load(std::memory_order_acquire); v != 0;
          v = inflight_.load(std::memory_order_acquire))
@@ -128,6 +327,9 @@ void Dispatcher::wait_idle() noexcept {
 
 void Dispatcher::run_batch(Batch* b) noexcept {
     Cursor cursor(*b);
+#ifdef TICKWHEEL_STAGE_TRACE
+    cursor.task_ns_ = monotonic_ns();
+#endif
     drain_(ctx_, cursor);
     if (b->drainers.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     delete b;  // the last drain task out frees the batch

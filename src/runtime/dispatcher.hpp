@@ -6,12 +6,37 @@
 // shards nor timers' states; what running an item means is the function it
 // is handed (the runtime's worker half of the state machine, runtime.cpp).
 //
-// A shard hands over a batch of due timers as min(batch size, workers) drain
-// tasks, each one arena.enqueue(). The drain tasks share an atomic cursor
-// over the batch: each takes the next item not yet started, runs it, and
-// takes the next, until the batch is empty; TBB's scheduler runs the drain
-// tasks on whichever workers are free (and moves them between workers); a
-// WorkerPool, on whichever of its threads is free.
+// A shard hands over a batch of due timers as min(batch size, workers)
+// tickets: each ticket is a drain task's turn at the batch. The drain tasks
+// share an atomic cursor over the batch: each takes the next item not yet
+// started, runs it, and takes the next, until the batch is empty; on a
+// WorkerPool each ticket is one posted task, run by whichever of its threads
+// is free.
+//
+// Resident drain tasks (the arena). A drain task is a oneTBB task that,
+// after its batch, takes the next ticket waiting (pending, oldest batch
+// first), or else lingers: it sleeps on a futex of its own for up to
+// kLingerNs, and submit() hands the next batch's tickets to lingering tasks
+// directly, one futex wake each. Only tickets no lingering task could take
+// wait as pending, for a task that finishes its batch; a new task is
+// enqueued in the arena only for threads the arena does not have yet
+// (fewer of our tasks alive or queued than its concurrency: with all of
+// them ours and busy, an enqueued task would wait for one of them all the
+// same). So a steady stream costs one futex wake per ticket and no arena
+// hand-off, and between batches the workers sleep. Before (issue 14) every
+// ticket was an arena.enqueue(): each batch into the empty arena raised its
+// demand to all of its workers, each woken through oneTBB's market, and each
+// then spun ~100 sched_yield() calls looking for more work before sleeping
+// again: at 100,000 timers/s with a 100 us tick the workers used ~90% of a
+// core (bench/lateness: 15 us of process CPU per timer, 5 with resident
+// tasks). A task lingers only while the arena has the threads it asked for
+// (effective_workers): under an application's lower TBB limit the runtimes
+// share fewer threads through oneTBB's own balancing, which lingering
+// tasks would keep from the others; then a task that finds nothing pending
+// ends, as before. Lingering holds a oneTBB worker in this arena for up to
+// kLingerNs (asleep) after the last batch: the pool was sized for it
+// (tbb_parallelism.hpp).
+//
 // No task ever waits for another, so a callback that blocks holds back only
 // itself, never the rest of its batch or the next batches, while any worker
 // is free. (A first version ran each batch with tbb::parallel_for: the task
@@ -47,6 +72,9 @@ public:
         friend class Dispatcher;
         explicit Cursor(struct Batch& b) noexcept : b_(b) {}
         struct Batch& b_;
+#ifdef TICKWHEEL_STAGE_TRACE
+        std::int64_t task_ns_ = 0;  // when this drain task began (stage_trace.hpp)
+#endif
     };
     /// Runs a drain task: takes items from the cursor until it is done. Called
     /// on a worker thread; must not throw.
@@ -77,8 +105,21 @@ public:
     /// leaked. Nothing may be submitted afterwards.
     void abandon() noexcept;
 
+    /// How long a drain task of the arena waits for the next batch after its
+    /// own is done, before it gives its thread back to oneTBB.
+    static constexpr std::int64_t kLingerNs = 2'000'000;
+    struct Linger;
+
 private:
-    static void run_task(void* batch) noexcept;  // a drain task of a Batch
+    static void run_task(void* batch) noexcept;  // a drain task of a Batch (WorkerPool)
+    /// A drain task of the arena: runs `b` (if any), then the batches it
+    /// takes from the pending ones or is handed while it lingers.
+    void arena_task(struct Batch* b) noexcept;
+    /// A pending batch's ticket, or one handed over while lingering (up to
+    /// kLingerNs); nullptr: the task ends.
+    struct Batch* next_batch() noexcept;
+    /// submit() on the arena: returns the drain tasks the batch will get.
+    unsigned submit_to_arena(struct Batch* b, unsigned tasks) noexcept;
     void run_batch(struct Batch* b) noexcept;
 
     const DrainFn drain_;
@@ -87,6 +128,7 @@ private:
     struct Arena;
     std::unique_ptr<Arena> arena_;       // oneTBB; or else
     std::unique_ptr<WorkerPool> pool_;  // the runtime's own threads
+    std::unique_ptr<Linger> linger_;    // with arena_: the resident drain tasks' state
     alignas(64) std::atomic<std::int64_t> inflight_{0};
 };
 

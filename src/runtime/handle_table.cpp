@@ -95,7 +95,8 @@ Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
     return chunk;
 }
 
-void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept {
+void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen,
+                                std::uint32_t count) noexcept {
     Record& last = at(bottom);
     std::uint64_t head = free_head_.load(std::memory_order_relaxed);
     std::uint64_t next;
@@ -105,7 +106,7 @@ void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::ui
         TimerState::mark_free(last, bottom_gen, static_cast<std::uint32_t>(head));
         next = ((head >> 32) + 1) << 32 | (std::uint64_t{top} + 1);
     } while (!free_head_.compare_exchange_weak(head, next, std::memory_order_release, std::memory_order_relaxed));
-    if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top);
+    if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
 }
 
 Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept {

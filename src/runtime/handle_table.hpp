@@ -141,7 +141,7 @@ public:
     /// ctl words, see FreeChain) with one CAS; the bottom one becomes FREE
     /// under `bottom_gen` here. The caller owns them (terminal state,
     /// unlinked, callable destroyed). Any thread.
-    void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen) noexcept;
+    void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count) noexcept;
     /// A mirror of the free stack's top for allocate_n(): the records that
     /// chain pushes put on the stack, in stack order, in a ring of kMirror
     /// entries (64 KB, allocated by the first allocate_n(): runtimes that
@@ -246,7 +246,7 @@ public:
     /// Pushes the chain onto the free stack (and tells the table's mirror).
     void flush() noexcept {
         if (top_ == 0) return;
-        table_.release_chain(top_ - 1, bottom_, bottom_gen_);
+        table_.release_chain(top_ - 1, bottom_, bottom_gen_, added_);
         std::uint32_t bottom_first[HandleTable::kChainMirror];
         const std::uint32_t n = added_ < HandleTable::kChainMirror ? added_ : HandleTable::kChainMirror;
         for (std::uint32_t i = 0; i < n; ++i) bottom_first[i] = recent_[(added_ - n + i) % HandleTable::kChainMirror];
@@ -261,7 +261,7 @@ private:
     std::uint32_t top_ = 0;  // top index + 1; 0 = empty
     std::uint32_t bottom_ = 0;
     std::uint32_t bottom_gen_ = 0;
-    std::uint32_t added_ = 0;                          // records added since the last flush
+    std::uint32_t added_ = 0;                          // records added since the last flush (test_hooks::freed)
     std::uint32_t recent_[HandleTable::kChainMirror];  // the last kChainMirror of them (a ring)
 };
 

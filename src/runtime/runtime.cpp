@@ -386,7 +386,7 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
         case FinishOutcome::Periodic: return;  // pending again, already in the wheel
         case FinishOutcome::Last:
             release(r);
-            s.table().recycle(r, freed);  // FREE at once (waiters woken); reused after the chain's flush
+            s.recycle_ended(r, freed);  // FREE at once (waiters woken); reused after the chain's flush
             return;
         case FinishOutcome::Rearmed:
             s.post_and_wake(Msg::make(MsgType::Insert, item.gen, index), Ctl::deadline(step.next));

@@ -10,9 +10,21 @@
 #include <sstream>
 
 #include "runtime/hazard.hpp"
+#include "runtime/stage_trace.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
+
+namespace {
+/// A poster's half of the barrier that pairs with the driver's before a long
+/// sleep (hazard_barrier(): membarrier where available, else a full fence).
+inline void poster_fence() noexcept {
+    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed))
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+}  // namespace
 
 Shard::Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispatcher& dispatcher,
              const QueueTable& queues)
@@ -75,10 +87,32 @@ void Shard::count_cancels(unsigned n) noexcept {
     thread_local unsigned cancels = 0;
     const unsigned before = cancels;
     cancels += n;
-    if (before / kCancelWakeEvery == cancels / kCancelWakeEvery) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (before / kCancelWakeEvery != cancels / kCancelWakeEvery) {
+        // A burst of stops: the shard reclaims them now, not at its next pass.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        tick_t target = sleep_until_.load(std::memory_order_relaxed);
+        if (target != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
+            parker_.unpark();
+        return;
+    }
+    // A shard in a long sleep (kLongSleep) is woken by the first message:
+    // it passes again within kHousekeepingNs while messages keep coming.
+    // The barrier pairing with the driver's before it sleeps long is
+    // asymmetric (see run()): here only the compiler's, when membarrier is
+    // available.
+    poster_fence();
     tick_t target = sleep_until_.load(std::memory_order_relaxed);
-    if (target != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
+    if ((target & kLongSleep) != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
+        parker_.unpark();
+}
+
+void Shard::recycle_ended(Record& r, FreeChain& freed) noexcept {
+    const bool wraps = ((r.gen() + 1) & Ctl::kGenMask) == 0;  // as HandleTable::recycle decides
+    table_.recycle(r, freed);
+    if (!wraps) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // rare: pairs with either of the driver's barriers
+    tick_t target = sleep_until_.load(std::memory_order_relaxed);
+    if ((target & kLongSleep) != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
         parker_.unpark();
 }
 
@@ -214,6 +248,26 @@ bool Shard::clocked_due(Record& r, tick_t now) noexcept {
     return false;
 }
 
+template <class F>
+void Shard::for_each_clocked(unsigned c, F&& f) {
+    std::vector<std::uint64_t> list;
+    try {
+        list = clocked_.take(c);
+    } catch (...) {
+        return;
+    }
+    for (const std::uint64_t e : list) {
+        const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
+        Record* r = table_.find(index);
+        if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry
+        try {
+            clocked_.add(c, gen, index);  // still ours: keep it indexed
+        } catch (...) {
+        }
+        f(r, index, gen);
+    }
+}
+
 void Shard::reclock() noexcept {
     const std::int64_t mono = clocks_.mono();
     bool moved = false;
@@ -230,27 +284,14 @@ void Shard::reclock() noexcept {
     // new tick on the wheel's (an earlier one fires at once: the clock was
     // set forward past it, or the machine slept through it).
     for (unsigned c = 1; c < kClocks; ++c) {
-        std::vector<std::uint64_t> list;
-        try {
-            list = clocked_.take(c);
-        } catch (...) {
-            continue;
-        }
-        for (const std::uint64_t e : list) {
-            const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
-            Record* r = table_.find(index);
-            if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry
-            try {
-                clocked_.add(c, gen, index);  // still ours: keep it indexed
-            } catch (...) {
-            }
+        for_each_clocked(c, [&](Record* r, std::uint32_t index, std::uint32_t gen) {
             const Word w = TimerState::load(*r);
             const State st = Ctl::state(w);
             // PENDING, or RUNNING with its next grid deadline in the word (a
             // fixed-rate timer; a DELAY one's word holds the run's own).
             if (Ctl::gen10(w) != (gen & Ctl::kGenMask) ||
                 !(st == State::Pending || (st == State::Running && r->fixed_rate())))
-                continue;
+                return;
             Extra& x = table_.extra(index);
             const tick_t tick = clock_.deadline_tick(x.deadline_ns.load(std::memory_order_relaxed) - offset[c]);
             ResetStep step;
@@ -258,9 +299,9 @@ void Shard::reclock() noexcept {
                 HazardScope acting_on(r);
                 step = TimerState::reset(*r, gen, tick, false);
             }
-            if (!step.rearmed || !r->linked()) continue;  // fired or stopped meanwhile; a running one is filed after its run
+            if (!step.rearmed || !r->linked()) return;  // fired or stopped meanwhile; a running one is filed after its run
             wheel_.rearm(r, file_tick(*r, tick));
-        }
+        });
     }
 }
 
@@ -350,6 +391,13 @@ tick_t Shard::manual_next_expiry() {
     return wheel_.next_expiry();
 }
 
+void Shard::prune_clocked() noexcept {
+    // Entries of ended timers stay in the index (a worker recycling a fired
+    // timer does not know it is indexed); a shard whose boot-time and
+    // wall-clock timers have all ended drops them here and stops polling.
+    for (unsigned c = 1; c < kClocks; ++c) for_each_clocked(c, [](Record*, std::uint32_t, std::uint32_t) {});
+}
+
 void Shard::run(int cpu) {
     char name[16];
     std::snprintf(name, sizeof name, "tw-shard-%u", index_);
@@ -357,14 +405,31 @@ void Shard::run(int cpu) {
     set_precise_timer_slack();
     if (cpu >= 0) pin_to_cpu(static_cast<unsigned>(cpu));
 
+    const std::uint64_t res = clock_.resolution_ns();
+    const std::uint64_t housekeeping_ticks = static_cast<std::uint64_t>(kHousekeepingNs) / res + 1;
+    const std::uint64_t max_sleep_ticks = static_cast<std::uint64_t>(kMaxSleepNs) / res + 1;
+    unsigned clocked_passes = 0;
+#ifdef TICKWHEEL_STAGE_TRACE
+    stage_trace::t_pass = {monotonic_ns(), clock_.epoch_ns(), res};
+#endif
     for (;;) {
         const std::uint32_t seen = parker_.prepare();
-        drain_inbox();
+        const bool drained = drain_inbox();
         if (stopping_.load(std::memory_order_acquire)) break;
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);
         wheel_.advance(now);
-        if (clocked_.entries_hint() != 0) reclock();  // a wall-clock step, or a suspend: within a pass (<= 100 ms)
+#ifdef TICKWHEEL_STAGE_TRACE
+        stage_trace::record(stage_trace::kAdvance, monotonic_ns() - now_ns);
+#endif
+        const std::size_t clocked = clocked_.entries_hint();
+        if (clocked != 0) {
+            reclock();  // a wall-clock step, or a suspend: within a pass (<= kHousekeepingNs)
+            if (++clocked_passes >= std::max<std::size_t>(kPruneClockedPasses, clocked / 64)) {
+                prune_clocked();
+                clocked_passes = 0;
+            }
+        }
         const bool handed_over = expire(now, now_ns, now);
         pending_.store(wheel_.size(), std::memory_order_relaxed);
         check_wheel();
@@ -373,18 +438,43 @@ void Shard::run(int cpu) {
         tick_t next = wheel_.next_expiry();
         if (!handed_over) next = now + 1;  // out of memory: try again next tick
         if (next <= now) continue;
-        sleep_until_.store(next, std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (inbox_.size_approx() != 0 || stopping_.load(std::memory_order_relaxed)) {
+        // How long to sleep. Until the next expiry, but at most
+        // kHousekeepingNs while the shard has housekeeping to do: messages
+        // came in this pass (more may follow that do not wake it: cancels,
+        // far inserts), boot-time or wall-clock timers whose clock may step,
+        // records in quarantine. Otherwise nothing but a deadline or a
+        // message can give it work: it sleeps until the deadline (a "long
+        // sleep", kLongSleep in sleep_until_), and the first message wakes it.
+        const bool housekeeping = drained || clocked_.entries_hint() != 0 || table_.quarantined() != 0;
+        const std::uint64_t cap_ticks = housekeeping ? housekeeping_ticks : max_sleep_ticks;
+        const bool capped = next - now > cap_ticks;
+        const bool long_sleep = !housekeeping && next - now > housekeeping_ticks;
+        sleep_until_.store(long_sleep ? (next | kLongSleep) : next, std::memory_order_relaxed);
+        // Pairs with the posters' fences: either the driver sees the message
+        // before it sleeps, or the poster sees the tick it sleeps until. A
+        // long sleep pays an asymmetric barrier (membarrier, at most once
+        // per kHousekeepingNs and in practice once per quiet period), so that
+        // a cancel's poster pays only a compiler barrier.
+        if (long_sleep)
+            hazard_barrier();
+        else
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+        // (A record a worker put into quarantine meanwhile: recycle_ended.)
+        if (inbox_.size_approx() != 0 || stopping_.load(std::memory_order_relaxed) ||
+            (long_sleep && table_.quarantined() != 0)) {
             sleep_until_.store(0, std::memory_order_relaxed);
             continue;
         }
-        // Sleep until the tick boundary of `next`, but at most kHousekeepingNs
-        // (also keeps tick arithmetic far from overflow for kNever).
-        const std::uint64_t cap_ticks = kHousekeepingNs / clock_.resolution_ns() + 1;
-        const std::int64_t wake_ns = next - now > cap_ticks ? monotonic_ns() + kHousekeepingNs
-                                                            : clock_.tick_start_ns(next);
+        // Sleep until the tick boundary of `next`, at most the cap (which also
+        // keeps tick arithmetic far from overflow); an empty wheel with
+        // nothing to keep sleeps until a message comes.
+        std::int64_t wake_ns = -1;
+        if (next != Wheel::kNever || housekeeping)
+            wake_ns = capped ? monotonic_ns() + (housekeeping ? kHousekeepingNs : kMaxSleepNs) : clock_.tick_start_ns(next);
         parker_.park_until(seen, wake_ns);
+#ifdef TICKWHEEL_STAGE_TRACE
+        stage_trace::t_pass.wake_ns = monotonic_ns();
+#endif
         sleep_until_.store(0, std::memory_order_relaxed);
     }
     // Stopping (shutdown): queue-bound timers not yet delivered are left to

@@ -6,12 +6,18 @@
 // Other threads reach it through the inbox (inbox.hpp: insert / refile
 // earlier / cancel messages), drained in bulk. The driver sleeps on a futex
 // until the wheel's next expiry, or until a request that needs an earlier
-// wake-up arrives, or at most kHousekeepingNs. Cancels need no early
-// wake-up, but every kCancelWakeEvery-th cancel a thread posts wakes a
-// sleeping driver, so stopped timers are reclaimed promptly (memory stays
-// flat) without a system call per stop. The driver's decisions about a
-// timer are TimerState's (timer_state.hpp); it hands due timers to the
-// Dispatcher and never runs user code.
+// wake-up arrives. While it has housekeeping to do -- messages came in its
+// last pass (cancels and far inserts do not wake it), boot-time or
+// wall-clock timers whose clock may step, records in quarantine -- it
+// sleeps at most kHousekeepingNs; otherwise it sleeps until its next
+// deadline however far (a "long sleep"), and the first message of any kind
+// wakes it. An idle runtime's shards therefore do not wake at all, and a
+// stopped timer is reclaimed within kHousekeepingNs (at once after a quiet
+// period); every kCancelWakeEvery-th cancel a thread posts also wakes a
+// sleeping driver, so a burst of stops is reclaimed as it goes (memory stays
+// flat). The driver's decisions about a timer are TimerState's
+// (timer_state.hpp); it hands due timers to the Dispatcher and never runs
+// user code.
 #pragma once
 
 #include <atomic>
@@ -35,10 +41,16 @@ namespace tickwheel::rt {
 
 class Shard {
 public:
-    /// Upper bound of a driver's sleep: reclaims cancelled timers and
-    /// refreshes stats at least this often while idle (10 wake-ups/s).
+    /// Upper bound of a driver's sleep while it has housekeeping to do (see
+    /// above): reclaims cancelled timers, files far inserts, refreshes
+    /// stats and polls the boot-time and wall-clock offsets this often.
     static constexpr std::int64_t kHousekeepingNs = 100'000'000;
+    /// Upper bound of a long sleep (keeps tick arithmetic far from overflow).
+    static constexpr std::int64_t kMaxSleepNs = 3600'000'000'000;
     static constexpr unsigned kCancelWakeEvery = 4096;
+    /// Passes between two prunings of the clocked index's ended entries
+    /// (at least; more while it is large: clocked entries / 64).
+    static constexpr std::size_t kPruneClockedPasses = 10;
     static constexpr std::size_t kDrainBatch = 512;
     static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
 
@@ -87,10 +99,17 @@ public:
     /// Queues a message about a deadline `due` (never lost: see inbox.hpp),
     /// waking the driver if it sleeps past `due`. Any thread.
     void post_and_wake(std::uint64_t msg, tick_t due) noexcept;
-    /// Queues a cancel (never lost): no early wake-up, except every
-    /// kCancelWakeEvery-th cancel from this thread wakes a sleeping driver.
-    /// Any thread.
+    /// Queues a cancel (never lost): no early wake-up, except of a driver in
+    /// a long sleep, and every kCancelWakeEvery-th cancel from this thread
+    /// wakes a sleeping driver. Any thread.
     void post_cancel(std::uint64_t msg) noexcept;
+
+    /// Recycles the record of a timer that ended off the driver thread (a
+    /// worker's or a queue's last run), as HandleTable::recycle; if that
+    /// puts it into quarantine (its 10-bit generation wraps: every 1024th
+    /// reuse of a slot), wakes the driver from a long sleep, since only the
+    /// driver reclaims quarantined records. Any thread.
+    void recycle_ended(Record& r, FreeChain& freed) noexcept;
 
     // ---- batches: one block of messages per shard and call, at most one wake-up
     /// try_post_insert() of `n` Inserts as one block (else one by one):
@@ -123,6 +142,12 @@ private:
     /// Re-files the boot-time and wall-clock timers after their clock moved
     /// against the monotonic clock by `moved` (ns per ClockId).
     void reclock() noexcept;
+    /// Drops the clocked index's entries of ended timers.
+    void prune_clocked() noexcept;
+    /// Takes clock `c`'s entries, drops those of ended timers, keeps the
+    /// others and calls f(record, index, generation) for each of them.
+    template <class F>
+    void for_each_clocked(unsigned c, F&& f);
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
@@ -146,8 +171,10 @@ private:
     Inbox inbox_;
     Parker parker_;
     // The tick the driver sleeps until, 0 while it is awake (it re-checks the
-    // inbox before sleeping). A poster whose deadline is earlier claims the
-    // wake-up by CAS-ing this to 0, so one wake-up costs one futex call.
+    // inbox before sleeping), with kLongSleep set during a long sleep. A
+    // poster whose deadline is earlier (any poster, in a long sleep) claims
+    // the wake-up by CAS-ing this to 0, so one wake-up costs one futex call.
+    static constexpr tick_t kLongSleep = tick_t{1} << 63;
     alignas(64) std::atomic<tick_t> sleep_until_{0};
     std::atomic<bool> stopping_{false};
     std::atomic<std::size_t> pending_{0};

@@ -10,7 +10,7 @@ namespace tickwheel::rt::test_hooks {
 std::atomic<void (*)(const void*, char)> in_window{nullptr};
 std::atomic<std::uint32_t> first_generation{1};
 std::atomic<std::int64_t> fail_inbox_posts{0};
-std::atomic<void (*)(std::uint32_t)> freed{nullptr};
+std::atomic<void (*)(std::uint32_t, std::uint32_t)> freed{nullptr};
 std::atomic<std::int64_t> realtime_shift_ns{0};
 std::atomic<std::int64_t> fail_box_allocs{0};
 

@@ -30,9 +30,10 @@ extern std::atomic<std::uint32_t> first_generation;
 extern std::atomic<std::int64_t> fail_inbox_posts;
 
 /// Called after a chain of records was pushed onto a handle table's free
-/// stack (a flush), with the chain's top index: lets a test wait until a
-/// given record can be taken again.
-extern std::atomic<void (*)(std::uint32_t top_index)> freed;
+/// stack (a flush), with the chain's top index and its length: lets a test
+/// wait until a given record, or a given number of records, can be taken
+/// again.
+extern std::atomic<void (*)(std::uint32_t top_index, std::uint32_t count)> freed;
 
 /// Added to every CLOCK_REALTIME reading the library makes (tw_now_ns_clock,
 /// realtime timers): a test steps "the wall clock" forward or back without
