@@ -546,22 +546,24 @@ struct FailPosts {
 // Before the fix start() ignored a failed enqueue: it reported success and
 // the timer never fired. Now it fails with no_memory, releases the callable
 // exactly once, and frees the slot.
+/// A callable that counts its runs and its release (its destruction).
+struct Counted {
+    std::atomic<int>* released;
+    std::atomic<int>* ran;
+    Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
+    Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
+    ~Counted() {
+        if (released != nullptr) released->fetch_add(1);
+    }
+    void operator()() const { ran->fetch_add(1); }
+};
+
 TEST(InboxFailure, StartFailsWithNoMemoryAndReleasesOnce) {
     PushHook pushes;
     Runtime rt(one_shard());
     std::atomic<int> runs{0};
     const std::uint64_t warm = fire_once(rt, runs);  // the slot the next start takes
     std::atomic<int> released{0}, ran{0};
-    struct Counted {
-        std::atomic<int>* released;
-        std::atomic<int>* ran;
-        Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
-        Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
-        ~Counted() {
-            if (released != nullptr) released->fetch_add(1);
-        }
-        void operator()() const { ran->fetch_add(1); }
-    };
     std::error_code ec;
     {
         FailPosts fail(1);
@@ -589,16 +591,6 @@ TEST(InboxFailure, StartFailsWithNoMemoryAndReleasesOnce) {
 // the post fails. Before the fix the start "took back" the record: the
 // callable, already destroyed, was moved back out and destroyed again.
 TEST(InboxFailure, GroupStopBetweenIndexingAndAFailedInsertPostEndsTheTimerOnce) {
-    struct Counted {
-        std::atomic<int>* released;
-        std::atomic<int>* ran;
-        Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
-        Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
-        ~Counted() {
-            if (released != nullptr) released->fetch_add(1);
-        }
-        void operator()() const { ran->fetch_add(1); }
-    };
     for (const bool batch : {false, true}) {
         SCOPED_TRACE(batch ? "start(span)" : "start");
         for (auto& n : g_pushes_of) n.store(0);
