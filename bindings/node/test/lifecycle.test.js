@@ -7,15 +7,7 @@ const { Runtime, TickwheelError, LibraryLoadError, errorCodes, version, libraryP
 const { checkVersion, entries } = require('..')._internal;
 const pkg = require('../package.json');
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-async function until(cond, limitMs = 10000, what = 'condition') {
-  const end = Date.now() + limitMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
-
+const { sleep, until } = require('./support');
 test('the library has this package\'s major version', () => {
   assert.match(version(), /^\d+\.\d+\.\d+$/);
   assert.equal(Number(version().split('.')[0]), Number(pkg.version.split('.')[0]));

@@ -10,17 +10,9 @@ const koffi = require('koffi');
 const { Runtime } = require('..');
 const { load } = require('..')._internal;
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const { sleep, until } = require('./support');
 const hr = () => process.hrtime.bigint();
 const MS = 1_000_000n;
-
-async function until(cond, limitMs = 10000, what = 'condition') {
-  const end = Date.now() + limitMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
 
 // Busy-waits (the event loop does not turn) until cond() or limitMs.
 function spinUntil(cond, limitMs = 5000) {

@@ -6,16 +6,8 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { Runtime, Timer, TickwheelError, periodPolicies, now, MAX_DELAY_MS } = require('..');
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const { sleep, until } = require('./support');
 const MS = 1_000_000n;
-
-async function until(cond, limitMs = 10000, what = 'condition') {
-  const end = Date.now() + limitMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
 
 // Blocks the JavaScript thread (and so the delivery of callbacks) for ms.
 function busy(ms) {

@@ -6,18 +6,10 @@ const assert = require('node:assert/strict');
 const { isMainThread, threadId } = require('node:worker_threads');
 const { Runtime, Timer, TickwheelError, now } = require('..');
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const { sleep, until } = require('./support');
 const hr = () => process.hrtime.bigint();
 
 // Resolves once cond() is true (polled every 2 ms), rejects after limitMs.
-async function until(cond, limitMs = 10000, what = 'condition') {
-  const end = Date.now() + limitMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
-
 let rt;
 test.before(() => { rt = new Runtime({ shards: 2, workers: 2 }); });
 test.after(() => rt.close());

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! The timer model of 1.3 through the binding (ctest capi_rust): period
 //! policies, leeway, groups (stop_group), query() and reset_at().
+mod common;
+use common::{wait_until, WAIT};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -8,19 +10,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{ffi, Error, PeriodPolicy, Runtime, TimerId, TimerInfo, TimerSpec, TimerStatus};
 
-const WAIT: Duration = Duration::from_secs(10);
 const MS: u64 = 1_000_000;
-
-fn wait_until(mut pred: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + WAIT;
-    while !pred() {
-        if Instant::now() > end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
-}
 
 fn runtime() -> Arc<Runtime> {
     Arc::new(Runtime::with_config(2, 2, Duration::ZERO).unwrap())

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Starts, stops and fires timers through the C API (ctest capi_rust).
+mod common;
+use common::{wait_until, WAIT};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickwheel::{Config, Error, Runtime, TimerId};
 
-const WAIT: Duration = Duration::from_secs(10);
 
 /// Counts its drops: the closure's release.
 struct DropCounter(Arc<AtomicUsize>);
@@ -15,17 +16,6 @@ impl Drop for DropCounter {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
-}
-
-fn wait_until(mut pred: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + WAIT;
-    while !pred() {
-        if Instant::now() > end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
 }
 
 #[test]
