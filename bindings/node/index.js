@@ -75,9 +75,10 @@
  * go on (a periodic timer keeps running).
  *
  * Process lifetime. Like Node's timers, a Runtime keeps the process alive
- * while it has live timers (started and not yet released); rt.unref()
- * stops that, rt.ref() restores it (the queue's poll handle is ref'd or
- * unref'd accordingly). A Runtime without live timers never keeps the
+ * while it has live ref'd timers (started and not yet released; every
+ * timer is ref'd unless timer.unref() was called, as Node's Timeout);
+ * rt.unref() stops that for the whole runtime, rt.ref() restores it (the
+ * queue's poll handle is ref'd or unref'd accordingly). A Runtime without live timers never keeps the
  * process alive. When the event loop runs out of work ('beforeExit') every
  * Runtime still open is closed: its pending timers are cancelled, no
  * callback runs. On process.exit() (or a fatal exception) the open runtimes
@@ -85,11 +86,25 @@
  * process.exit(): its timers are cancelled and it is left to the end of the
  * process.
  *
+ * Promises. rt.promises.setTimeout(ms, value, { signal, ref }) and
+ * rt.promises.setInterval(...) (an async iterator) work as
+ * node:timers/promises, with AbortSignal; require('tickwheel/promises') has
+ * the same on a runtime the package makes on first use.
+ *
+ * Ids. Calls that take a timer take a Timer, its id (a BigInt), or a Number
+ * that is a safe integer (exactly the id); another Number is a TypeError.
+ *
  * The shared library is found through the TICKWHEEL_LIB environment
- * variable (a path; nothing else is tried when it is set), else
- * "libtickwheel.so.1" through the dynamic loader's search path, else in the
- * libdir that `pkg-config tickwheel` reports. Its major version must equal
- * this package's major version; 1.2 or later (the delivery queues).
+ * variable (a path; nothing else is tried when it is set), else this
+ * package's prebuilt library prebuilds/<platform>-<arch>/libtickwheel.so.1
+ * (scripts/build-npm.sh puts it there with the oneTBB runtime it needs,
+ * found through its RUNPATH $ORIGIN), else "libtickwheel.so.1" through the
+ * dynamic loader's search path (LD_LIBRARY_PATH, the ldconfig cache), else
+ * in the libdir that `pkg-config tickwheel` reports. Its major version must
+ * equal this package's major version; 1.2 or later (the delivery queues).
+ * When none loads, LibraryLoadError lists every place tried and why. With
+ * library 1.5, a failed call's TickwheelError carries the library's detail
+ * (tw_last_error_message()) in `detail` and at the end of its message.
  */
 
 const { EventEmitter } = require('node:events');
@@ -497,10 +512,12 @@ function libraryPath() {
   return load().path;
 }
 
-/** The machine's clock `clock` in nanoseconds (a BigInt): 'monotonic' (the
+/** The MACHINE's clock `clock` in nanoseconds (a BigInt): 'monotonic' (the
  *  default: CLOCK_MONOTONIC, the clock of process.hrtime.bigint() on Linux
  *  and of delays), 'boottime' or 'realtime' (the wall clock, Date.now() * 1e6).
- *  A manual Runtime's virtual clocks are read with rt.now(clock). */
+ *  Not a runtime's clock: a manual Runtime's virtual clocks are read with
+ *  rt.now(clock), and a deadline for resetAt() is best computed as
+ *  rt.now(timer.clock) + delay, right on a real and a manual runtime alike. */
 function now(clock) {
   const l = load();
   if (clock === undefined || clock === 'monotonic') return BigInt(l.tw_now_ns());
@@ -1323,7 +1340,9 @@ class Runtime extends EventEmitter {
   /**
    * The runtime's clock `clock` ('monotonic' (default), 'boottime' or
    * 'realtime') in nanoseconds, a BigInt: the machine's for a real runtime
-   * (as now(clock)), the virtual one for a manual runtime. Throws
+   * (as now(clock)), the virtual one for a manual runtime. The way to
+   * compute a deadline: timer.resetAt(rt.now(timer.clock) + 30_000_000_000n)
+   * is 30 s from now on either kind of runtime. Throws
    * TickwheelError 'TW_ESHUTDOWN' after close(); RangeError/TypeError
    * (code 'TW_EINVAL') for an unknown clock.
    */
