@@ -1112,8 +1112,8 @@ class Runtime extends EventEmitter {
     return timers;
   }
 
-  /** The entries of `timers` (an Array of Timers or ids: BigInts, or Numbers that are safe integers) that a
-   *  single call could act on, and the ids Buffer for the C call. */
+  /** The entries of `timers` (an Array of Timers or ids: BigInts, or
+   *  Numbers that are safe integers) that a single call could act on. */
   _batchOf(timers, what) {
     if (!Array.isArray(timers)) throw invalid(TypeError, `${what}: expected an Array of Timers or ids`);
     return timers.map((t) => this._lookup(t, what));
@@ -1189,10 +1189,10 @@ class Runtime extends EventEmitter {
   }
 
   /**
-   * Cancels a timer (a Timer or its id: a BigInt, or a Number that is a safe integer). Never blocks. Returns true if
-   * this call prevented a run: the callback of a one-shot timer will not run
-   * (also when it is due and only waits for the event loop), a periodic
-   * timer will not run again. Returns false if it already ran (or is running
+   * Cancels a timer (a Timer or its id: a BigInt, or a Number that is a
+   * safe integer). Never blocks. Returns true if this call prevented a
+   * run: the callback of a one-shot timer will not run (also when it is due
+   * and only waits for the event loop), a periodic timer will not run again. Returns false if it already ran (or is running
    * now, for a one-shot timer), was already stopped, is unknown, or the
    * runtime is closed. When stop() returns, the callback will not start
    * again either way.
