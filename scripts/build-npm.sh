@@ -68,7 +68,7 @@ if [[ -z "$lib" ]]; then
   fi
   cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DTICKWHEEL_BUILD_TESTS=OFF -DTICKWHEEL_BUILD_BENCH=OFF -DTICKWHEEL_BUILD_STRESS=OFF \
-    -DTICKWHEEL_BUILD_EXAMPLES=OFF >/dev/null
+    -DTICKWHEEL_BUILD_EXAMPLES=OFF -DTICKWHEEL_WERROR=OFF >/dev/null
   cmake --build "$build" --target tickwheel_shared -j "$(nproc)"
   lib="$build/capi/libtickwheel.so.1"
 fi

@@ -146,3 +146,15 @@ const pre = path.join(__dirname, 'node_modules', 'tickwheel', 'prebuilds', 'linu
 });
 EOF
 (cd "$app" && timeout 60 "${clean[@]}" node main.js)
+
+# Every ```js sample of the installed README runs there too, each as its own
+# program in the clean environment.
+for f in $(node "$source_dir/bindings/node/readme_samples.js" "$app"); do
+  if ! out=$(cd "$app" && timeout 30 "${clean[@]}" node "$f" 2>&1); then
+    echo "check_pack: the README sample $(basename "$f") failed:" >&2
+    cat "$f" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  echo "check_pack: $(basename "$f") ran: $(echo "$out" | tr '\n' ' ' | cut -c1-120)"
+done

@@ -4,7 +4,8 @@
 # (pinned by this folder's package-lock.json) are installed with `npm ci`
 # into a copy in the build tree (skipped while the lock is unchanged), the
 # package's files go to node_modules/tickwheel, and `tsc --noEmit -p .`
-# compiles check.ts (its @ts-expect-error lines must be errors).
+# compiles check.ts (its @ts-expect-error lines must be errors) and the
+# README's ```ts sample.
 #
 #   cmake -DNODE=... -DNPM=... -DSOURCE=<bindings/node> -DWORK=<dir> -P ctest.cmake
 #
@@ -50,6 +51,14 @@ if(NOT _fresh)
   endif()
   file(WRITE "${_stamp}" "${_want}")
 endif()
+
+# The README's TypeScript sample is compiled too (readme.ts, named in tsconfig.json).
+file(READ "${SOURCE}/README.md" _readme)
+string(REGEX MATCH "```ts\n([^`]*)```" _m "${_readme}")
+if(NOT CMAKE_MATCH_1)
+  message(FATAL_ERROR "bindings/node/README.md has no ```ts sample")
+endif()
+file(WRITE "${WORK}/readme.ts" "// From bindings/node/README.md (written by ctest.cmake)\n${CMAKE_MATCH_1}")
 
 # The package as installed (its declarations and the files they sit beside).
 file(REMOVE_RECURSE "${WORK}/node_modules/tickwheel")
