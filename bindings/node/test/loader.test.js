@@ -73,6 +73,23 @@ test('the prebuilds folder first, then the loader, pkg-config; the error names t
     assert.deepEqual(r, { path: SONAME, fired: true });
   });
 
+  await t.test('no prebuild, nothing on the loader\'s paths: pkg-config\'s libdir', async (st) => {
+    const pc = path.join(dir, 'pc');
+    fs.mkdirSync(pc);
+    fs.writeFileSync(path.join(pc, 'tickwheel.pc'),
+      `libdir=${ldDir}\nName: tickwheel\nDescription: test\nVersion: 1.0.0\nLibs: -L\${libdir} -ltickwheel\n`);
+    const r = await run(dir, { PKG_CONFIG_PATH: pc, PKG_CONFIG_LIBDIR: empty });
+    if (r.path === SONAME) {
+      st.skip('a system libtickwheel is on the loader\'s paths: pkg-config is not reached');
+      return;
+    }
+    if (r.isLoadError && /pkg-config is not on PATH/.test(r.message)) {
+      st.skip('pkg-config is not installed');
+      return;
+    }
+    assert.deepEqual(r, { path: path.join(ldDir, SONAME), fired: true });
+  });
+
   await t.test('nothing anywhere: the error lists the prebuilds folder, the loader and pkg-config', async (st) => {
     const r = await run(dir, noPkgConfig);
     if (r.path !== undefined) {
