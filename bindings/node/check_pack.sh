@@ -37,6 +37,11 @@ for tool in node npm; do
   fi
 done
 
+pkg_version=$(node -p "require('$source_dir/bindings/node/package.json').version")
+if [[ "$pkg_version" != "$version" ]]; then
+  echo "check_pack: bindings/node/package.json has version $pkg_version, the project $version: keep them equal" >&2
+  exit 1
+fi
 rm -rf "$work"
 mkdir -p "$work"
 "$source_dir/scripts/build-npm.sh" --lib "$lib" --work "$work/stage" --dist "$work/dist"
