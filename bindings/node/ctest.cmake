@@ -33,7 +33,7 @@ endif()
 # A fresh copy of the package's files (stale tests removed), node_modules kept.
 file(MAKE_DIRECTORY "${WORK}")
 file(REMOVE_RECURSE "${WORK}/test" "${WORK}/fixtures")
-file(COPY "${SOURCE}/package.json" "${SOURCE}/package-lock.json" "${SOURCE}/index.js"
+file(COPY "${SOURCE}/package.json" "${SOURCE}/package-lock.json" "${SOURCE}/index.js" "${SOURCE}/promises.js"
           "${SOURCE}/index.d.ts" "${SOURCE}/test" "${SOURCE}/fixtures"
      DESTINATION "${WORK}")
 

@@ -27,10 +27,25 @@ export declare class TickwheelError extends Error {
   readonly code: TickwheelErrorCode;
   /** The (negative) C code, e.g. -108. */
   readonly errno: number;
+  /** What the library said about this failure (tw_last_error_message(),
+   *  library 1.5: the argument and the limit), also appended to `message`;
+   *  '' when it said nothing or is older than 1.5. */
+  readonly detail: string;
+}
+
+/** The rejection of the promise API when its AbortSignal aborts (as Node's
+ *  timers/promises): `cause` is the signal's reason. */
+export declare class AbortError extends Error {
+  readonly name: 'AbortError';
+  readonly code: 'ABORT_ERR';
+  constructor(message?: string, options?: { cause?: unknown });
 }
 
 /** The shared library could not be found or loaded, or has another major
- *  version than this package. */
+ *  version than this package. The search: TICKWHEEL_LIB (only it, when
+ *  set); else the package's prebuilds/<platform>-<arch>/libtickwheel.so.1,
+ *  the dynamic loader (LD_LIBRARY_PATH, the ldconfig cache), pkg-config's
+ *  libdir. The message lists each place tried and why it failed. */
 export declare class LibraryLoadError extends Error {
   readonly name: 'LibraryLoadError';
   readonly code: 'ERR_TICKWHEEL_LIBRARY';
@@ -210,6 +225,39 @@ export interface RuntimeStats {
 /** The callback of a timer: called on the JavaScript thread with its Timer. */
 export type TimerCallback = (this: Timer, timer: Timer) => void;
 
+/** A timer id where one is accepted: a Timer's `id` (a BigInt), or a Number
+ *  that is a safe integer (it then equals the 64-bit id exactly); another
+ *  Number is a TypeError (code 'TW_EINVAL'). */
+export type TimerId = bigint | number;
+
+/** Options of the promise API. */
+export interface TimerPromiseOptions {
+  /** Aborting it rejects the promise (or the pending iteration) with an
+   *  AbortError and stops the timer; an already-aborted signal rejects at
+   *  once and starts nothing. The listener is removed when the promise settles. */
+  signal?: AbortSignal;
+  /** false: the pending timer does not keep the process alive (as
+   *  Timer.unref(); the promise then stays pending if the process ends
+   *  first). Default true. */
+  ref?: boolean;
+}
+
+/** The promise API (rt.promises; require('tickwheel/promises') on a
+ *  runtime of its own), as node:timers/promises. Bad arguments reject
+ *  (TypeError/RangeError, code 'TW_EINVAL'); close() of the runtime rejects
+ *  a pending one with TickwheelError 'TW_ESHUTDOWN'. */
+export interface TimerPromises {
+  /** Resolves with `value` once `ms` ms have passed (never earlier, rounded
+   *  up to the resolution). On a manual runtime: inside the advance() that
+   *  reaches it. */
+  setTimeout<T = void>(ms: number, value?: T, options?: TimerPromiseOptions): Promise<T>;
+  /** An async iterator yielding `value` every `ms` ms (> 0); runs the loop
+   *  has not taken yet are counted and yielded one after the other. The
+   *  timer starts at the first next() and stops on break/return, on abort
+   *  (the pending next() rejects with an AbortError) or close(). */
+  setInterval<T = void>(ms: number, value?: T, options?: TimerPromiseOptions): AsyncGenerator<T, void, unknown>;
+}
+
 /** A started timer. */
 export declare class Timer {
   private constructor();
@@ -229,6 +277,16 @@ export declare class Timer {
   resetAt(deadlineNs: bigint): boolean;
   /** Same as runtime.query(timer). */
   query(): TimerInfo | null;
+  /** This timer keeps the process alive while it is live (the default), as
+   *  Node's Timeout.ref(). Returns this. */
+  ref(): this;
+  /** This timer does not keep the process alive: if nothing else does, the
+   *  process exits and the timer is cancelled (its callback never runs).
+   *  It still fires while something else keeps the process alive; survives
+   *  reset(). Returns this. */
+  unref(): this;
+  /** False after unref() (until ref()). Runtime.unref() overrides it. */
+  hasRef(): boolean;
 }
 
 /**
@@ -274,13 +332,13 @@ export declare class Runtime extends EventEmitter {
    *  for the event loop, or every further run of a periodic one); false if
    *  it already ran (or is running), was stopped, is unknown, or the runtime
    *  is closed. Either way no run starts after it returns. */
-  stop(timer: Timer | bigint): boolean;
+  stop(timer: Timer | TimerId): boolean;
   /** Re-arms a timer to fire ms from now (a periodic one: its next run, then
    *  every period). True if re-armed; false if it is not pending (ran,
    *  stopped, unknown, runtime closed). A due timer whose callback has not
    *  run yet is pending, and so is a one-shot timer inside its own callback
    *  (re-armed with the same id). Never blocks. */
-  reset(timer: Timer | bigint, ms: number): boolean;
+  reset(timer: Timer | TimerId, ms: number): boolean;
   /** Batches (library 1.4; ERR_TICKWHEEL_LIBRARY with an older one): one
    *  call into the library per array, each element as the single call.
    *  startMany: one timer per delay (ms), `fn` every timer's function or one
@@ -289,10 +347,10 @@ export declare class Runtime extends EventEmitter {
    *  as the call begins. Throws as start() for bad arguments. */
   startMany(delays: number[], fn: TimerCallback | TimerCallback[], options?: StartOptions): Array<Timer | null>;
   /** stop() of every timer, in order: true where that stop prevented a run. */
-  stopMany(timers: Array<Timer | bigint>): boolean[];
+  stopMany(timers: Array<Timer | TimerId>): boolean[];
   /** reset() of every timer to ms from one clock reading taken as the call
    *  begins: true where re-armed. */
-  resetMany(timers: Array<Timer | bigint>, ms: number): boolean[];
+  resetMany(timers: Array<Timer | TimerId>, ms: number): boolean[];
   /** Re-arms a timer to fire at the absolute deadline `deadlineNs`: BigInt
    *  nanoseconds on the timer's clock, rt.now(timer.clock) (for 'monotonic',
    *  now()'s; e.g. `rt.now() + 50_000_000n`); a past
@@ -301,12 +359,12 @@ export declare class Runtime extends EventEmitter {
    *  pending, as reset(). Never blocks.
    *  @throws {TypeError|RangeError} not a BigInt; negative, above 2^63-1 or
    *  more than MAX_DELAY_MS ahead (code 'TW_EINVAL'). */
-  resetAt(timer: Timer | bigint, deadlineNs: bigint): boolean;
+  resetAt(timer: Timer | TimerId, deadlineNs: bigint): boolean;
   /** A live timer's state, next deadline, period, leeway, group and run
    *  counters; null once it is released (ran its last run, stopped,
    *  cancelled), for an unknown id, or after close(). From inside its own
    *  callback a timer is 'running'. Never blocks. */
-  query(timer: Timer | bigint): TimerInfo | null;
+  query(timer: Timer | TimerId): TimerInfo | null;
   /** Stops every live timer started with `group` (not 0) and returns how
    *  many it stopped (a one-shot running its callback -- the caller -- is not
    *  counted; a periodic one is). Due timers waiting for the event loop are
@@ -318,10 +376,16 @@ export declare class Runtime extends EventEmitter {
    *  finished, the final ones. */
   stats(): RuntimeStats;
 
+  /** The promise API on this runtime (setTimeout, setInterval with AbortSignal). */
+  readonly promises: TimerPromises;
+
   /** True for a runtime created with { manualClock: true }. */
   readonly manualClock: boolean;
   /** The runtime's clock `clock` (default 'monotonic') in ns: the machine's
-   *  for a real runtime, the virtual one for a manual runtime.
+   *  for a real runtime, the virtual one for a manual runtime. Compute
+   *  deadlines with it: `t.resetAt(rt.now(t.clock) + 30_000_000_000n)` is 30 s
+   *  from now on either kind (the module-level now() is the machine's clock:
+   *  on a manual runtime it is not the runtime's time).
    *  @throws {TickwheelError} 'TW_ESHUTDOWN' after close();
    *  {RangeError|TypeError} unknown clock (code 'TW_EINVAL'). */
   now(clock?: ClockName): bigint;
@@ -340,11 +404,13 @@ export declare class Runtime extends EventEmitter {
    *  {RangeError|TypeError} bad ms (code 'TW_EINVAL'). */
   advance(ms: number): number;
 
-  /** Live timers keep the process alive (the default). */
+  /** Live timers keep the process alive (the default), each unless its own
+   *  Timer.unref() was called. */
   ref(): this;
-  /** Live timers do not keep the process alive; at exit they are cancelled. */
+  /** No timer of this runtime keeps the process alive, whatever its own
+   *  ref; at exit they are cancelled. */
   unref(): this;
-  /** True if live timers keep the process alive. */
+  /** True unless unref() was called. */
   hasRef(): boolean;
 
   /** Shuts the runtime down and frees it. Pending timers, also due ones, are
@@ -363,13 +429,19 @@ export declare class Runtime extends EventEmitter {
   once(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
+/** The promise API on a runtime the package makes on first use (one shard;
+ *  made anew after it was closed). Also require('tickwheel/promises'). */
+export declare const promises: TimerPromises;
+
 /** The loaded library's version, "major.minor.patch" (loads it if needed). */
 export declare function version(): string;
 /** The path (or loader name) the library was loaded from. */
 export declare function libraryPath(): string;
-/** The machine's clock `clock` in nanoseconds: 'monotonic' (default) is
+/** The MACHINE's clock `clock` in nanoseconds: 'monotonic' (default) is
  *  CLOCK_MONOTONIC, the clock of delays and of process.hrtime.bigint() on
- *  Linux; 'boottime'; 'realtime' (the wall clock). A manual runtime's virtual
- *  clocks: rt.now(clock).
+ *  Linux; 'boottime'; 'realtime' (the wall clock). Not a runtime's clock:
+ *  a manual runtime's virtual clocks are read with rt.now(clock), and
+ *  deadlines for resetAt() are best computed from rt.now(timer.clock) on
+ *  any runtime.
  *  @throws {RangeError|TypeError} unknown clock (code 'TW_EINVAL'). */
 export declare function now(clock?: ClockName): bigint;

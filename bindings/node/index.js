@@ -75,9 +75,10 @@
  * go on (a periodic timer keeps running).
  *
  * Process lifetime. Like Node's timers, a Runtime keeps the process alive
- * while it has live timers (started and not yet released); rt.unref()
- * stops that, rt.ref() restores it (the queue's poll handle is ref'd or
- * unref'd accordingly). A Runtime without live timers never keeps the
+ * while it has live ref'd timers (started and not yet released; every
+ * timer is ref'd unless timer.unref() was called, as Node's Timeout);
+ * rt.unref() stops that for the whole runtime, rt.ref() restores it (the
+ * queue's poll handle is ref'd or unref'd accordingly). A Runtime without live timers never keeps the
  * process alive. When the event loop runs out of work ('beforeExit') every
  * Runtime still open is closed: its pending timers are cancelled, no
  * callback runs. On process.exit() (or a fatal exception) the open runtimes
@@ -85,15 +86,30 @@
  * process.exit(): its timers are cancelled and it is left to the end of the
  * process.
  *
+ * Promises. rt.promises.setTimeout(ms, value, { signal, ref }) and
+ * rt.promises.setInterval(...) (an async iterator) work as
+ * node:timers/promises, with AbortSignal; require('tickwheel/promises') has
+ * the same on a runtime the package makes on first use.
+ *
+ * Ids. Calls that take a timer take a Timer, its id (a BigInt), or a Number
+ * that is a safe integer (exactly the id); another Number is a TypeError.
+ *
  * The shared library is found through the TICKWHEEL_LIB environment
- * variable (a path; nothing else is tried when it is set), else
- * "libtickwheel.so.1" through the dynamic loader's search path, else in the
- * libdir that `pkg-config tickwheel` reports. Its major version must equal
- * this package's major version; 1.2 or later (the delivery queues).
+ * variable (a path; nothing else is tried when it is set), else this
+ * package's prebuilt library prebuilds/<platform>-<arch>/libtickwheel.so.1
+ * (scripts/build-npm.sh puts it there with the oneTBB runtime it needs,
+ * found through its RUNPATH $ORIGIN), else "libtickwheel.so.1" through the
+ * dynamic loader's search path (LD_LIBRARY_PATH, the ldconfig cache), else
+ * in the libdir that `pkg-config tickwheel` reports. Its major version must
+ * equal this package's major version; 1.2 or later (the delivery queues).
+ * When none loads, LibraryLoadError lists every place tried and why. With
+ * library 1.5, a failed call's TickwheelError carries the library's detail
+ * (tw_last_error_message()) in `detail` and at the end of its message.
  */
 
 const { EventEmitter } = require('node:events');
 const childProcess = require('node:child_process');
+const fs = require('node:fs');
 const path = require('node:path');
 const koffi = require('koffi');
 
@@ -137,13 +153,46 @@ const MAX_WORKERS = 4096;
 // ---- errors ------------------------------------------------------------------
 /** A failed tickwheel call: `code` is the TW_* name, `errno` the (negative) C code. */
 class TickwheelError extends Error {
-  constructor(errno, what) {
+  /** `detail`: what the library said about the failure
+   *  (tw_last_error_message(), library 1.5), '' if nothing. */
+  constructor(errno, what, detail = '') {
     const code = CODE_NAMES.get(errno) || 'TW_EUNKNOWN';
     const text = lib ? lib.tw_strerror(errno) : code;
-    super(what ? `${what}: ${text} (${code})` : `${text} (${code})`);
+    const head = what ? `${what}: ${text} (${code})` : `${text} (${code})`;
+    super(detail ? `${head}: ${detail}` : head);
     this.name = 'TickwheelError';
     this.code = code;
     this.errno = errno;
+    this.detail = detail;
+  }
+}
+
+/** The detail of the last failed tw_* call on this thread
+ *  (tw_last_error_message(), library 1.5; '' with an older library). Read
+ *  right after the failed call, before any other tw_* call. */
+function lastErrorDetail() {
+  if (lib === null || lib.tw_last_error_message === null) return '';
+  try {
+    return lib.tw_last_error_message() || '';
+  } catch {
+    return '';
+  }
+}
+
+/** A TickwheelError for the code a C call just returned, with the library's
+ *  detail when it has one. */
+function cError(errno, what) {
+  const detail = lastErrorDetail(); // before tw_strerror() (another tw_* call)
+  return new TickwheelError(errno, what, detail);
+}
+
+/** Node's AbortError (the promise API's rejection when its signal aborts):
+ *  name 'AbortError', code 'ABORT_ERR', `cause` the signal's reason. */
+class AbortError extends Error {
+  constructor(message = 'The operation was aborted', options = undefined) {
+    super(message, options);
+    this.name = 'AbortError';
+    this.code = 'ABORT_ERR';
   }
 }
 
@@ -311,14 +360,21 @@ function checkVersion(v, where) {
   return text;
 }
 
+/** `pkg-config --variable=libdir tickwheel` ($PKG_CONFIG, else pkg-config):
+ *  { libdir } or { why } it gave none. Never throws. */
 function pkgConfigLibdir() {
+  const tool = process.env.PKG_CONFIG || 'pkg-config';
+  const cmd = `${tool} --variable=libdir tickwheel`;
   try {
-    const out = childProcess.execFileSync('pkg-config', ['--variable=libdir', 'tickwheel'], {
-      encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10000,
+    const out = childProcess.execFileSync(tool, ['--variable=libdir', 'tickwheel'], {
+      encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 10000,
     });
-    return out.trim() || null;
-  } catch {
-    return null;
+    return out.trim() ? { libdir: out.trim() } : { why: `\`${cmd}\` gave an empty libdir` };
+  } catch (err) {
+    if (err.code === 'ENOENT') return { why: `${tool} is not on PATH` };
+    const stderr = err.stderr ? String(err.stderr).trim() : '';
+    const status = typeof err.status === 'number' ? ` (exit ${err.status})` : '';
+    return { why: `\`${cmd}\` failed${status}: ${stderr || 'package tickwheel not found'}` };
   }
 }
 
@@ -367,17 +423,41 @@ function bind(handle, where) {
   fns.tw_timer_stop_n = optional('tw_timer_stop_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint8_t *']);
   fns.tw_timer_reset_n = optional('tw_timer_reset_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint64_t', 'uint8_t *']);
   fns.hasBatch = fns.tw_timer_start_n !== null && fns.tw_timer_stop_n !== null && fns.tw_timer_reset_n !== null;
+  // The detail of the last failed call on this thread (1.5): thrown errors
+  // carry it when the library has it (see cError).
+  fns.tw_last_error_message = optional('tw_last_error_message', 'const char *', []);
   fns.path = where;
   fns.version = ver;
   return fns;
 }
 
+/** The folder of this package's prebuilt library for this platform
+ *  (scripts/build-npm.sh fills prebuilds/linux-x64: libtickwheel.so.1 and the
+ *  oneTBB runtime it needs, found through its RUNPATH $ORIGIN). */
+const PREBUILD_DIR = path.join(__dirname, 'prebuilds', `${process.platform}-${process.arch}`);
+
+/** Where to look, in order: [{ how, what }] (what: a path or a name for
+ *  dlopen), or a string (a place with nothing to load, and why). */
 function candidates() {
+  const soname = `libtickwheel.so.${ABI_VERSION}`;
   const env = process.env.TICKWHEEL_LIB;
-  if (env) return [env];
-  const list = [`libtickwheel.so.${ABI_VERSION}`];
-  const libdir = pkgConfigLibdir();
-  if (libdir) list.push(path.join(libdir, `libtickwheel.so.${ABI_VERSION}`));
+  if (env) return [{ how: `TICKWHEEL_LIB=${env}`, what: env }];
+  const list = [];
+  const prebuilt = path.join(PREBUILD_DIR, soname);
+  if (fs.existsSync(prebuilt)) {
+    list.push({ how: 'the package\'s prebuilt library', what: prebuilt });
+  } else {
+    list.push(`the package's prebuilt library: ${prebuilt} does not exist (no prebuild for ` +
+      `${process.platform}-${process.arch} in this package)`);
+  }
+  list.push({
+    how: `the dynamic loader (LD_LIBRARY_PATH=${process.env.LD_LIBRARY_PATH || '<unset>'}, the ldconfig cache, /lib, /usr/lib)`,
+    what: soname,
+  });
+  const pc = pkgConfigLibdir();
+  const how = `pkg-config (PKG_CONFIG_PATH=${process.env.PKG_CONFIG_PATH || '<unset>'})`;
+  if (pc.libdir) list.push({ how: `${how} libdir ${pc.libdir}`, what: path.join(pc.libdir, soname) });
+  else list.push(`${how}: ${pc.why}`);
   return list;
 }
 
@@ -389,24 +469,37 @@ function load() {
       'is needed to watch the delivery queue from the event loop)', []);
   }
   const tried = [];
-  for (const where of candidates()) {
+  for (const c of candidates()) {
+    if (typeof c === 'string') {
+      tried.push(c);
+      continue;
+    }
     let handle;
     try {
-      handle = koffi.load(where);
+      handle = koffi.load(c.what);
     } catch (err) {
-      tried.push(`${where}: ${err.message}`);
+      tried.push(`${c.how}: ${c.what}: ${err.message}`);
       continue;
     }
     try {
-      lib = bind(handle, where);
+      lib = bind(handle, c.what);
       return lib;
     } catch (err) {
-      tried.push(`${where}: ${err.message}`);
+      tried.push(`${c.how}: ${c.what} refused: ${err.message}`);
       try { handle.unload(); } catch { /* keep it mapped */ }
     }
   }
-  const hint = process.env.TICKWHEEL_LIB ? '' : ' (set TICKWHEEL_LIB to its path)';
-  throw new LibraryLoadError(`tickwheel: cannot load libtickwheel.so.${ABI_VERSION}${hint}:\n  ${tried.join('\n  ')}`, tried);
+  const soname = `libtickwheel.so.${ABI_VERSION}`;
+  const advice = process.env.TICKWHEEL_LIB
+    ? 'TICKWHEEL_LIB is set, so nothing else was tried: correct it, or unset it to search this ' +
+      'package\'s prebuilds folder, the loader\'s paths and pkg-config.'
+    : `Install a tickwheel package that carries its prebuilt library (dist/tickwheel-<version>.tgz ` +
+      `from scripts/build-npm.sh has prebuilds/linux-x64), or install libtickwheel (e.g. \`cmake --install ` +
+      `build/release\`, then \`ldconfig\`), or set TICKWHEEL_LIB to the library's path, or LD_LIBRARY_PATH ` +
+      'or PKG_CONFIG_PATH to where it is installed.';
+  const lines = [`tickwheel: cannot load the C library ${soname}. Tried, in order:`,
+    ...tried.map((t, i) => `  ${i + 1}. ${t}`), advice];
+  throw new LibraryLoadError(lines.join('\n'), tried);
 }
 
 /** The loaded library's version, "major.minor.patch". */
@@ -419,10 +512,12 @@ function libraryPath() {
   return load().path;
 }
 
-/** The machine's clock `clock` in nanoseconds (a BigInt): 'monotonic' (the
+/** The MACHINE's clock `clock` in nanoseconds (a BigInt): 'monotonic' (the
  *  default: CLOCK_MONOTONIC, the clock of process.hrtime.bigint() on Linux
  *  and of delays), 'boottime' or 'realtime' (the wall clock, Date.now() * 1e6).
- *  A manual Runtime's virtual clocks are read with rt.now(clock). */
+ *  Not a runtime's clock: a manual Runtime's virtual clocks are read with
+ *  rt.now(clock), and a deadline for resetAt() is best computed as
+ *  rt.now(timer.clock) + delay, right on a real and a manual runtime alike. */
 function now(clock) {
   const l = load();
   if (clock === undefined || clock === 'monotonic') return BigInt(l.tw_now_ns());
@@ -502,6 +597,19 @@ function groupId(group, allowZero) {
   return g;
 }
 
+/** A timer id given as a Number: accepted where it is exact (a safe integer
+ *  >= 0: BigInt(n) is the very id, and Number(id) gives n back), else a
+ *  TypeError (code 'TW_EINVAL') -- an id above 2^53-1 cannot be a Number
+ *  without rounding to another id, so it must be a BigInt (timer.id). */
+function numberId(n, what) {
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw invalid(TypeError, `${what}: a Number timer id must be a safe integer >= 0 (at most ` +
+      `Number.MAX_SAFE_INTEGER = 2^53-1, where it equals the 64-bit id exactly), got ${n}; pass ` +
+      'a larger id as a BigInt (timer.id)');
+  }
+  return BigInt(n);
+}
+
 /** A group as query() reports it: a Number while it is a safe integer, else a BigInt. */
 function groupValue(g) {
   return g <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(g) : g;
@@ -560,13 +668,19 @@ let exitHookInstalled = false;
 // runtimes (they have no live timers, or are unref()ed).
 function onBeforeExit() {
   for (const rt of [...openRuntimes]) {
-    if (rt._closePromise === null) rt.close().catch((err) => process.emitWarning(err));
+    if (rt._closePromise === null) {
+      rt._exiting = true;
+      rt.close().catch((err) => process.emitWarning(err));
+    }
   }
 }
 
 // process.exit() or a fatal exception: the loop is gone, nothing may wait for it.
 function onProcessExit() {
-  for (const rt of [...openRuntimes]) rt._closeForExit();
+  for (const rt of [...openRuntimes]) {
+    rt._exiting = true;
+    rt._closeForExit();
+  }
 }
 
 // ---- Timer ---------------------------------------------------------------------
@@ -609,6 +723,36 @@ class Timer {
   /** Same as runtime.query(timer). */
   query() {
     return this._rt.query(this);
+  }
+
+  /**
+   * Makes this timer keep the process alive while it is live (the
+   * default), as Node's Timeout.ref(): the event loop goes on while a live
+   * ref'd timer of a ref'd Runtime exists. Returns this. Harmless on a timer
+   * that is no longer live.
+   */
+  ref() {
+    if (this._entry !== null) this._rt._setTimerRef(this._entry, true);
+    return this;
+  }
+
+  /**
+   * Lets the process exit while this timer is pending, as Node's
+   * Timeout.unref(): if nothing else keeps the event loop alive, the
+   * process ends and the timer is cancelled (its callback never runs). It
+   * still fires while something else keeps the process alive. Survives
+   * reset() and resetAt(). Returns this.
+   */
+  unref() {
+    if (this._entry !== null) this._rt._setTimerRef(this._entry, false);
+    return this;
+  }
+
+  /** True unless unref() was called (and ref() not since): whether this
+   *  timer keeps the process alive while it is live (and its Runtime is
+   *  ref'd: runtime.unref() overrides every timer's ref). */
+  hasRef() {
+    return this._entry === null ? false : this._entry.refed;
   }
 
   /** The clock its delay and deadlines are on: 'monotonic', 'boottime' or 'realtime'. */
@@ -692,9 +836,11 @@ class Runtime extends EventEmitter {
     getTrampolines();
     const out = [null];
     let rc = l.tw_runtime_create(cfg, out);
-    if (rc !== TW_OK) throw new TickwheelError(rc, 'tw_runtime_create');
+    if (rc !== TW_OK) throw cError(rc, 'tw_runtime_create');
     this._ptr = out[0];
     this._entries = new Map(); // key -> Entry, this runtime's live timers
+    this._refedLive = 0; // how many of them are ref'd (Timer.ref(), the default)
+    this._exiting = false; // closed by the end of the event loop or process.exit(), not by close()
     this._byId = new Map(); // id (BigInt) -> Entry
     this._groups = new Map(); // group (BigInt, not 0) -> Set of Entry, live timers started with it
     this._info = Buffer.alloc(INFO_SIZE); // tw_timer_info, read by offset
@@ -730,8 +876,9 @@ class Runtime extends EventEmitter {
       if (this._poll === null) rc = TW_ENOMEM;
     }
     if (rc !== TW_OK) {
+      const err = cError(rc, 'tw_queue_create'); // its detail, before the calls below
       this._destroyNative();
-      throw new TickwheelError(rc, 'tw_queue_create');
+      throw err;
     }
     if (this._poll !== null) this._poll.unref(); // ref'd while live timers are (see _syncRef)
     // tw_timer_spec of this runtime's timers: size, the trampolines and the
@@ -843,10 +990,10 @@ class Runtime extends EventEmitter {
     const key = nextKey++;
     const e = {
       key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n, group, clock,
-      running: false, rearmed: false, ran: false, cancelled: false,
+      running: false, rearmed: false, ran: false, cancelled: false, refed: true, onRelease: null,
     };
     entries.set(key, e);
-    this._entries.set(key, e);
+    this._addEntry(e);
     const spec = this._spec;
     spec.writeInt32LE(s, SPEC_AT.shard);
     spec.writeBigUInt64LE(delayNs, SPEC_AT.delay_ns);
@@ -861,8 +1008,8 @@ class Runtime extends EventEmitter {
     if (rc !== TW_OK) {
       // EINVAL/EFORKED: the hook was not called; otherwise it already ran.
       entries.delete(key);
-      this._entries.delete(key);
-      throw new TickwheelError(rc, 'start');
+      this._dropEntry(e);
+      throw cError(rc, 'start');
     }
     e.id = this._idOut.readBigUInt64LE(0);
     this._byId.set(e.id, e);
@@ -926,10 +1073,10 @@ class Runtime extends EventEmitter {
       const timer = new Timer(this, periodNs > 0n);
       const e = {
         key, id: 0n, rt: this, timer, fn: fns === null ? fn : fns[i], periodic: periodNs > 0n, group, clock,
-        running: false, rearmed: false, ran: false, cancelled: false,
+        running: false, rearmed: false, ran: false, cancelled: false, refed: true, onRelease: null,
       };
       entries.set(key, e);
-      this._entries.set(key, e);
+      this._addEntry(e);
       specs.writeUInt32LE(key % 0x100000000, at + SPEC_AT.arg);
       specs.writeUInt32LE(Math.floor(key / 0x100000000), at + SPEC_AT.arg + 4);
     }
@@ -944,7 +1091,7 @@ class Runtime extends EventEmitter {
         // or, for a spec it refused, did not: dropped here.
         if (e !== undefined) {
           entries.delete(keys[i]);
-          this._entries.delete(keys[i]);
+          this._dropEntry(e);
         }
         timers[i] = null;
         continue;
@@ -961,14 +1108,14 @@ class Runtime extends EventEmitter {
       timers[i] = e.timer;
     }
     this._syncRef();
-    if (rc < 0) throw new TickwheelError(rc, 'startMany');
+    if (rc < 0) throw cError(rc, 'startMany');
     return timers;
   }
 
-  /** The entries of `timers` (an Array of Timers or BigInt ids) that a
-   *  single call could act on, and the ids Buffer for the C call. */
+  /** The entries of `timers` (an Array of Timers or ids: BigInts, or
+   *  Numbers that are safe integers) that a single call could act on. */
   _batchOf(timers, what) {
-    if (!Array.isArray(timers)) throw invalid(TypeError, `${what}: expected an Array of Timers or BigInt ids`);
+    if (!Array.isArray(timers)) throw invalid(TypeError, `${what}: expected an Array of Timers or ids`);
     return timers.map((t) => this._lookup(t, what));
   }
 
@@ -984,7 +1131,7 @@ class Runtime extends EventEmitter {
     live.forEach((i, k) => ids.writeBigUInt64LE(es[i].id, 8 * k));
     const results = Buffer.alloc(4 * live.length);
     const rc = call(ids, live.length, results);
-    if (rc < 0) throw new TickwheelError(rc, what);
+    if (rc < 0) throw cError(rc, what);
     for (let k = 0; k < live.length; k++) {
       const r = results.readInt32LE(4 * k);
       if (r === TW_OK) out[live[k]] = true;
@@ -994,7 +1141,7 @@ class Runtime extends EventEmitter {
   }
 
   /**
-   * Stops every timer of `timers` (an Array of Timers or BigInt ids), as
+   * Stops every timer of `timers` (an Array of Timers or ids), as
    * stop() on each, in order, with one call into the library
    * (tw_timer_stop_n): returns an Array of booleans, true where that stop
    * prevented a run. Never blocks. Needs library 1.4.
@@ -1013,7 +1160,7 @@ class Runtime extends EventEmitter {
   }
 
   /**
-   * Re-arms every timer of `timers` (an Array of Timers or BigInt ids) to
+   * Re-arms every timer of `timers` (an Array of Timers or ids) to
    * fire ms from now, as reset() on each, in order, with one call into the
    * library (tw_timer_reset_n); "now" is one clock reading taken as the call
    * begins (never early). Returns an Array of booleans, false where the
@@ -1036,14 +1183,16 @@ class Runtime extends EventEmitter {
       return timer._entry;
     }
     if (typeof timer === 'bigint') return this._byId.get(timer) || null;
-    throw invalid(TypeError, `${what}: expected a Timer or a BigInt id, got ${describe(timer)}`);
+    if (typeof timer === 'number') return this._byId.get(numberId(timer, what)) || null;
+    throw invalid(TypeError, `${what}: expected a Timer or an id (a BigInt, or a Number that is a safe integer), ` +
+      `got ${describe(timer)}`);
   }
 
   /**
-   * Cancels a timer (a Timer or its BigInt id). Never blocks. Returns true if
-   * this call prevented a run: the callback of a one-shot timer will not run
-   * (also when it is due and only waits for the event loop), a periodic
-   * timer will not run again. Returns false if it already ran (or is running
+   * Cancels a timer (a Timer or its id: a BigInt, or a Number that is a
+   * safe integer). Never blocks. Returns true if this call prevented a
+   * run: the callback of a one-shot timer will not run (also when it is due
+   * and only waits for the event loop), a periodic timer will not run again. Returns false if it already ran (or is running
    * now, for a one-shot timer), was already stopped, is unknown, or the
    * runtime is closed. When stop() returns, the callback will not start
    * again either way.
@@ -1055,7 +1204,7 @@ class Runtime extends EventEmitter {
     const rc = lib.tw_timer_stop(this._ptr, e.id); // TW_OK: released in this call, unless running
     if (rc === TW_OK) return true;
     if (rc === TW_ENOENT) return false; // a one-shot timer stopped from its own callback
-    throw new TickwheelError(rc, 'stop');
+    throw cError(rc, 'stop');
   }
 
   /**
@@ -1075,11 +1224,11 @@ class Runtime extends EventEmitter {
       return true;
     }
     if (rc === TW_ENOENT) return false;
-    throw new TickwheelError(rc, 'reset');
+    throw cError(rc, 'reset');
   }
 
   /**
-   * Re-arms a timer (a Timer or its BigInt id) to fire at the absolute
+   * Re-arms a timer (a Timer or its id) to fire at the absolute
    * deadline deadlineNs: a BigInt of nanoseconds on the timer's clock,
    * rt.now(timer.clock) (for the default, 'monotonic', now() and
    * process.hrtime.bigint()), e.g. rt.now() + 50_000_000n; a past one fires
@@ -1108,12 +1257,12 @@ class Runtime extends EventEmitter {
       return true;
     }
     if (rc === TW_ENOENT) return false;
-    throw new TickwheelError(rc, 'resetAt');
+    throw cError(rc, 'resetAt');
   }
 
   /**
    * What the C runtime knows about a live timer (a Timer of this runtime or
-   * a BigInt id): an object { state, shard, deadline, remaining, period,
+   * an id, a BigInt or a safe-integer Number): an object { state, shard, deadline, remaining, period,
    * leeway, group, runs, missed } -- see TimerInfo in index.d.ts -- or null
    * once the timer is released (ran its last run, stopped, cancelled), for
    * an unknown id, or after close(). From inside its own callback a timer
@@ -1127,8 +1276,11 @@ class Runtime extends EventEmitter {
     } else if (typeof timer === 'bigint') {
       if (timer < 0n || timer > U64_MAX) throw invalid(RangeError, `query: a timer id is between 0n and 2^64-1, got ${timer}n`);
       id = timer;
+    } else if (typeof timer === 'number') {
+      id = numberId(timer, 'query');
     } else {
-      throw invalid(TypeError, `query: expected a Timer or a BigInt id, got ${describe(timer)}`);
+      throw invalid(TypeError, `query: expected a Timer or an id (a BigInt, or a Number that is a safe integer), ` +
+        `got ${describe(timer)}`);
     }
     requireModel('query()');
     if (this._closed || this._ptr === null) return null;
@@ -1137,7 +1289,7 @@ class Runtime extends EventEmitter {
     b.writeUInt32LE(INFO_SIZE, 0);
     const rc = lib.tw_timer_query(this._ptr, id, b);
     if (rc === TW_ENOENT) return null;
-    if (rc !== TW_OK) throw new TickwheelError(rc, 'query');
+    if (rc !== TW_OK) throw cError(rc, 'query');
     const deadline = b.readBigUInt64LE(INFO_AT.deadline_ns);
     const state = b.readInt32LE(INFO_AT.state);
     const e = this._byId.get(id);
@@ -1157,6 +1309,23 @@ class Runtime extends EventEmitter {
   }
 
   // ---- clocks ------------------------------------------------------------------
+  /**
+   * The promise API on this runtime, like node:timers/promises:
+   * `await rt.promises.setTimeout(ms, value, { signal, ref })` resolves with
+   * value once ms have passed; `for await (const v of
+   * rt.promises.setInterval(ms, value, { signal, ref }))` yields value every
+   * ms. An AbortSignal that aborts rejects with an AbortError (code
+   * 'ABORT_ERR', cause: the signal's reason) and stops the timer; an
+   * already-aborted one rejects at once. ref: false lets the process exit
+   * while the timer is pending (the promise then stays pending). close()
+   * rejects a pending one with TickwheelError 'TW_ESHUTDOWN'. On a manual
+   * runtime they fire inside advance().
+   */
+  get promises() {
+    if (this._promises === undefined) this._promises = makePromises(() => this);
+    return this._promises;
+  }
+
   /** True for a runtime created with { manualClock: true }. */
   get manualClock() {
     return this._manual;
@@ -1171,7 +1340,9 @@ class Runtime extends EventEmitter {
   /**
    * The runtime's clock `clock` ('monotonic' (default), 'boottime' or
    * 'realtime') in nanoseconds, a BigInt: the machine's for a real runtime
-   * (as now(clock)), the virtual one for a manual runtime. Throws
+   * (as now(clock)), the virtual one for a manual runtime. The way to
+   * compute a deadline: timer.resetAt(rt.now(timer.clock) + 30_000_000_000n)
+   * is 30 s from now on either kind of runtime. Throws
    * TickwheelError 'TW_ESHUTDOWN' after close(); RangeError/TypeError
    * (code 'TW_EINVAL') for an unknown clock.
    */
@@ -1213,8 +1384,10 @@ class Runtime extends EventEmitter {
     if (outermost) this._advanceErrors = [];
     let rc;
     this._inRun++;
+    let detail = '';
     try {
       rc = lib.tw_runtime_advance(this._ptr, ns);
+      if (rc < 0) detail = lastErrorDetail(); // before any other tw_* call
     } finally {
       this._inRun--;
     }
@@ -1224,12 +1397,12 @@ class Runtime extends EventEmitter {
     if (this._closed && this._inRun === 0 && this._ptr !== null && this._settle !== null) this._finishClose();
     if (rc < 0) {
       if (rc === errorCodes.TW_EINVAL && !this._manual) {
-        throw new TickwheelError(rc, 'advance (the Runtime has no manual clock: create it with { manualClock: true })');
+        throw new TickwheelError(rc, 'advance (the Runtime has no manual clock: create it with { manualClock: true })', detail);
       }
       if (rc === errorCodes.TW_EDEADLK) {
-        throw new TickwheelError(rc, "advance (called from inside one of this Runtime's callbacks)");
+        throw new TickwheelError(rc, "advance (called from inside one of this Runtime's callbacks)", detail);
       }
-      throw new TickwheelError(rc, 'advance');
+      throw new TickwheelError(rc, 'advance', detail);
     }
     if (outermost && errors.length === 1) throw errors[0];
     if (outermost && errors.length > 1) {
@@ -1274,7 +1447,7 @@ class Runtime extends EventEmitter {
     const st = { size: koffi.sizeof(Stats) };
     for (const k of Object.keys(STAT_FIELDS)) if (k !== 'size') st[k] = 0;
     const rc = lib.tw_runtime_stats(this._ptr, st);
-    if (rc !== TW_OK) throw new TickwheelError(rc, 'stats');
+    if (rc !== TW_OK) throw cError(rc, 'stats');
     return st;
   }
 
@@ -1286,7 +1459,7 @@ class Runtime extends EventEmitter {
   _snapshot() {
     const s = this._rawStats();
     const rc = this._queueStatsRaw();
-    if (rc !== TW_OK) throw new TickwheelError(rc, 'stats');
+    if (rc !== TW_OK) throw cError(rc, 'stats');
     const n = (v) => Number(v);
     return {
       shards: s.shards,
@@ -1345,21 +1518,47 @@ class Runtime extends EventEmitter {
   // The poll handle keeps the event loop alive iff live timers should.
   _syncRef() {
     if (this._poll === null) return;
-    const keep = this._refed && this._entries.size > 0;
+    const keep = this._refed && this._refedLive > 0;
     if (keep === this._pollRefed) return;
     this._pollRefed = keep;
     if (keep) this._poll.ref();
     else this._poll.unref();
   }
 
+  // A live timer (started, not yet released) of this runtime; those with
+  // e.refed are counted in _refedLive.
+  _addEntry(e) {
+    this._entries.set(e.key, e);
+    if (e.refed) this._refedLive++;
+  }
+
+  _dropEntry(e) {
+    if (this._entries.delete(e.key) && e.refed) this._refedLive--;
+  }
+
+  // Timer.ref()/unref(): whether this live timer keeps the process alive.
+  _setTimerRef(e, refed) {
+    if (e.refed === refed) return;
+    e.refed = refed;
+    if (this._entries.get(e.key) === e) {
+      this._refedLive += refed ? 1 : -1;
+      this._syncRef();
+    }
+  }
+
   _released(e) {
-    this._entries.delete(e.key);
+    this._dropEntry(e);
     if (this._byId.get(e.id) === e) this._byId.delete(e.id);
     if (e.group !== 0n) {
       const set = this._groups.get(e.group);
       if (set !== undefined && set.delete(e) && set.size === 0) this._groups.delete(e.group);
     }
     this._syncRef();
+    if (e.onRelease !== null) {
+      const f = e.onRelease; // the promise API's: settles its promise if the timer never fired
+      e.onRelease = null;
+      f(e);
+    }
   }
 
   _callbackError(err, timer) {
@@ -1475,6 +1674,145 @@ class Runtime extends EventEmitter {
   }
 }
 
+// ---- the promise API (like node:timers/promises) --------------------------------
+const PROMISE_OPTIONS = ['signal', 'ref'];
+
+// The options of setTimeout()/setInterval(): { signal, ref }, checked.
+function promiseOptions(options, what) {
+  const o = checkOptions(options, PROMISE_OPTIONS, `${what} options`);
+  const signal = o.signal;
+  if (signal !== undefined && (signal === null || typeof signal !== 'object' || typeof signal.aborted !== 'boolean' ||
+      typeof signal.addEventListener !== 'function' || typeof signal.removeEventListener !== 'function')) {
+    throw invalid(TypeError, `${what}: options.signal must be an AbortSignal, got ${describe(signal)}`);
+  }
+  if (o.ref !== undefined && typeof o.ref !== 'boolean') {
+    throw invalid(TypeError, `${what}: options.ref must be a boolean, got ${describe(o.ref)}`);
+  }
+  return { signal, ref: o.ref !== false };
+}
+
+const abortError = (signal) => new AbortError(undefined, { cause: signal.reason });
+
+// The rejection of a promise whose timer was cancelled without firing: its
+// runtime was closed (or, by its id, stopped).
+function cancelledError(rt, what) {
+  if (rt._closed) return new TickwheelError(TW_ESHUTDOWN, `${what} (the Runtime was closed before the timer fired)`);
+  return new AbortError(`${what}: the timer was stopped before it fired`);
+}
+
+// setTimeout(ms, value, { signal, ref }) on runtime rt (a function: the
+// runtime is obtained only once the arguments are checked).
+function promiseTimeout(getRt, ms, value, options) {
+  let rt;
+  let o;
+  try {
+    msToNs(ms, 'ms');
+    o = promiseOptions(options, 'setTimeout');
+    if (o.signal !== undefined && o.signal.aborted) return Promise.reject(abortError(o.signal));
+    rt = getRt();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const { signal } = o;
+  return new Promise((resolve, reject) => {
+    let timer = null;
+    let settled = false;
+    const onAbort = () => {
+      if (settled) return;
+      settled = true;
+      timer.stop(); // released in this call: no callback, no live timer left
+      reject(abortError(signal));
+    };
+    const done = () => {
+      settled = true;
+      if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+    };
+    try {
+      timer = rt.start(ms, () => {
+        done();
+        resolve(value);
+      });
+    } catch (err) {
+      reject(err);
+      return;
+    }
+    timer._entry.onRelease = () => {
+      if (settled) return;
+      done();
+      // The end of the event loop or process.exit() cancelled it: like a
+      // Node timer that did not fire then, the promise stays pending.
+      if (!rt._exiting) reject(cancelledError(rt, 'setTimeout'));
+    };
+    if (!o.ref) timer.unref();
+    if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+// setInterval(ms, value, { signal, ref }): an async iterator yielding value
+// every ms; runs the iteration did not take yet are counted and yielded one
+// after the other (as node:timers/promises does).
+async function* promiseInterval(getRt, ms, value, options) {
+  const p = msToNs(ms, 'ms');
+  if (p === 0n) throw invalid(RangeError, 'setInterval: ms must be > 0');
+  const o = promiseOptions(options, 'setInterval');
+  const { signal } = o;
+  if (signal !== undefined && signal.aborted) throw abortError(signal);
+  const rt = getRt();
+  let notYielded = 0;
+  let wake = null;
+  let failure = null;
+  const wakeUp = () => {
+    if (wake !== null) {
+      const w = wake;
+      wake = null;
+      w();
+    }
+  };
+  const timer = rt.startPeriodic(ms, () => {
+    notYielded++;
+    wakeUp();
+  });
+  timer._entry.onRelease = () => {
+    if (!rt._exiting) failure = cancelledError(rt, 'setInterval');
+    wakeUp();
+  };
+  if (!o.ref) timer.unref();
+  if (signal !== undefined) signal.addEventListener('abort', wakeUp, { once: true });
+  try {
+    while (signal === undefined || !signal.aborted) {
+      if (notYielded === 0) {
+        if (failure !== null) throw failure;
+        await new Promise((resolve) => { wake = resolve; });
+        continue;
+      }
+      notYielded--;
+      yield value;
+    }
+    throw abortError(signal);
+  } finally {
+    timer.stop();
+    if (signal !== undefined) signal.removeEventListener('abort', wakeUp);
+  }
+}
+
+/** The promise API bound to a runtime (rt.promises): see TimerPromises in index.d.ts. */
+function makePromises(getRt) {
+  return Object.freeze({
+    setTimeout: (ms, value, options) => promiseTimeout(getRt, ms, value, options),
+    setInterval: (ms, value, options) => promiseInterval(getRt, ms, value, options),
+  });
+}
+
+// The runtime of the module-level promise API (require('tickwheel/promises')):
+// made on first use, one shard; made anew if it was closed (at the end of
+// the event loop every open runtime is).
+let defaultRt = null;
+function defaultRuntime() {
+  if (defaultRt === null || defaultRt._closed) defaultRt = new Runtime({ shards: 1 });
+  return defaultRt;
+}
+const promises = makePromises(defaultRuntime);
+
 if (typeof Symbol.asyncDispose === 'symbol') {
   Runtime.prototype[Symbol.asyncDispose] = function asyncDispose() {
     return this.close();
@@ -1486,6 +1824,8 @@ module.exports = {
   Timer,
   TickwheelError,
   LibraryLoadError,
+  AbortError,
+  promises,
   errorCodes,
   periodPolicies,
   clocks,
@@ -1494,5 +1834,5 @@ module.exports = {
   libraryPath,
   now,
   // for the tests; not part of the API
-  _internal: { checkVersion, msToNs, load, entries },
+  _internal: { checkVersion, msToNs, load, entries, PREBUILD_DIR, defaultRuntime: () => defaultRt },
 };

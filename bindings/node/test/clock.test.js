@@ -305,3 +305,54 @@ test('with a 1.2 library (no clocks) the new calls say so', async () => {
     await rt.close();
   }
 });
+
+// Issue 23: a deadline computed the documented way -- rt.now(timer.clock) +
+// delay, the runtime's own clock -- is right on a manual and on a real
+// runtime. The module-level now() is the machine's clock: on a manual
+// runtime that has been advanced it is behind the virtual clock (the trap
+// the docs warn about, shown here so the warning stays true).
+test('resetAt(rt.now(timer.clock) + 30 s) fires after exactly 30 s of virtual time', (t) => {
+  const { rt } = manual(t);
+  rt.advance(3_600_000); // an hour of virtual time: the virtual clocks are an hour ahead of the machine's
+  for (const c of CLOCKS) {
+    let fired = null;
+    const timer = rt.start(MAX_DELAY_MS, () => { fired = rt.now(c); }, { clock: c });
+    const deadline = rt.now(timer.clock) + 30n * S;
+    assert.equal(timer.resetAt(deadline), true);
+    assert.equal(timer.query().deadline, deadline);
+    rt.advance(29_999);
+    assert.equal(fired, null, `${c}: not before 30 s`);
+    rt.advance(1);
+    assert.equal(fired, deadline, `${c}: at 30 s of virtual time`);
+  }
+  // The trap: the machine clock + 30 s is already in the virtual past.
+  let early = false;
+  const trap = rt.start(MAX_DELAY_MS, () => { early = true; });
+  assert.ok(now() + 30n * S < rt.now(), 'the machine clock is behind the advanced virtual clock');
+  trap.resetAt(now() + 30n * S);
+  rt.advance(1);
+  assert.equal(early, true, 'now() + 30 s fired on the next advance: now() is not the runtime clock');
+});
+
+test('resetAt(rt.now(timer.clock) + 50 ms) on a real runtime fires after 50 ms, never before', async () => {
+  const rt = new Runtime({ shards: 1 });
+  try {
+    for (const c of ['monotonic', 'realtime']) {
+      let resolve;
+      const done = new Promise((r) => { resolve = r; });
+      const timer = rt.start(MAX_DELAY_MS, () => resolve(rt.now(c)), { clock: c });
+      const deadline = rt.now(timer.clock) + 50n * MS;
+      assert.equal(timer.resetAt(deadline), true);
+      const firedAt = await done;
+      assert.ok(firedAt >= deadline, `${c}: fired ${deadline - firedAt} ns early`);
+      assert.ok(firedAt < deadline + 5n * S, `${c}: fired ${(firedAt - deadline) / MS} ms late`);
+    }
+    // On a real runtime the module-level now() and rt.now() are one clock.
+    const a = now();
+    const b = rt.now();
+    const c = now();
+    assert.ok(a <= b && b <= c);
+  } finally {
+    await rt.close();
+  }
+});

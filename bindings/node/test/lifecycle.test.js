@@ -120,7 +120,7 @@ test('bad arguments throw TypeError or RangeError with code TW_EINVAL', async ()
   assert.throws(() => rt.start(1, fn, { every: 1 }), einval(TypeError));
   assert.throws(() => rt.start(1, fn, { shard: -2 }), einval(RangeError));
   assert.throws(() => rt.startPeriodic(0, fn), einval(RangeError));
-  assert.throws(() => rt.stop(5), einval(TypeError));
+  assert.throws(() => rt.stop(5.5), einval(TypeError)); // a Number id must be exact (ids.test.js)
   assert.throws(() => rt.reset('x', 1), einval(TypeError));
   const other = new Runtime({ workers: 1 });
   const foreign = other.start(10000, fn);

@@ -82,6 +82,41 @@ test('without an error listener, a callback exception is an uncaught exception',
   assert.match(f.stderr, /fatal boom/);
 });
 
+// Per-timer ref()/unref(), as Node's Timeout: a pending unref'd timer (60 s)
+// must not keep the process alive (else run() kills it at 30 s: a failure).
+test("a timer's unref() lets the process exit while it is pending; it never runs", async () => {
+  for (const r of await runs('timerUnref', 2)) {
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, 'timer false runtime true active true\n');
+  }
+});
+
+test("a ref'd timer beside an unref'd one keeps the process alive until it fired", async () => {
+  const r = await run('timerRefBeside');
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'ref fired true\n');
+});
+
+test('unref() then ref() keeps the process alive again; the re-armed timer fires', async () => {
+  const r = await run('timerReref');
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'hasRef true\nfired\n');
+});
+
+test("an unref'd timer fires while something else keeps the process alive; reset() keeps it unref'd", async () => {
+  const r = await run('timerUnrefFires');
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'hasRef false\nunref fired\n');
+});
+
+test("the promise API: { ref: false } lets the process exit with the promise pending; the default keeps it alive", async () => {
+  const [u, k] = await Promise.all([run('promiseUnref'), run('promiseRef')]);
+  assert.equal(u.status, 0, u.stderr);
+  assert.equal(u.stdout, '', 'neither settled nor an unhandled rejection');
+  assert.equal(k.status, 0, k.stderr);
+  assert.equal(k.stdout, 'resolved x true\n');
+});
+
 test('a missing TICKWHEEL_LIB is a clear LibraryLoadError', async () => {
   const r = await run('missingLibrary', { TICKWHEEL_LIB: '/nonexistent/libtickwheel.so.1' });
   assert.equal(r.status, 0, r.stderr);

@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// require('tickwheel/promises') / import { setTimeout } from 'tickwheel/promises':
+// the promise API of index.d.ts (TimerPromises) on a runtime the package
+// makes on first use (one shard). For another runtime, use rt.promises.
+import type { TimerPromiseOptions } from './index';
+
+export type { TimerPromiseOptions };
+/** Resolves with `value` once `ms` milliseconds have passed (never earlier). See TimerPromises.setTimeout. */
+export declare function setTimeout<T = void>(ms: number, value?: T, options?: TimerPromiseOptions): Promise<T>;
+/** Yields `value` every `ms` milliseconds. See TimerPromises.setInterval. */
+export declare function setInterval<T = void>(ms: number, value?: T, options?: TimerPromiseOptions): AsyncGenerator<T, void, unknown>;
