@@ -44,6 +44,19 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "Doxygen (XML for the site) failed (exit ${rc}):\n${out}")
 endif()
 
+# Breathe 4.34 renders Doxygen's <ndash/> and <mdash/> (from "--" and "---"
+# in the comments) as a literal "&#8212;": put the characters in their place.
+file(GLOB _xml "${OUT}/doxygen/xml/*.xml")
+foreach(f IN LISTS _xml)
+  file(READ "${f}" x)
+  string(FIND "${x}" "dash/>" at)
+  if(NOT at EQUAL -1)
+    string(REPLACE "<ndash/>" "–" x "${x}")
+    string(REPLACE "<mdash/>" "—" x "${x}")
+    file(WRITE "${f}" "${x}")
+  endif()
+endforeach()
+
 # A fresh build each time: Sphinx's incremental build does not re-read pages
 # whose Doxygen input changed, and would not repeat their warnings.
 file(REMOVE_RECURSE "${OUT}/html" "${OUT}/doctrees")

@@ -131,7 +131,7 @@ def main():
         base = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                 "--no-first-run", "--disable-extensions", "--disable-sync", "--mute-audio",
                 f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
-                "--virtual-time-budget=3000"]
+                "--run-all-compositor-stages-before-draw", "--virtual-time-budget=5000"]
         for page, heading in PAGES:
             path = os.path.join(os.path.abspath(a.html), page)
             if not os.path.exists(path):
