@@ -22,13 +22,18 @@ of the binding (the one ctest capi_node installs koffi into; without it, and
 without node, a Node sample is only `node --check`ed, and says so); Rust
 builds a scratch crate with a path dependency on bindings/rust (offline).
 
+In the sanitizer builds (ctest --preset asan / tsan) only the C and C++
+samples are checked, built with the build's -fsanitize flags against its
+instrumented library: a sample that leaks, races or has UB fails there.
+
 Usage: check_samples.py --source DIR --work DIR --lib LIBTICKWHEEL_SO
-           --cc CC --cxx CXX [--python PY] [--node NODE] [--node-binding DIR]
-           [--cargo CARGO] [--list]
+           --cc CC --cxx CXX [--cflags FLAGS] [--langs c,cpp,...] [--python PY]
+           [--node NODE] [--node-binding DIR] [--cargo CARGO] [--list] [--only TEXT]
 """
 import argparse
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -127,8 +132,8 @@ def check(sample, idx, a, env):
             cmd = [a.cc]  # the compiler's default dialect, as `cc first.c` gets
         else:
             cmd = [a.cxx, "-std=c++20"]
-        cmd += ["-Wall", "-Wextra", "-Werror", "-I", inc, src, "-o", exe, a.lib,
-                f"-Wl,-rpath,{libdir}", "-pthread"]
+        cmd += ["-Wall", "-Wextra", "-Werror"] + shlex.split(a.cflags) + [
+                "-I", inc, src, "-o", exe, a.lib, f"-Wl,-rpath,{libdir}", "-pthread"]
         rc, out = run(cmd, d, timeout=BUILD_TIMEOUT)
         if rc != 0:
             return False, "compile", " ".join(cmd) + "\n" + out
@@ -191,6 +196,11 @@ def main():
     p.add_argument("--node", default=shutil.which("node"))
     p.add_argument("--node-binding", default=None)
     p.add_argument("--cargo", default=shutil.which("cargo"))
+    p.add_argument("--cflags", default="",
+                   help="more C/C++ compile and link flags, e.g. the sanitizer build's -fsanitize=...")
+    p.add_argument("--langs", default="c,cpp,python,node,rust",
+                   help="the languages to check (others are skipped: e.g. c,cpp in a sanitizer build, "
+                        "whose library only instrumented programs can load)")
     p.add_argument("--list", action="store_true", help="list the samples and their modes, run nothing")
     p.add_argument("--only", default=None, help="check only the samples whose file:line contains this")
     a = p.parse_args()
@@ -226,6 +236,9 @@ def main():
             continue
         if s.mode == "fragment":
             counts["fragment"] = counts.get("fragment", 0) + 1
+            continue
+        if s.lang not in a.langs.split(","):
+            counts[f"{s.lang} not checked here"] = counts.get(f"{s.lang} not checked here", 0) + 1
             continue
         ok, what, out = check(s, idx, a, env)
         if ok is None:
