@@ -128,12 +128,16 @@ def check(sample, idx, a, env):
         with open(src, "w") as f:
             f.write(sample.code)
         exe = os.path.join(d, "sample")
-        if sample.lang == "c":
-            cmd = [a.cc]  # the compiler's default dialect, as `cc first.c` gets
+        if sample.lang == "c" and a.c_with_cxx_driver:
+            # compiled as C, linked by the C++ driver: a sanitized C++ library
+            # needs the C++ parts of the sanitizer runtimes (UBSan's vptr checks)
+            cmd, src_args = [a.cxx], ["-x", "c", src, "-x", "none"]
+        elif sample.lang == "c":
+            cmd, src_args = [a.cc], [src]  # the compiler's default dialect, as `cc first.c` gets
         else:
-            cmd = [a.cxx, "-std=c++20"]
+            cmd, src_args = [a.cxx, "-std=c++20"], [src]
         cmd += ["-Wall", "-Wextra", "-Werror"] + shlex.split(a.cflags) + [
-                "-I", inc, src, "-o", exe, a.lib, f"-Wl,-rpath,{libdir}", "-pthread"]
+                "-I", inc] + src_args + ["-o", exe, a.lib, f"-Wl,-rpath,{libdir}", "-pthread"]
         rc, out = run(cmd, d, timeout=BUILD_TIMEOUT)
         if rc != 0:
             return False, "compile", " ".join(cmd) + "\n" + out
@@ -198,6 +202,8 @@ def main():
     p.add_argument("--cargo", default=shutil.which("cargo"))
     p.add_argument("--cflags", default="",
                    help="more C/C++ compile and link flags, e.g. the sanitizer build's -fsanitize=...")
+    p.add_argument("--c-with-cxx-driver", action="store_true",
+                   help="link the C samples with the C++ compiler (sanitizer builds)")
     p.add_argument("--langs", default="c,cpp,python,node,rust",
                    help="the languages to check (others are skipped: e.g. c,cpp in a sanitizer build, "
                         "whose library only instrumented programs can load)")

@@ -20,6 +20,7 @@ import sys
 import zlib
 
 here = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, here)
 import check_site  # noqa: E402
 
