@@ -5,11 +5,14 @@
 - check_samples.py over a scratch source tree must fail on an untagged C
   block, on a C sample that exits 1, on one that does not compile, on a
   Python sample that raises, and pass on a good one;
+- the site's build (build_site.cmake) must fail on a page with a broken
+  reference (Sphinx's warnings are errors) and pass without it;
 - check_site.py's PNG check must call a blank PNG of the right size blank
   and a PNG of the wrong size wrong, and pass a busy one; its DOM check must
   miss the sidebar and the search box on a page without them.
 
 Usage: selftest_docs_checks.py --lib LIBTICKWHEEL_SO --cc CC --cxx CXX --work DIR
+           [--cmake CMAKE --doxygen DOXYGEN --doxyfile DOXYFILE --sphinx-build SPHINX_BUILD]
 """
 import argparse
 import os
@@ -69,6 +72,10 @@ def main():
     p.add_argument("--cc", default="cc")
     p.add_argument("--cxx", default="c++")
     p.add_argument("--work", required=True)
+    p.add_argument("--cmake", default="cmake")
+    p.add_argument("--doxygen", default="")
+    p.add_argument("--doxyfile", default="")
+    p.add_argument("--sphinx-build", default="")
     a = p.parse_args()
     a.lib = os.path.abspath(a.lib)
     a.work = os.path.abspath(a.work)
@@ -101,6 +108,29 @@ def main():
     rc, out = samples(a, f"<!-- sample: run -->\n{fence}c\n{GOOD_C}{fence}\n<!-- sample: fragment -->\n"
                          f"{fence}cpp\nnot a program\n{fence}\n")
     expect("a good C sample and a fragment pass", rc == 0 and "c run: 1" in out and "fragment: 1" in out, out)
+
+    tools = [a.doxygen, a.doxyfile, a.sphinx_build]
+    if all(t and not t.endswith("NOTFOUND") and os.path.exists(t) for t in tools):
+        for broken in (True, False):
+            root = os.path.join(a.work, "site-src")
+            shutil.rmtree(root, ignore_errors=True)
+            site = os.path.join(root, "docs", "site")
+            shutil.copytree(os.path.join(here, "site", "_static"), os.path.join(site, "_static"))
+            shutil.copy(os.path.join(here, "site", "conf.py"), site)
+            with open(os.path.join(site, "index.md"), "w") as f:
+                f.write("# Selftest\n\nSee {doc}`no-such-page`.\n" if broken else "# Selftest\n\nFine.\n")
+            r = subprocess.run([a.cmake, f"-DDOXYGEN={a.doxygen}", f"-DDOXYFILE={a.doxyfile}",
+                                f"-DSPHINX_BUILD={a.sphinx_build}", f"-DSOURCE_DIR={root}",
+                                f"-DOUT={os.path.join(a.work, 'site-out')}", "-DVERSION=0.0.0",
+                                "-P", os.path.join(here, "build_site.cmake")],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+            if broken:
+                expect("the site's build fails on a broken reference",
+                       r.returncode != 0 and "no-such-page" in r.stdout, r.stdout)
+            else:
+                expect("the site's build passes without it", r.returncode == 0, r.stdout)
+    else:
+        print("skip the site's build selftest: doxygen or sphinx-build not given or not found")
 
     W, H = check_site.WIDTH, check_site.HEIGHT
     blank = os.path.join(a.work, "blank.png")
