@@ -13,9 +13,10 @@ own heading, and no Sphinx "problematic" node. The screenshots stay in --out
 for people to look at.
 
 Prints "TW-SKIP: ..." (ctest then marks the test skipped) when Chromium is
-missing.
+missing, or sphinx-build or doxygen (then ctest docs_site skipped building the
+site).
 
-Usage: check_site.py --html DIR --out DIR [--chromium PATH]
+Usage: check_site.py --html DIR --out DIR [--chromium PATH] [--sphinx-build PATH] [--doxygen PATH]
 """
 import argparse
 import os
@@ -118,7 +119,15 @@ def main():
     p.add_argument("--html", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--chromium", default=None)
+    p.add_argument("--sphinx-build", default=None,
+                   help="as the build found it: without it the site is not built (docs_site skips), nor checked")
+    p.add_argument("--doxygen", default=None, help="likewise")
     a = p.parse_args()
+    for tool, name, pkgs in ((a.sphinx_build, "sphinx-build", "python3-sphinx python3-myst-parser python3-breathe furo"),
+                             (a.doxygen, "doxygen", "doxygen")):
+        if tool is not None and (not tool or tool.endswith("NOTFOUND") or not os.path.exists(tool)):
+            print(f"TW-SKIP: {name} not found (apt-get install {pkgs}): the site is not built, nor checked")
+            return 0
     if a.chromium and a.chromium.endswith("NOTFOUND"):  # CMake's "<VAR>-NOTFOUND"
         a.chromium = None
     chromium = a.chromium or shutil.which("chromium") or shutil.which("chromium-browser")
