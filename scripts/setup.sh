@@ -14,6 +14,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # the C peers of the benchmark suite, smoke-run by ctest bench_peer_*_smoke
   # (dpdk-dev pulls in every DPDK driver: ~225 packages, ~100 MB)
   want+=(libevent-dev dpdk-dev)
+  # the documentation site (ctest docs_site, docs_site_screenshot): Sphinx with
+  # MyST Markdown, Breathe over Doxygen's XML, the furo theme; headless Chromium
+  want+=(python3-sphinx python3-myst-parser python3-breathe furo chromium)
 fi
 
 # Node.js from NodeSource ships npm inside its nodejs package (and conflicts
