@@ -8,11 +8,21 @@
 # The name users write, as in the installed package: the shared library.
 add_library(tickwheel::tickwheel ALIAS tickwheel_shared)
 
-# C++ consumers compile with at least C++20 (runtime.hpp needs it). A C-only
-# consumer is unaffected: CMake applies a cxx_std_* feature to C++ sources
-# only (test cmake_consumer_c_only).
-target_compile_features(tickwheel INTERFACE cxx_std_20)
-target_compile_features(tickwheel_shared INTERFACE cxx_std_20)
+# C++ consumers compile with at least C++20 (runtime.hpp needs it). The
+# installed targets always say so: a C-only project that imports them (C++
+# not enabled) ignores it (capi_consumer_cmake's c_only). In the build tree,
+# under a C-only top-level project (project(app C) + add_subdirectory), the
+# consumer's directories know no C++ compiler and CMake would refuse the
+# feature ("No known features for CXX compiler"): there, C++ programs of
+# that project set their standard themselves (cmake_consumer_subdirectory).
+get_directory_property(_tw_top_cxx DIRECTORY ${CMAKE_SOURCE_DIR} DEFINITION CMAKE_CXX_COMPILE_FEATURES)
+if(PROJECT_IS_TOP_LEVEL OR _tw_top_cxx)
+  set(_tw_cxx_feature cxx_std_20)
+else()
+  set(_tw_cxx_feature $<INSTALL_INTERFACE:cxx_std_20>)
+endif()
+target_compile_features(tickwheel INTERFACE ${_tw_cxx_feature})
+target_compile_features(tickwheel_shared INTERFACE ${_tw_cxx_feature})
 
 # The static library is C++: a program linked by the C driver (a C-only
 # project, `project(app C)`, has no C++ linker to choose) must also link the

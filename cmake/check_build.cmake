@@ -107,7 +107,7 @@ elseif(MODE STREQUAL "subdirectory" OR MODE STREQUAL "fetchcontent")
     set(langs C)  # a C-only project(): tickwheel enables C++ for itself
     set(programs consumer_c_shared consumer_c_static)
   else()
-    set(langs "C;CXX")
+    set(langs "C,CXX")
     set(programs consumer_c_shared consumer_c_static consumer_cxx_shared consumer_cxx_static)
   endif()
   run("${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/capi_consumer/subproject" -B "${bin}" ${tools} ${hide}
