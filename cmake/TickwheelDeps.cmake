@@ -63,6 +63,7 @@ find_package(Threads REQUIRED)
 #   tickwheel_framework_option(<option> <package> <what> <debian package> <doc>)
 macro(tickwheel_framework_option option package what debian doc)
   if(DEFINED CACHE{${option}})
+    option(${option} "${doc}" OFF)  # the value given stays; this adds the type and help text
     if(${option})
       find_package(${package} CONFIG QUIET)
       if(NOT ${package}_FOUND)
