@@ -1,12 +1,18 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 # ctest capi_install / capi_consumer_cmake / capi_consumer_pkgconfig:
-#   MODE=install    cmake --install the build tree into PREFIX; check the files.
+#   MODE=install    cmake --install the build tree into PREFIX; check the
+#                   files; `man -l` the installed man page of tw_timer_start
+#                   (when the build made man pages).
 #   MODE=cmake      build tests/capi_consumer against PREFIX with
 #                   find_package(tickwheel CONFIG): consumer.c (C API) and
-#                   consumer.cpp (C++ API), each shared and static; run them.
+#                   consumer.cpp (C++ API, C++20 from the targets' cxx_std_20),
+#                   each shared and static; then tests/capi_consumer/c_only,
+#                   a C-only project(... C): consumer.c with both targets;
+#                   run them all.
 #   MODE=pkgconfig  the same four programs, compiled with the flags of
-#                   `pkg-config [--static] --cflags --libs tickwheel` from
-#                   PREFIX; run them.
+#                   `pkg-config --cflags --libs tickwheel` (shared) and of
+#                   tickwheel-static.pc (static: `--libs` and `--static
+#                   --libs`, no editing of the flags) from PREFIX; run them.
 # `ldd` proves the shared programs load PREFIX's libtickwheel.so.N and the
 # static ones no libtickwheel at all; the C++ shared program must bind
 # tickwheel::Error's type information to the library's (TICKWHEEL_CXX_1).
@@ -57,11 +63,44 @@ if(MODE STREQUAL "install")
             "${LIBDIR}/cmake/tickwheel/tickwheelConfig.cmake"
             "${LIBDIR}/cmake/tickwheel/tickwheelConfigVersion.cmake"
             "${LIBDIR}/cmake/tickwheel/tickwheelTargets.cmake"
-            "${LIBDIR}/pkgconfig/tickwheel.pc")
+            "${LIBDIR}/pkgconfig/tickwheel.pc" "${LIBDIR}/pkgconfig/tickwheel-static.pc")
     if(NOT EXISTS "${PREFIX}/${f}")
       message(FATAL_ERROR "not installed: ${PREFIX}/${f}")
     endif()
   endforeach()
+  # The man pages (TICKWHEEL_BUILD_MAN: ON where doxygen was found).
+  file(STRINGS "${BUILD_DIR}/CMakeCache.txt" man_on REGEX "^TICKWHEEL_BUILD_MAN:BOOL=ON$")
+  if(man_on)
+    set(mandir "${PREFIX}/share/man")
+    set(page "${mandir}/man3/tw_timer_start.3")
+    if(NOT IS_SYMLINK "${page}" OR NOT EXISTS "${mandir}/man3/tickwheel.h.3")
+      message(FATAL_ERROR "man pages not installed: ${page} (a symlink to tickwheel.h.3)")
+    endif()
+    find_program(MAN man)
+    if(MAN)
+      set(ENV{MANWIDTH} 100)
+      run("${MAN}" -l "${page}")
+      foreach(want "tickwheel/tickwheel[.]h" "int tw_timer_start [(]tw_runtime [*] rt, uint64_t delay_ns"
+                   "TW_EINVAL" "SYNOPSIS")
+        if(NOT run_out MATCHES "${want}")
+          message(FATAL_ERROR "man -l ${page} does not show '${want}'")
+        endif()
+      endforeach()
+      run("${MAN}" -l "${mandir}/man3/tw_timer_spec.3")
+      if(NOT run_out MATCHES "delay_ns")
+        message(FATAL_ERROR "man -l tw_timer_spec.3 does not document delay_ns")
+      endif()
+      # As a user finds it: man's search path.
+      set(ENV{MANPATH} "${mandir}")
+      run("${MAN}" -w tw_timer_start)
+      if(NOT run_out MATCHES "/man3/(tw_timer_start|tickwheel[.]h)[.]3")
+        message(FATAL_ERROR "man -w tw_timer_start does not find ${page}")
+      endif()
+      message(STATUS "OK: man -l ${page} shows tw_timer_start's documentation")
+    else()
+      message("(man not found: the installed man pages are not rendered; apt-get install man-db)")
+    endif()
+  endif()
   message(STATUS "OK: installed into ${PREFIX}")
   return()
 endif()
@@ -86,7 +125,19 @@ if(MODE STREQUAL "cmake")
   check_linkage("${bin}/consumer_static" FALSE FALSE)
   check_linkage("${bin}/consumer_cxx_shared" TRUE TRUE)
   check_linkage("${bin}/consumer_cxx_static" FALSE TRUE)
-  message(STATUS "OK: find_package(tickwheel CONFIG) consumers (C and C++, shared and static) built and ran")
+  # A C-only project: no C++ linker to pick, both targets still link.
+  set(cbin "${WORK}/consumer-cmake-c-only")
+  file(REMOVE_RECURSE "${cbin}")
+  run("${CMAKE_COMMAND}" -S "${SOURCE}/c_only" -B "${cbin}" -G "${GENERATOR}"
+      "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}" "-DCMAKE_C_COMPILER=${CC}"
+      "-DCMAKE_PREFIX_PATH=${PREFIX}" -DCMAKE_BUILD_TYPE=Release)
+  run("${CMAKE_COMMAND}" --build "${cbin}")
+  run_consumer("${cbin}/consumer_c_only_shared" "consumer: OK")
+  run_consumer("${cbin}/consumer_c_only_static" "consumer: OK")
+  check_linkage("${cbin}/consumer_c_only_shared" TRUE FALSE)
+  check_linkage("${cbin}/consumer_c_only_static" FALSE FALSE)
+  message(STATUS "OK: find_package(tickwheel CONFIG) consumers (C and C++, shared and static; "
+                 "a C-only project with both targets) built and ran")
 elseif(MODE STREQUAL "pkgconfig")
   if(NOT PKG_CONFIG)
     message("TW-SKIP: pkg-config not found (apt-get install pkg-config)")
@@ -99,17 +150,27 @@ elseif(MODE STREQUAL "pkgconfig")
   separate_arguments(cflags UNIX_COMMAND "${run_out}")
   run("${PKG_CONFIG}" --libs tickwheel)
   separate_arguments(libs UNIX_COMMAND "${run_out}")
-  # The static flavour: --static adds the private dependencies (oneTBB via
-  # Requires.private, libstdc++/libm/libpthread via Libs.private), and
-  # -l:libtickwheel.a picks the archive next to the shared library.
-  run("${PKG_CONFIG}" --static --libs tickwheel)
+  # The static flavour: tickwheel-static.pc, used as is (no flag editing).
+  # Its Libs and Requires are complete, so `--libs` and `--static --libs`
+  # both link a C program: -l:libtickwheel.a, oneTBB, libstdc++, libm.
+  run("${PKG_CONFIG}" --print-errors --static --libs tickwheel-static)
   separate_arguments(static_libs UNIX_COMMAND "${run_out}")
-  list(TRANSFORM static_libs REPLACE "^-ltickwheel$" "-l:libtickwheel.a")
+  run("${PKG_CONFIG}" --print-errors --libs tickwheel-static)
+  separate_arguments(static_libs_plain UNIX_COMMAND "${run_out}")
+  run("${PKG_CONFIG}" --print-errors --cflags tickwheel-static)
+  separate_arguments(static_cflags UNIX_COMMAND "${run_out}")
   foreach(want "-l:libtickwheel.a" "-ltbb" "-lstdc++")
-    if(NOT want IN_LIST static_libs)
-      message(FATAL_ERROR "pkg-config --static --libs tickwheel lacks ${want}")
+    if(NOT want IN_LIST static_libs OR NOT want IN_LIST static_libs_plain)
+      message(FATAL_ERROR "pkg-config [--static] --libs tickwheel-static lacks ${want}")
     endif()
   endforeach()
+  run("${PKG_CONFIG}" --modversion tickwheel-static)
+  string(STRIP "${run_out}" static_version)
+  run("${PKG_CONFIG}" --modversion tickwheel)
+  string(STRIP "${run_out}" shared_version)
+  if(NOT static_version STREQUAL shared_version)
+    message(FATAL_ERROR "tickwheel-static.pc says ${static_version}, tickwheel.pc ${shared_version}")
+  endif()
   run("${PKG_CONFIG}" --variable=libdir tickwheel)
   string(STRIP "${run_out}" libdir)
   file(REAL_PATH "${libdir}" libdir)
@@ -121,15 +182,21 @@ elseif(MODE STREQUAL "pkgconfig")
   file(REMOVE_RECURSE "${bin}")
   file(MAKE_DIRECTORY "${bin}")
   set(warn -Wall -Wextra -Werror -pedantic-errors)
-  # C: shared, then static (a C link: Libs.private brings libstdc++).
+  # C: shared, then static (a C link: tickwheel-static.pc brings libstdc++),
+  # with `--static --libs` and with plain `--libs`.
   run("${CC}" -std=c11 ${warn} ${cflags} "${SOURCE}/consumer.c" -o "${bin}/consumer" ${libs} "-Wl,-rpath,${libdir}")
-  run("${CC}" -std=c11 ${warn} ${cflags} "${SOURCE}/consumer.c" -o "${bin}/consumer_static" ${static_libs})
+  run("${CC}" -std=c11 ${warn} ${static_cflags} "${SOURCE}/consumer.c" -o "${bin}/consumer_static" ${static_libs})
+  run("${CC}" -std=c11 ${warn} ${static_cflags} "${SOURCE}/consumer.c" -o "${bin}/consumer_static_plain"
+      ${static_libs_plain})
   # C++ (runtime.hpp needs C++20): shared, then static.
   run("${CXX}" -std=c++20 ${warn} ${cflags} "${SOURCE}/consumer.cpp" -o "${bin}/consumer_cxx" ${libs}
       "-Wl,-rpath,${libdir}")
-  run("${CXX}" -std=c++20 ${warn} ${cflags} "${SOURCE}/consumer.cpp" -o "${bin}/consumer_cxx_static" ${static_libs})
+  run("${CXX}" -std=c++20 ${warn} ${static_cflags} "${SOURCE}/consumer.cpp" -o "${bin}/consumer_cxx_static"
+      ${static_libs})
   run_consumer("${bin}/consumer" "consumer: OK")
   run_consumer("${bin}/consumer_static" "consumer: OK")
+  run_consumer("${bin}/consumer_static_plain" "consumer: OK")
+  check_linkage("${bin}/consumer_static_plain" FALSE FALSE)
   run_consumer("${bin}/consumer_cxx" "consumer_cxx: OK")
   run_consumer("${bin}/consumer_cxx_static" "consumer_cxx: OK")
   check_linkage("${bin}/consumer" TRUE FALSE)

@@ -6,10 +6,15 @@
 #   2. dpkg-buildpackage -b -us -uc there (debian/rules builds the library
 #      only; DPKG_GENSYMBOLS_CHECK_LEVEL=2 also fails on tw_* symbols missing
 #      from debian/libtickwheel1.symbols)
-#   3. check both .debs: contents, control fields, symbols/shlibs; dpkg -x them
-#      into WORK/root and check SONAME, symlinks, headers, CMake package, .pc
+#   3. check the three .debs: contents, control fields, symbols/shlibs (the
+#      man pages in libtickwheel-dev, the HTML reference and its doc-base
+#      registration in libtickwheel-doc); dpkg -x them into WORK/root and
+#      check SONAME, symlinks, headers, CMake package, .pc files; `man -l`
+#      the unpacked tw_timer_start(3) page
 #   4. build tests/capi_consumer against WORK/root/usr with CMake
-#      (CMAKE_PREFIX_PATH) and with pkg-config; run the programs with
+#      (CMAKE_PREFIX_PATH; also tests/capi_consumer/c_only, a C-only
+#      project linking both targets) and with pkg-config (tickwheel.pc, and
+#      tickwheel-static.pc for a static C program); run the programs with
 #      LD_LIBRARY_PATH=WORK/root/usr/lib/<multiarch>; ldd must show that
 #      root's libtickwheel.so.1
 #   5. lintian on the .changes (if installed): no errors or warnings
@@ -149,9 +154,11 @@ message(STATUS "dpkg-buildpackage done in ${dt} s; dh_auto_test smoke: ${smoke}"
 
 set(rt_deb "${WORK}/libtickwheel1_${version}_${arch}.deb")
 set(dev_deb "${WORK}/libtickwheel-dev_${version}_${arch}.deb")
+set(doc_deb "${WORK}/libtickwheel-doc_${version}_all.deb")
 set(changes "${WORK}/tickwheel_${version}_${arch}.changes")
 must_exist("${rt_deb}")
 must_exist("${dev_deb}")
+must_exist("${doc_deb}")
 must_exist("${changes}")
 
 # ---- 3. the packages -------------------------------------------------------------------
@@ -197,13 +204,52 @@ set(dev_expected
   ${libdir}/cmake/tickwheel/tickwheelConfig.cmake
   ${libdir}/cmake/tickwheel/tickwheelConfigVersion.cmake
   ${libdir}/cmake/tickwheel/tickwheelTargets.cmake
-  ${libdir}/pkgconfig/tickwheel.pc
+  ${libdir}/pkgconfig/tickwheel.pc ${libdir}/pkgconfig/tickwheel-static.pc
+  usr/share/man/man3/tickwheel.h.3.gz usr/share/man/man3/tw_timer_start.3.gz
+  usr/share/man/man3/tw_timer_spec.3.gz usr/share/man/man3/TW_EINVAL.3.gz
   usr/share/doc/libtickwheel-dev/copyright)
 foreach(f IN LISTS dev_expected)
   if(NOT f IN_LIST dev_files)
     message(FATAL_ERROR "libtickwheel-dev lacks ${f}")
   endif()
 endforeach()
+# Only the API's names in man3 (Doxygen also links struct fields: arg.3, ...).
+foreach(f IN LISTS dev_files)
+  if(f MATCHES "^usr/share/man/" AND NOT f MATCHES "^usr/share/man/man3/(tw_|TW_|tickwheel)[^/]*\\.3\\.gz$")
+    message(FATAL_ERROR "libtickwheel-dev: unexpected man page ${f}")
+  endif()
+endforeach()
+
+# libtickwheel-doc: the HTML reference under /usr/share/doc/libtickwheel-doc/html,
+# registered with doc-base; architecture-independent.
+deb_files("${doc_deb}" doc_files)
+set(n_html 0)
+foreach(f IN LISTS doc_files)
+  if(NOT f MATCHES "^usr/share/(doc/libtickwheel-doc/|doc-base/|lintian/overrides/libtickwheel-doc$)")
+    message(FATAL_ERROR "libtickwheel-doc must hold only its documentation, not ${f}")
+  endif()
+  if(f MATCHES "^usr/share/doc/libtickwheel-doc/html/.*\\.html$")
+    math(EXPR n_html "${n_html} + 1")
+  endif()
+endforeach()
+foreach(f usr/share/doc/libtickwheel-doc/html/index.html usr/share/doc/libtickwheel-doc/copyright
+          usr/share/doc-base/libtickwheel-doc.libtickwheel)
+  if(NOT f IN_LIST doc_files)
+    message(FATAL_ERROR "libtickwheel-doc lacks ${f}")
+  endif()
+endforeach()
+if(n_html LESS 5)
+  message(FATAL_ERROR "libtickwheel-doc holds only ${n_html} HTML pages")
+endif()
+run(${TOOL_dpkg_deb} -f "${doc_deb}" Architecture Section Multi-Arch)
+if(NOT run_out MATCHES "Architecture: all" OR NOT run_out MATCHES "Section: doc" OR NOT run_out MATCHES "Multi-Arch: foreign")
+  message(FATAL_ERROR "libtickwheel-doc: expected Architecture: all, Section: doc, Multi-Arch: foreign:\n${run_out}")
+endif()
+run(${TOOL_dpkg_deb} -f "${dev_deb}" Suggests)
+if(NOT run_out MATCHES "libtickwheel-doc")
+  message(FATAL_ERROR "libtickwheel-dev should suggest libtickwheel-doc")
+endif()
+message(STATUS "OK: libtickwheel-doc: ${n_html} HTML pages, index.html, doc-base registration")
 
 run(${TOOL_dpkg_deb} -f "${dev_deb}" Depends)
 set(dev_depends "${run_out}")
@@ -234,6 +280,7 @@ endforeach()
 set(root "${WORK}/root")
 run(${TOOL_dpkg} -x "${rt_deb}" "${root}")
 run(${TOOL_dpkg} -x "${dev_deb}" "${root}")
+run(${TOOL_dpkg} -x "${doc_deb}" "${root}")
 set(rootlib "${root}/${libdir}")
 if(NOT IS_SYMLINK "${rootlib}/libtickwheel.so.1" OR NOT IS_SYMLINK "${rootlib}/libtickwheel.so")
   message(FATAL_ERROR "libtickwheel.so.1 and libtickwheel.so must be symlinks in ${rootlib}")
@@ -252,6 +299,32 @@ if(READELF)
   if(run_out MATCHES "\\((RPATH|RUNPATH)\\)")
     message(FATAL_ERROR "${real} carries an RPATH/RUNPATH")
   endif()
+endif()
+
+# The man pages as installed: tw_timer_start.3.gz -> tickwheel.h.3.gz
+# (dh_installman/dh_compress turned the links into symlinks), rendered by man.
+set(mandir "${root}/usr/share/man")
+if(NOT IS_SYMLINK "${mandir}/man3/tw_timer_start.3.gz")
+  message(FATAL_ERROR "${mandir}/man3/tw_timer_start.3.gz is not a symlink (to tickwheel.h.3.gz)")
+endif()
+find_program(MAN man)
+if(MAN)
+  set(ENV{MANWIDTH} 100)
+  run("${MAN}" -l "${mandir}/man3/tw_timer_start.3.gz")
+  foreach(want "tickwheel/tickwheel[.]h" "int tw_timer_start [(]tw_runtime [*] rt, uint64_t delay_ns" "TW_EINVAL")
+    if(NOT run_out MATCHES "${want}")
+      message(FATAL_ERROR "man -l tw_timer_start.3.gz (from libtickwheel-dev) does not show '${want}'")
+    endif()
+  endforeach()
+  set(ENV{MANPATH} "${mandir}")
+  run("${MAN}" -w tw_timer_start)
+  if(NOT run_out MATCHES "/man3/(tw_timer_start|tickwheel[.]h)[.]3[.]gz")
+    message(FATAL_ERROR "man -w tw_timer_start does not find the page of libtickwheel-dev")
+  endif()
+  unset(ENV{MANPATH})
+  message(STATUS "OK: man -l of libtickwheel-dev's tw_timer_start(3) shows its documentation")
+else()
+  message("man not found: the packaged man pages are not rendered (apt-get install man-db)")
 endif()
 
 # ---- 4. consumers against the scratch root ----------------------------------------------
@@ -292,6 +365,21 @@ foreach(p IN LISTS programs)
 endforeach()
 check_loads_root("${bin}/consumer_shared")
 message(STATUS "OK: CMake consumers (${programs}) built against ${root}/usr and ran")
+
+# CMake, a C-only project (project(... C)): both targets, shared and static.
+set(bin "${WORK}/consumer-cmake-c-only")
+run("${CMAKE_COMMAND}" -S "${consumer_src}/c_only" -B "${bin}" -G "${GENERATOR}"
+    "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}" "-DCMAKE_C_COMPILER=${CC}"
+    "-DCMAKE_PREFIX_PATH=${root}/usr" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_BUILD_TYPE=Release)
+run("${CMAKE_COMMAND}" --build "${bin}")
+foreach(p consumer_c_only_shared consumer_c_only_static)
+  run("${bin}/${p}")
+  if(NOT run_out MATCHES "consumer: OK")
+    message(FATAL_ERROR "${bin}/${p} did not report OK")
+  endif()
+endforeach()
+check_loads_root("${bin}/consumer_c_only_shared")
+message(STATUS "OK: a C-only CMake project linked tickwheel::tickwheel and tickwheel::tickwheel_static from ${root}/usr")
 
 # pkg-config.
 if(NOT PKG_CONFIG)
@@ -337,6 +425,23 @@ else()
       message(FATAL_ERROR "the pkg-config C++ consumer did not report OK")
     endif()
     check_loads_root("${bin}/consumer_cxx")
+    # The static library for a C program, flags as tickwheel-static.pc gives them.
+    run(${pc} --cflags tickwheel-static)
+    separate_arguments(static_cflags UNIX_COMMAND "${run_out}")
+    run(${pc} --libs tickwheel-static)
+    separate_arguments(static_libs UNIX_COMMAND "${run_out}")
+    run("${CC}" -std=c11 -Wall -Wextra -Werror -pedantic-errors ${static_cflags}
+        "${consumer_src}/consumer.c" -o "${bin}/consumer_c_static" ${static_libs})
+    run("${bin}/consumer_c_static")
+    if(NOT run_out MATCHES "consumer: OK")
+      message(FATAL_ERROR "the pkg-config (tickwheel-static) C consumer did not report OK")
+    endif()
+    if(LDD)
+      run("${LDD}" "${bin}/consumer_c_static")
+      if(run_out MATCHES "libtickwheel")
+        message(FATAL_ERROR "the tickwheel-static consumer loads a libtickwheel")
+      endif()
+    endif()
   else()
     message("tests/capi_consumer/consumer.cpp absent: the C++ consumer part is skipped")
   endif()

@@ -53,15 +53,40 @@ target_include_directories(tickwheel_concurrentqueue SYSTEM INTERFACE ${TICKWHEE
 find_package(Threads REQUIRED)
 
 # --- test and bench frameworks ----------------------------------------------
-if(TICKWHEEL_BUILD_TESTS)
-  find_package(GTest CONFIG QUIET)
-  if(NOT GTest_FOUND)
-    tickwheel_missing("GoogleTest" "libgtest-dev")
+# TICKWHEEL_BUILD_TESTS and TICKWHEEL_BUILD_BENCH default ON when tickwheel
+# is the top-level project AND GoogleTest / Google Benchmark is found, so a
+# plain `cmake -B build` builds the library on a machine without them (and
+# says what it left out). Set an option ON and its package becomes required:
+# a missing one stops configuration naming the option to turn off. A default
+# decided here is not cached: install the package, re-run cmake, and the
+# option turns on.
+#   tickwheel_framework_option(<option> <package> <what> <debian package> <doc>)
+macro(tickwheel_framework_option option package what debian doc)
+  if(DEFINED CACHE{${option}})
+    option(${option} "${doc}" OFF)  # the value given stays; this adds the type and help text
+    if(${option})
+      find_package(${package} CONFIG QUIET)
+      if(NOT ${package}_FOUND)
+        message(FATAL_ERROR
+          "tickwheel: ${option} is ON but ${what} was not found. Install the Debian package "
+          "'${debian}' (sudo apt-get install ${debian}, or scripts/setup.sh --test as root), "
+          "or configure with -D${option}=OFF (the library needs only oneTBB and moodycamel).")
+      endif()
+    endif()
+  elseif(PROJECT_IS_TOP_LEVEL)
+    find_package(${package} CONFIG QUIET)
+    if(${package}_FOUND)
+      option(${option} "${doc}" ON)
+    else()
+      set(${option} OFF)
+      message(STATUS "tickwheel: ${what} not found ('${debian}'): ${option} is OFF "
+                     "(-D${option}=ON requires it)")
+    endif()
+  else()
+    option(${option} "${doc}" OFF)
   endif()
-endif()
-if(TICKWHEEL_BUILD_BENCH)
-  find_package(benchmark CONFIG QUIET)
-  if(NOT benchmark_FOUND)
-    tickwheel_missing("Google Benchmark" "libbenchmark-dev")
-  endif()
-endif()
+endmacro()
+tickwheel_framework_option(TICKWHEEL_BUILD_TESTS GTest "GoogleTest" libgtest-dev
+  "Build the test suite: GoogleTest programs, C API checks, consumer and packaging tests, fuzzers")
+tickwheel_framework_option(TICKWHEEL_BUILD_BENCH benchmark "Google Benchmark" libbenchmark-dev
+  "Build the benchmark programs")

@@ -6,6 +6,9 @@
 #                                                                    API; brings oneTBB)
 #   pkg-config tickwheel            ->  -I<includedir> -pthread / -L<libdir> -ltickwheel -pthread
 #                                       (--static adds oneTBB, libstdc++, libm)
+#   pkg-config tickwheel-static     ->  -I<includedir> -pthread / -L<libdir> -l:libtickwheel.a
+#                                       -pthread -lstdc++ -lm -ltbb (a C or C++ program)
+#   cmake --build <dir> --target uninstall   removes what `cmake --install <dir>` installed
 #
 # The shared library exports the C API (include/tickwheel/tickwheel.h,
 # symbol version TICKWHEEL_1) and the C++ API's entry points
@@ -70,6 +73,33 @@ else()
   set(TICKWHEEL_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tickwheel.pc.in ${PROJECT_BINARY_DIR}/packaging/tickwheel.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/packaging/tickwheel.pc
+# tickwheel-static.pc: the static library alone, everything it needs in Libs
+# and Requires (so `pkg-config --libs` and `--static --libs` both work, for a
+# C program too): -l:libtickwheel.a picks the archive over the .so next to
+# it, then the C++ runtime (TickwheelTargets' TICKWHEEL_CXX_RUNTIME_LIBS).
+set(TICKWHEEL_PC_CXX_RUNTIME "")
+foreach(_lib IN LISTS TICKWHEEL_CXX_RUNTIME_LIBS)
+  if(_lib MATCHES "^-" OR IS_ABSOLUTE "${_lib}")
+    string(APPEND TICKWHEEL_PC_CXX_RUNTIME " ${_lib}")
+  else()
+    string(APPEND TICKWHEEL_PC_CXX_RUNTIME " -l${_lib}")
+  endif()
+endforeach()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/tickwheel-static.pc.in
+               ${PROJECT_BINARY_DIR}/packaging/tickwheel-static.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/packaging/tickwheel.pc ${PROJECT_BINARY_DIR}/packaging/tickwheel-static.pc
   DESTINATION ${_tw_pc_dir}
   COMPONENT tickwheel_devel)
+
+# uninstall: removes every file listed in install_manifest.txt (written by
+# the last `cmake --install` of this build tree), then the directories of
+# tickwheel's own that are left empty. After a system install run ldconfig
+# afterwards, as after the install. Only when tickwheel is the top-level
+# project (a consumer's `uninstall` is its own).
+if(PROJECT_IS_TOP_LEVEL AND NOT TARGET uninstall)
+  add_custom_target(uninstall
+    COMMAND ${CMAKE_COMMAND} -DMANIFEST=${PROJECT_BINARY_DIR}/install_manifest.txt
+            -P ${PROJECT_SOURCE_DIR}/cmake/tickwheel_uninstall.cmake
+    COMMENT "Removing the files listed in ${PROJECT_BINARY_DIR}/install_manifest.txt"
+    VERBATIM)
+endif()

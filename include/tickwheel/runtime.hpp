@@ -94,6 +94,13 @@
 ///    abi/) catches an accidental one.
 #pragma once
 
+// C++20 or nothing: below it (or from C) this header stops with this one
+// error instead of a wall of them (the rest of the file is skipped; the
+// #endif is the file's last line). ctest cxx20_header_guard checks it.
+#if !defined(__cplusplus) || __cplusplus < 202002L
+#error "tickwheel/runtime.hpp is part of tickwheel's C++ API and needs C++20: compile with -std=c++20 (or later); from C or older C++ use the C API, <tickwheel/tickwheel.h>"
+#else
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -864,3 +871,5 @@ inline std::optional<TimerInfo> Timer::query() const noexcept {
 }
 
 }  // namespace tickwheel
+
+#endif  // C++20 (the check after #pragma once)

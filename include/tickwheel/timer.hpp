@@ -4,6 +4,13 @@
 /// callback receives. Its member functions are defined in runtime.hpp.
 #pragma once
 
+// C++20 or nothing: below it (or from C) this header stops with this one
+// error instead of a wall of them (the rest of the file is skipped; the
+// #endif is the file's last line). ctest cxx20_header_guard checks it.
+#if !defined(__cplusplus) || __cplusplus < 202002L
+#error "tickwheel/timer.hpp is part of tickwheel's C++ API and needs C++20: compile with -std=c++20 (or later); from C or older C++ use the C API, <tickwheel/tickwheel.h>"
+#else
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -58,3 +65,5 @@ static_assert(std::is_trivially_copyable_v<Timer> && sizeof(Timer) == sizeof(voi
               "tickwheel::Timer's layout is part of the 1.x ABI");
 
 }  // namespace tickwheel
+
+#endif  // C++20 (the check after #pragma once)

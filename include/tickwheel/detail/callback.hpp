@@ -13,6 +13,13 @@
 // these signatures and meanings -- never change within ABI major 1.
 #pragma once
 
+// C++20 or nothing: below it (or from C) this header stops with this one
+// error instead of a wall of them (the rest of the file is skipped; the
+// #endif is the file's last line). ctest cxx20_header_guard checks it.
+#if !defined(__cplusplus) || __cplusplus < 202002L
+#error "tickwheel/detail/callback.hpp is part of tickwheel's C++ API and needs C++20: compile with -std=c++20 (or later); from C or older C++ use the C API, <tickwheel/tickwheel.h>"
+#else
+
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -143,3 +150,5 @@ static_assert(sizeof(Callback) == 32 && alignof(Callback) == 8, "detail::Callbac
 
 }  // namespace detail
 }  // namespace tickwheel
+
+#endif  // C++20 (the check after #pragma once)
