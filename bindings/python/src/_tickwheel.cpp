@@ -85,11 +85,17 @@ void after_fork_in_child() noexcept { g_epoch.fetch_add(1, std::memory_order_rel
 
 // ---- the Python hooks ----------------------------------------------------------------
 // Set once by set_hooks() and kept for the process's life (never decref'd:
-// worker threads may call them until the runtimes are closed at exit).
+// worker threads may call them until the runtimes are closed at exit):
+// tickwheel's _on_fire(token, timer_id), and its module dict, where the
+// release hook looks up _release(token) at each call (tests replace it).
 PyObject* g_on_fire = nullptr;
-PyObject* g_on_release = nullptr;
+PyObject* g_globals = nullptr;
+PyObject* g_release_name = nullptr;
 
 thread_local bool t_kept_state = false;
+// Hooks in progress on this thread (hook_depth()): code that runs inside one
+// (a finalizer dropping a Runtime) must not wait for a runtime.
+thread_local int t_hook_depth = 0;
 
 // The GIL for a hook, on any thread; the thread keeps its thread state after
 // its first hook.
@@ -100,22 +106,34 @@ struct HookGil {
             t_kept_state = true;
             gil.inc_ref();  // never dec_ref'd: the thread state lives as long as the thread
         }
+        ++t_hook_depth;
     }
+    ~HookGil() { --t_hook_depth; }
+    HookGil(const HookGil&) = delete;
+    HookGil& operator=(const HookGil&) = delete;
 };
 
-void call_hook(PyObject* fn, std::uint64_t a, std::uint64_t b, int nargs) noexcept {
+void fire_hook(std::uint64_t token, std::uint64_t id) noexcept {
     HookGil gil;
     try {
-        py::handle f(fn);
-        if (nargs == 2)
-            f(a, b);
-        else
-            f(a);
+        py::handle hook(g_on_fire);
+        hook(token, id);
     } catch (py::error_already_set& e) {
-        // The Python hooks catch everything themselves; this is a last resort.
-        e.discard_as_unraisable(py::reinterpret_borrow<py::object>(fn));
+        // _on_fire catches everything itself; this is a last resort.
+        e.discard_as_unraisable(py::reinterpret_borrow<py::object>(g_on_fire));
     } catch (...) {
     }
+}
+
+void release_hook(std::uint64_t token) noexcept {
+    HookGil gil;
+    try {
+        py::handle hook(PyDict_GetItemWithError(g_globals, g_release_name));  // borrowed
+        if (hook) hook(token);
+    } catch (...) {
+        // Nothing may unwind into the core; a failed release only keeps the callable.
+    }
+    if (PyErr_Occurred() != nullptr) PyErr_Clear();
 }
 
 // The callable stored in the core for a Python timer: a token of
@@ -129,9 +147,9 @@ struct PyCallback {
     PyCallback& operator=(const PyCallback&) = delete;
     PyCallback& operator=(PyCallback&&) = delete;
     ~PyCallback() {
-        if (token != 0) call_hook(g_on_release, token, 0, 1);
+        if (token != 0) release_hook(token);
     }
-    void operator()(tw::Timer t) const noexcept { call_hook(g_on_fire, token, t.id(), 2); }
+    void operator()(tw::Timer t) const noexcept { fire_hook(token, t.id()); }
 };
 
 // ---- the runtime ---------------------------------------------------------------------
@@ -531,11 +549,14 @@ PYBIND11_MODULE(_tickwheel, m) {
     });
     pthread_atfork(nullptr, nullptr, after_fork_in_child);
 
-    m.def("set_hooks", [](py::object on_fire, py::object on_release) {
+    m.def("set_hooks", [](py::object on_fire, py::dict globals) {
         if (g_on_fire != nullptr) throw failure_of(TW_EINVAL);  // once per process
         g_on_fire = on_fire.release().ptr();
-        g_on_release = on_release.release().ptr();
+        g_globals = globals.release().ptr();
+        g_release_name = py::str("_release").release().ptr();
     });
+    m.def("hook_depth", [] { return t_hook_depth; },
+          "The callbacks and release hooks in progress on this thread (0 outside any).");
     m.def("version", [] { return tw_version(); });
     m.def("now_ns", [](int clock) { return tw_now_ns_clock(clock); });
     m.def("monotonic_ns", [] { return tw_now_ns(); });

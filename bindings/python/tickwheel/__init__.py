@@ -147,6 +147,13 @@ MAX_DELAY_S = TW_MAX_DELAY_NS / 1e9
 Seconds = Union[int, float, datetime.timedelta]
 
 _U64_MAX = (1 << 64) - 1
+# start()'s defaults, compared by identity on its fast path (an explicit 0, -1,
+# "skip" or "monotonic" is the same object in CPython; anything else takes the
+# checked path).
+_ZERO = 0
+_MINUS_ONE = -1
+_SKIP = "skip"
+_MONOTONIC = "monotonic"
 
 
 # ---- loading the extension (and, through it, libtickwheel.so.1) ------------------------
@@ -480,20 +487,15 @@ def _info_from(raw: tuple, clock_now: Callable[[], float] = now) -> TimerInfo:
 
 
 # ---- callables kept alive until their release hook ---------------------------------
-class _Entry:
-    __slots__ = ("fn", "runtime", "queued")
-
-    def __init__(self, fn: Callable[[], object], runtime: "Runtime", queued: bool = False):
-        self.fn = fn
-        self.runtime = runtime  # the runtime stays alive while it has timers
-        # Bound to a Queue (runs inside Queue.run()) or of a manual runtime
-        # (runs inside advance()): on the caller's thread.
-        self.queued = queued
+def _Entry(fn: Callable[[], object], runtime: "Runtime", queued: bool = False) -> tuple:
+    """What _live keeps per timer: (the callable; its Runtime, which stays alive
+    while it has timers; queued: bound to a Queue, or of a manual runtime --
+    its runs happen on the caller's thread, inside Queue.run() or advance())."""
+    return (fn, runtime, queued)
 
 
-_live: Dict[int, _Entry] = {}  # token (the C arg) -> entry
+_live: Dict[int, tuple] = {}  # token (the C arg) -> entry
 _tokens = itertools.count(1)  # next() is atomic under the GIL
-_in_hook = threading.local()  # set while this thread runs a callback or release hook
 # Per thread, for Queue.run(): ``stack``, the Queues whose run() is in progress
 # on this thread (innermost last: a callback may run another queue), and
 # ``exc``, a KeyboardInterrupt or SystemExit raised by a callback of a queue,
@@ -505,53 +507,39 @@ _running = threading.local()
 # Python thread state after its first hook (see src/_tickwheel.cpp: none is
 # created per hook, so a fork() never catches CPython's runtime lock held by a
 # worker creating one, CPython gh-112275). Python frees those thread states at
-# exit, when no hook can run any more (_close_all). ``_in_hook.depth`` tells
-# code that runs inside a hook (a finalizer dropping a Runtime) not to wait.
-def _enter_hook() -> None:
-    _in_hook.depth = getattr(_in_hook, "depth", 0) + 1
-
-
+# exit, when no hook can run any more (_close_all). It calls _on_fire(token,
+# timer_id) for a run and _release(token) for the release, and counts them:
+# _ext.hook_depth() > 0 tells code that runs inside a hook (a finalizer
+# dropping a Runtime) not to wait.
 def _on_fire(token: int, timer_id: int) -> None:
     entry = _live.get(token)
     if entry is None:  # cannot happen: the release hook comes after the last run
         return
-    _enter_hook()
+    fn, runtime, queued = entry
     try:
-        entry.fn()
+        fn()
     except (KeyboardInterrupt, SystemExit) as exc:
         # On the thread of a Queue.run() (the program's own thread, often
         # the main one, where Ctrl-C lands): re-raised by that run() once its
         # batch is done, as an event loop does. On a worker: reported.
-        if entry.queued and getattr(_running, "exc", None) is None:
+        if queued and getattr(_running, "exc", None) is None:
             _running.exc = exc
         else:
-            entry.runtime._report(exc, timer_id)
+            runtime._report(exc, timer_id)
     except BaseException as exc:  # noqa: BLE001 -- nothing may unwind into C
-        entry.runtime._report(exc, timer_id)
-    finally:
-        _in_hook.depth -= 1
+        runtime._report(exc, timer_id)
 
 
 def _release(token: int) -> None:
-    """Drops the binding's reference to a timer's callable: the work of the release
-    hook (the core destroys the callable it was given exactly once: after the last
-    run, inside the stop that cancelled it, at shutdown, or inside a start that
-    failed)."""
+    """Drops the binding's reference to a timer's callable: the release hook (the
+    core destroys the callable it was given exactly once: after the last run,
+    inside the stop that cancelled it, at shutdown, or inside a start that
+    failed), also called by the binding for a callable refused before the core."""
     entry = _live.pop(token, None)
     del entry  # may drop the last reference to the callable or the Runtime
 
 
-def _on_release(token: int) -> None:
-    _enter_hook()
-    try:
-        _release(token)
-    except BaseException:  # noqa: BLE001
-        pass
-    finally:
-        _in_hook.depth -= 1
-
-
-_ext.set_hooks(_on_fire, _on_release)
+_ext.set_hooks(_on_fire, globals())
 
 
 # ---- Timer and Runtime --------------------------------------------------------------
@@ -856,6 +844,17 @@ class Runtime:
         queue's ``run()``, on the thread calling it. A Queue that is not one
         of this runtime's raises ValueError; a closed one TickwheelError
         (ESHUTDOWN); anything else TypeError."""
+        if (type(delay_s) is float and 0.0 <= delay_s < 1e9 and period_s is _ZERO and shard is _MINUS_ONE
+                and queue is None and leeway is _ZERO and group is _ZERO and policy is _SKIP
+                and clock is _MONOTONIC and callable(fn)):
+            # The common case (a delay in seconds, every option at its default),
+            # straight to the extension: _to_ns()'s arithmetic, no other check needed.
+            token = next(_tokens)
+            _live[token] = (fn, self, self._manual)
+            try:
+                return Timer(self, self._h.start_delay(token, round(delay_s * 1e9)))
+            except _NativeError as e:  # the extension released the callable
+                raise _native_error(e, "start") from None
         return self._start(fn, 0, _to_ns(delay_s, "delay"), _period_ns(period_s), shard, queue,
                            policy=policy, leeway=leeway, group=group, clock=clock)
 
@@ -1194,7 +1193,7 @@ class Runtime:
         native = getattr(self, "_native", None)  # absent if __init__ failed
         if native is None or native.handle is None:
             return
-        if getattr(_in_hook, "depth", 0):
+        if _ext.hook_depth():
             # Dropped inside a callback or release hook of some runtime, where
             # closing one could deadlock (its own) or stall a worker: free it
             # from another thread, which _close_all waits for at exit.
@@ -1518,7 +1517,7 @@ class Queue:
         # on a worker thread), or when the runtime's lock is held, it is
         # closed from another thread instead: never a wait here.
         try:
-            if getattr(_in_hook, "depth", 0):
+            if _ext.hook_depth():
                 _close_queue_in_background(self)
             else:
                 self._close(blocking=False)
