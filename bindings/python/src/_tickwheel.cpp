@@ -79,6 +79,15 @@ std::int64_t to_i64(std::uint64_t ns) {
                : static_cast<std::int64_t>(ns);
 }
 
+// ---- releasing the GIL ----------------------------------------------------------------
+// Every place that releases the GIL goes through NoGil, which counts it
+// (gil_releases(): how the tests check that only the waiting calls release it).
+std::atomic<std::uint64_t> g_gil_releases{0};
+struct NoGil {
+    NoGil() { g_gil_releases.fetch_add(1, std::memory_order_relaxed); }
+    py::gil_scoped_release release;
+};
+
 // ---- fork epoch ----------------------------------------------------------------------
 std::atomic<unsigned> g_epoch{0};
 void after_fork_in_child() noexcept { g_epoch.fetch_add(1, std::memory_order_relaxed); }
@@ -220,7 +229,7 @@ public:
     }
     bool stop_sync(std::uint64_t id) {
         Busy b(*this);
-        py::gil_scoped_release nogil;  // waits for a run in progress, which takes the GIL
+        NoGil nogil;  // waits for a run in progress, which takes the GIL
         return b.rt().stop_sync(id);
     }
     bool reset(std::uint64_t id, std::uint64_t delay_ns) {
@@ -252,7 +261,7 @@ public:
         std::error_code ec;
         std::size_t n;
         if (sync) {
-            py::gil_scoped_release nogil;  // waits for the group's runs in progress
+            NoGil nogil;  // waits for the group's runs in progress
             n = b.rt().stop_group(group, true, ec);
         } else {
             n = b.rt().stop_group(group, false, ec);
@@ -273,7 +282,7 @@ public:
         std::error_code ec;
         std::size_t n;
         {
-            py::gil_scoped_release nogil;  // runs callbacks here, each taking the GIL
+            NoGil nogil;  // runs callbacks here, each taking the GIL
             n = b.rt().advance(tw::Duration(to_i64(ns)), ec);
         }
         if (ec) throw tw::Error(ec);
@@ -283,7 +292,7 @@ public:
         Busy b(*this, true);
         std::error_code ec;
         {
-            py::gil_scoped_release nogil;  // waits for callbacks and joins threads
+            NoGil nogil;  // waits for callbacks and joins threads
             b.rt().shutdown(ec);
         }
         if (ec) throw tw::Error(ec);
@@ -302,7 +311,7 @@ public:
         }
         std::unique_ptr<tw::Runtime> rt;
         {
-            py::gil_scoped_release nogil;
+            NoGil nogil;
             std::unique_lock<std::mutex> lk(m_);
             if (closing_.exchange(true)) {
                 cv_.wait(lk, [&] { return freed_; });
@@ -447,7 +456,7 @@ public:
         if (epoch_ != g_epoch.load()) return TW_EFORKED;
         std::error_code ec;
         {
-            py::gil_scoped_release nogil;  // waits for callbacks of it in progress on other threads
+            NoGil nogil;  // waits for callbacks of it in progress on other threads
             q_->close(ec);
         }
         return ec ? -ec.value() : 0;
@@ -557,6 +566,8 @@ PYBIND11_MODULE(_tickwheel, m) {
     });
     m.def("hook_depth", [] { return t_hook_depth; },
           "The callbacks and release hooks in progress on this thread (0 outside any).");
+    m.def("gil_releases", [] { return g_gil_releases.load(); },
+          "How many times this module released the GIL (for the tests).");
     m.def("version", [] { return tw_version(); });
     m.def("now_ns", [](int clock) { return tw_now_ns_clock(clock); });
     m.def("monotonic_ns", [] { return tw_now_ns(); });
