@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""tickwheel -- Python binding of the tickwheel timer runtime (ctypes, no compiled code).
+"""tickwheel -- Python binding of the tickwheel timer runtime (a compiled
+extension, tickwheel._tickwheel: pybind11 over the C++ API of
+libtickwheel.so.1).
 
     import tickwheel
 
@@ -61,14 +63,32 @@ copy of the C runtime, without waiting for anything. A Runtime created in
 the child works normally; the parent's runtimes are unaffected
 (tests/test_fork.py).
 
-The shared library libtickwheel.so.1 is found, in this order, through the
-environment variable TICKWHEEL_LIB (a path; when set, nothing else is tried),
-the dynamic loader (LD_LIBRARY_PATH, the ldconfig cache, /lib, /usr/lib), then
-pkg-config (``pkg-config --variable=libdir tickwheel``, honouring
-PKG_CONFIG_PATH). A library whose tw_version() major differs from this
-package's is refused. If none is usable, importing tickwheel raises ImportError
-listing what was tried and why it failed. ``tickwheel.library_path`` is the
-file loaded. (tickwheel/_loader.py has the details.)
+Clocks: ``tickwheel.now(clock)`` is the MACHINE's clock; compute deadlines
+from ``rt.now(clock)``, the runtime's own (virtual on a manual runtime):
+``t.reset_at(rt.now() + 2.0)``.
+
+Errors: TickwheelError (an OSError with the TW_* ``code``) carries the
+library's text (tickwheel::Error::what(), with the argument and the limit
+where the library names them); the library's EINVAL is
+InvalidArgumentError, both a TickwheelError and a ValueError. bool is not a
+number of seconds (TypeError). A positive period below 1 ns counts as 1 ns
+(one tick once rounded up), never a one-shot.
+
+The GIL is kept across every call but the waiting ones (stop_sync,
+stop_group(sync=True), advance, shutdown, close, Queue.close), which release
+it while they wait; callbacks and release hooks take it on the thread that
+runs them.
+
+The shared library libtickwheel.so.1 is found by the dynamic loader when the
+extension is imported: the copy a wheel carries beside it (RUNPATH $ORIGIN),
+the prefix a from-source build recorded, LD_LIBRARY_PATH, the ldconfig cache.
+TICKWHEEL_LIB (a path) is loaded first when set (nothing else is tried; the
+extension binds to it), and when the loader finds none, pkg-config's libdir
+(``pkg-config --variable=libdir tickwheel``, honouring PKG_CONFIG_PATH). A
+library whose tw_version() major differs from this package's is refused. If
+none is usable, importing tickwheel raises ImportError listing what was
+tried and why it failed. ``tickwheel.library_path`` is the file in use.
+(tickwheel/_loader.py has the details.)
 """
 
 from __future__ import annotations
@@ -169,22 +189,35 @@ def _import_extension():
     copy a wheel carries next to it, or the build tree), LD_LIBRARY_PATH, the
     ldconfig cache, /lib, /usr/lib; failing those, pkg-config's libdir.
     Returns (the module, the path of the library file it uses)."""
+    def missing(e: ImportError) -> ImportError:
+        return ImportError("tickwheel: the compiled extension tickwheel._tickwheel cannot be imported from %s "
+                           "(%s). Install the package (scripts/build-wheel.sh, then pip install "
+                           "dist/tickwheel-*.whl; or pip install bindings/python against an installed "
+                           "libtickwheel), or use a CMake build's staged copy (PYTHONPATH=<build>/python)."
+                           % (os.path.dirname(os.path.abspath(__file__)), e))
+
     if os.environ.get("TICKWHEEL_LIB"):
         # _loader.load opens the file (ctypes.CDLL: the only way to dlopen a
         # given path from Python) and checks its version: an ImportError says
         # what is wrong with it. The extension's DT_NEEDED then binds to it.
         lib, path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _has_the_calls)
-        from . import _tickwheel as ext
+        try:
+            from . import _tickwheel as ext
+        except ImportError as e:
+            raise missing(e) from None
         return ext, path, lib
     try:
         from . import _tickwheel as ext
     except ImportError as e:
         if _loader.soname(_ABI_MAJOR) not in str(e):
-            raise  # no extension at all (a source tree without a build), or a broken one
+            raise missing(e) from None  # no extension (a source tree without a build), or a broken one
         # The loader does not know the library: the same search as TICKWHEEL_LIB's
         # absence always did (it ends with pkg-config), with its report.
         lib, path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _has_the_calls)
-        from . import _tickwheel as ext
+        try:
+            from . import _tickwheel as ext
+        except ImportError as e:
+            raise missing(e) from None
         return ext, path, lib
     path = ext.library_path()
     major = ext.version() >> 16
