@@ -31,7 +31,7 @@ loaded machine the CPU figures stay meaningful when the wall ones do not).
 Usage:
 
   TICKWHEEL_LIB=build/release/capi/libtickwheel.so.1 \\
-    python3 bench/python_queue_bench.py [--binding bindings/python] [--timers N] [--pairs N] [--reps R]
+    python3 bench/python_queue_bench.py [--binding build/release/python] [--timers N] [--pairs N] [--reps R]
   ... --quick        # a smoke run of a second or two
 
 Not a test: it measures and prints, it asserts only that every callback ran.
@@ -49,8 +49,8 @@ import time
 def parse_args():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--binding", default=os.path.join(here, "..", "bindings", "python"),
-                    help="directory holding the tickwheel package (default: the checkout's)")
+    ap.add_argument("--binding", default=os.path.join(here, "..", "build", "release", "python"),
+                    help="directory holding the tickwheel package (default: the release build's staged copy)")
     ap.add_argument("--timers", type=int, default=20000, help="timers due at once (start+fire)")
     ap.add_argument("--pairs", type=int, default=50000, help="start+stop pairs")
     ap.add_argument("--reps", type=int, default=3)

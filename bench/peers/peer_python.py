@@ -20,7 +20,7 @@ random pending one; the clock runs until the shards' inboxes are empty).
 Prints the same JSON lines as the C++ peers. Usage:
 
   TICKWHEEL_LIB=build/release/capi/libtickwheel.so.1 \\
-    peer_python.py --binding bindings/python [--pending N] [--ops N] [--reps R]
+    peer_python.py --binding build/release/python [--pending N] [--ops N] [--reps R]
 """
 
 import argparse
