@@ -100,6 +100,8 @@ void after_fork_in_child() noexcept { g_epoch.fetch_add(1, std::memory_order_rel
 PyObject* g_on_fire = nullptr;
 PyObject* g_globals = nullptr;
 PyObject* g_release_name = nullptr;
+PyObject* g_release = nullptr;  // tickwheel._release as registered
+PyObject* g_live = nullptr;     // tickwheel._live: token -> (fn, runtime, queued)
 
 thread_local bool t_kept_state = false;
 // Hooks in progress on this thread (hook_depth()): code that runs inside one
@@ -138,7 +140,17 @@ void release_hook(std::uint64_t token) noexcept {
     HookGil gil;
     try {
         py::handle hook(PyDict_GetItemWithError(g_globals, g_release_name));  // borrowed
-        if (hook) hook(token);
+        if (hook.ptr() == g_release) {
+            // tickwheel._release itself (not replaced, as tests do to count
+            // releases): its work, _live.pop(token, None), without the call.
+            py::object key = py::int_(token);
+            py::object entry = py::reinterpret_borrow<py::object>(PyDict_GetItemWithError(g_live, key.ptr()));
+            if (entry && PyDict_DelItem(g_live, key.ptr()) != 0) throw py::error_already_set();
+            // `entry` goes out of scope here, with the GIL held: it may drop
+            // the last reference to the callable or its Runtime.
+        } else if (hook) {
+            hook(token);
+        }
     } catch (...) {
         // Nothing may unwind into the core; a failed release only keeps the callable.
     }
@@ -560,7 +572,12 @@ PYBIND11_MODULE(_tickwheel, m) {
 
     m.def("set_hooks", [](py::object on_fire, py::dict globals) {
         if (g_on_fire != nullptr) throw failure_of(TW_EINVAL);  // once per process
+        py::object release = globals["_release"];
+        py::object live = globals["_live"];
+        if (!PyDict_CheckExact(live.ptr())) throw failure_of(TW_EINVAL);
         g_on_fire = on_fire.release().ptr();
+        g_release = release.release().ptr();
+        g_live = live.release().ptr();
         g_globals = globals.release().ptr();
         g_release_name = py::str("_release").release().ptr();
     });
