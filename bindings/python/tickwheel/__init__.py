@@ -853,6 +853,12 @@ class Runtime:
         """Calls ``fn()`` once, ``delay_s`` seconds from now; with ``period_s`` > 0,
         then every ``period_s`` seconds until stopped. Returns the Timer.
 
+        Seconds are an int, a float or a timedelta (a bool raises TypeError;
+        negative, NaN or infinite ValueError; beyond MAX_DELAY_S
+        InvalidArgumentError, a ValueError too, with the library's words). A
+        positive ``period_s`` below 1 ns counts as 1 ns, i.e. one tick once
+        rounded up to the resolution (never a one-shot).
+
         ``policy`` (a periodic timer's, when a run overruns its period; see
         PeriodPolicy): "skip" (default; fixed rate, overrun grid deadlines are
         skipped and counted in TimerInfo.missed), "delay" (the next run one
