@@ -108,6 +108,53 @@ class TestGil(unittest.TestCase):
             self.assertFalse(t.stop())
 
 
+class TestRelease(unittest.TestCase):
+    def test_the_extensions_own_release_drops_each_callable_once(self):
+        # With tickwheel._release not replaced, the extension pops _live itself
+        # (src/_tickwheel.cpp, release_hook): every way a timer ends drops the
+        # callable, exactly once, and a Runtime whose last reference goes with
+        # it is closed from another thread (the hook depth is counted).
+        import gc
+        import weakref
+        self.assertIs(tickwheel._release, tickwheel.__dict__["_release"])
+
+        class Fn:
+            def __call__(self):
+                pass
+        live = set(tickwheel._live)
+        refs = []
+        with Runtime(shards=1, workers=1) as rt:
+            fns = [Fn() for _ in range(6)]
+            refs = [weakref.ref(f) for f in fns]
+            a = rt.start(10.0, fns[0])
+            b = rt.start(10.0, fns[1], period_s=1.0)
+            c = rt.start(0.0, fns[2])
+            many = rt.start_many([10.0, 10.0], fns[3:5])
+            rt.start(10.0, fns[5])  # cancelled by close
+            del fns
+            self.assertTrue(a.stop())
+            self.assertTrue(b.stop_sync())
+            self.assertTrue(all(rt.stop_many(many)))
+            end = time.monotonic() + WAIT
+            while c.query() is not None and time.monotonic() < end:
+                time.sleep(0.001)
+        gc.collect()
+        self.assertEqual([r() for r in refs], [None] * 6)
+        self.assertEqual(set(tickwheel._live), live)
+
+        # The last reference to a Runtime held by a callable, dropped by the release hook.
+        rt = Runtime(shards=1, workers=1)
+        native = rt._native
+        done = threading.Event()
+        rt.start(0.0, lambda rt=rt: done.set())
+        del rt
+        self.assertTrue(done.wait(WAIT))
+        end = time.monotonic() + WAIT
+        while native.handle is not None and time.monotonic() < end:
+            time.sleep(0.001)
+        self.assertIsNone(native.handle, "the Runtime dropped inside its release hook was not closed")
+
+
 class TestBadInput(unittest.TestCase):
     def setUp(self):
         self.rt = Runtime(shards=1, workers=1, manual_clock=True)
