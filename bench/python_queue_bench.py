@@ -14,10 +14,12 @@ Two costs, each measured with three ways of delivering the callbacks:
               the fire cost per timer = (when the last callback ran - the
               deadline) / N, i.e. the delivery throughput once all are due
 
-and, for asyncio and queue, the batch call tw_queue_run(q, n, 0) made two
-ways: through ctypes.PyDLL (the binding's choice: the GIL stays held across
-the batch) and through ctypes.CDLL (the GIL is released and taken back
-around the call, and taken again by every callback) -- rows "(CDLL)".
+With the compiled binding (tickwheel._tickwheel, since 1.5) every call but
+the waiting ones keeps the GIL. Run against the ctypes binding of 1.4 and
+earlier (--binding pointing at a copy of it), the batch call tw_queue_run(q,
+n, 0) of asyncio and queue is also made a second way: through ctypes.CDLL
+(the GIL is released and taken back around the call, and taken again by
+every callback) instead of that binding's ctypes.PyDLL -- rows "(CDLL)".
 Uncontended they cost about the same; with another Python thread busy
 (--busy-thread) each GIL release under CDLL lets that thread run for up to
 the switch interval (5 ms), and CDLL delivery becomes orders of magnitude
@@ -29,7 +31,7 @@ loaded machine the CPU figures stay meaningful when the wall ones do not).
 Usage:
 
   TICKWHEEL_LIB=build/release/capi/libtickwheel.so.1 \\
-    python3 bench/python_queue_bench.py [--binding bindings/python] [--timers N] [--pairs N] [--reps R]
+    python3 bench/python_queue_bench.py [--binding build/release/python] [--timers N] [--pairs N] [--reps R]
   ... --quick        # a smoke run of a second or two
 
 Not a test: it measures and prints, it asserts only that every callback ran.
@@ -47,8 +49,8 @@ import time
 def parse_args():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--binding", default=os.path.join(here, "..", "bindings", "python"),
-                    help="directory holding the tickwheel package (default: the checkout's)")
+    ap.add_argument("--binding", default=os.path.join(here, "..", "build", "release", "python"),
+                    help="directory holding the tickwheel package (default: the release build's staged copy)")
     ap.add_argument("--timers", type=int, default=20000, help="timers due at once (start+fire)")
     ap.add_argument("--pairs", type=int, default=50000, help="start+stop pairs")
     ap.add_argument("--reps", type=int, default=3)
@@ -235,7 +237,8 @@ def main():
     with tw.Runtime(workers=a.workers) as rt:
         rows.append(("workers", best(lambda: pairs_workers(tw, rt, a.pairs), a.reps),
                      best(lambda: fire_workers(tw, rt, a.timers), a.reps)))
-        for cdll in (False, True):
+        ctypes_binding = hasattr(tw, "_queue_run_nowait")  # 1.4's ctypes binding: also the CDLL rows
+        for cdll in ((False, True) if ctypes_binding else (False,)):
             suffix = " (CDLL)" if cdll else ""
             with Delivery(tw, cdll):
                 rows.append(("asyncio" + suffix, best(lambda: pairs_asyncio(tw, rt, a.pairs), a.reps),

@@ -17,7 +17,7 @@ slips through untested. Other languages (sh, cmake, text, ...) are not checked.
 
 C is compiled as C11 and C++ as C++20 with -Wall -Wextra -Werror against the
 build tree's headers and libtickwheel.so; Python runs with the source tree's
-binding (PYTHONPATH) and TICKWHEEL_LIB; Node runs with the build tree's copy
+binding (PYTHONPATH: --python-path, a build's staged package) and TICKWHEEL_LIB; Node runs with the build tree's copy
 of the binding (the one ctest capi_node installs koffi into; without it, and
 without node, a Node sample is only `node --check`ed, and says so); Rust
 builds a scratch crate with a path dependency on bindings/rust (offline).
@@ -197,6 +197,9 @@ def main():
     p.add_argument("--cc", default="cc")
     p.add_argument("--cxx", default="c++")
     p.add_argument("--python", default=sys.executable)
+    p.add_argument("--python-path", default=None,
+                   help="where `import tickwheel` finds the binding with its compiled extension "
+                        "(a build's <build>/python; default: <source>/bindings/python)")
     p.add_argument("--node", default=shutil.which("node"))
     p.add_argument("--node-binding", default=None)
     p.add_argument("--cargo", default=shutil.which("cargo"))
@@ -233,7 +236,8 @@ def main():
         return 0
 
     env = dict(os.environ, TICKWHEEL_LIB=os.path.abspath(a.lib),
-               PYTHONPATH=os.path.join(a.source, "bindings", "python"), PYTHONDONTWRITEBYTECODE="1")
+               PYTHONPATH=a.python_path or os.path.join(a.source, "bindings", "python"),
+               PYTHONDONTWRITEBYTECODE="1")
     os.makedirs(a.work, exist_ok=True)
     failed, counts = [], {}
     for idx, s in enumerate(samples):

@@ -232,14 +232,16 @@ done
 
 # 9. FFI: the start+stop pair from Python through the C ABI
 ffi_status="not measured: "
-if [[ ! -f bindings/python/tickwheel/__init__.py ]]; then
-  ffi_status+="bindings/python/tickwheel/__init__.py not found"
+# The binding is a compiled extension (since 1.5): the build stages it in $build/python.
+if ! cmake --build "$build" --target tickwheel_python >/dev/null 2>&1 \
+     || [[ ! -f $build/python/tickwheel/__init__.py ]]; then
+  ffi_status+="the Python extension (target tickwheel_python: pybind11-dev, python3-dev) did not build"
 elif ((!have_capi)); then
   ffi_status+="the shared library (target tickwheel_shared) did not build"
 else
   lib=$(ls "$build"/capi/libtickwheel.so.[0-9]* 2>/dev/null | head -1 || true)
   log "ffi-python"
-  if TICKWHEEL_LIB=$lib timeout 200 python3 bench/peers/peer_python.py --binding bindings/python \
+  if TICKWHEEL_LIB=$lib timeout 200 python3 bench/peers/peer_python.py --binding "$build/python" \
        --pending "$FFI_PENDING" --ops "$FFI_OPS" --reps "$R" >>"$raw" 2>"$logs/ffi-python.log"; then
     ffi_status=measured
   else

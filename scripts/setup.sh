@@ -10,7 +10,10 @@ want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev
         python3-venv python3-setuptools python3-pip python3-wheel python3-wheel-whl nodejs doxygen
-        debhelper fakeroot lintian libuv1-dev patchelf man-db)
+        debhelper fakeroot lintian libuv1-dev man-db)
+  # the Python binding's compiled extension and its wheel (ctest capi_python*,
+  # scripts/build-wheel.sh): pybind11's headers, CPython's headers, patchelf
+  want+=(pybind11-dev python3-dev patchelf)
   # the C peers of the benchmark suite, smoke-run by ctest bench_peer_*_smoke
   # (dpdk-dev pulls in every DPDK driver: ~225 packages, ~100 MB)
   want+=(libevent-dev dpdk-dev)

@@ -37,7 +37,7 @@ PEER_TEXT = {
                   "rte_timer_manage() every 1 ms (EAL without NIC or hugepages)",
     "mutex-map": "mutex + std::map + condition variable, 1 worker",
     "mutex-map-2w": "mutex + std::map + condition variable, 2 workers",
-    "python-binding": "Python binding (bindings/python): rt.start() + Timer.stop()",
+    "python-binding": "Python binding (bindings/python, the compiled extension since 1.5): rt.start() + Timer.stop()",
     "python-ctypes": "bare ctypes: tw_timer_start() + tw_timer_stop()",
     "python-binding-batch": "Python binding, batch calls: rt.start_many() + rt.stop_many(), 64 pairs per call",
 }

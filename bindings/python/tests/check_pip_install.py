@@ -14,7 +14,9 @@ run the Python test suite against the installed package.
    when it is there. Only when that does not do, the venv is made again with
    --system-site-packages so that the interpreter's own setuptools and wheel
    (Debian: python3-setuptools, python3-wheel) build the package.
-3. pip install --no-index --no-build-isolation DIR/src; check the metadata.
+3. pip install --no-index --no-build-isolation DIR/src (compiling the extension
+   against the library at INSTALL_PREFIX, found through pkg-config; its RUNPATH
+   records that directory); check the metadata.
 4. Run bindings/python/tests with the venv's python from DIR (so neither the
    source tree nor PYTHONPATH provides tickwheel), finding the library
    (a) through TICKWHEEL_LIB (the built library): the whole suite;
@@ -171,8 +173,14 @@ def main():
         "tests", "__pycache__", "build", "*.egg-info", "dist", "*.pyc"))
 
     vpy = venv_with_backend(os.path.join(work, "venv"))
+    # The extension is compiled against the installed library, found by setup.py
+    # through pkg-config (the prefix of the fixture tw_installed).
+    libdir = os.path.join(a.prefix, a.libdir)
+    installed = os.path.join(libdir, SONAME)
+    if not os.path.exists(installed):
+        fail("%s does not exist: the fixture tw_installed (ctest capi_install) must run first" % installed)
     run([vpy, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-cache-dir", src],
-        env=clean_env(), cwd=work)
+        env=clean_env(PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig")), cwd=work)
     _, out = run([vpy, "-m", "pip", "show", "tickwheel"], env=clean_env(), cwd=work)
     if "Version: %s\n" % a.version not in out:
         fail("the installed tickwheel's version is not %s (tickwheel/__init__.py's __version__ "
@@ -194,10 +202,6 @@ def main():
     run(unittest_cmd, cwd=work, env=clean_env(TICKWHEEL_LIB=a.lib, TICKWHEEL_TEST_EXPECT_LIB=a.lib,
                                               **common))
 
-    libdir = os.path.join(a.prefix, a.libdir)
-    installed = os.path.join(libdir, SONAME)
-    if not os.path.exists(installed):
-        fail("%s does not exist: the fixture tw_installed (ctest capi_install) must run first" % installed)
     system_lib = loader_finds_soname(vpy)
 
     if shutil.which("pkg-config") or shutil.which("pkgconf"):

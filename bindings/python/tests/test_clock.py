@@ -340,17 +340,12 @@ class RealClockTest(unittest.TestCase):
         self.assertEqual(self.rt.stats()["started"], 0)
 
     def test_unknown_clock_in_the_spec_is_einval_from_the_library(self):
-        # Below the binding: the C library refuses an unknown tw_timer_spec.clock.
-        spec = tickwheel._Spec()
-        tickwheel._lib.tw_timer_spec_init(tickwheel.ctypes.byref(spec))
-        spec.size = tickwheel.ctypes.sizeof(tickwheel._Spec)
-        spec.callback = tickwheel._on_fire
-        spec.clock = 3
-        out = tickwheel.ctypes.c_uint64(0)
-        rc = tickwheel._lib.tw_timer_start_ex(self.rt._native.handle, tickwheel.ctypes.byref(spec),
-                                              tickwheel.ctypes.byref(out))
-        self.assertEqual(rc, tickwheel.TW_EINVAL)
-        self.assertEqual(tickwheel._lib.tw_now_ns_clock(3), 0)
+        # Below the binding: the library refuses an unknown clock (the
+        # extension's start, with token 0: no callable to release).
+        with self.assertRaises(tickwheel._NativeError) as cm:
+            self.rt._h.start(0, 0, 0, 0, -1, None, 0, 3, 0, 0)
+        self.assertEqual(cm.exception.args[0], tickwheel.TW_EINVAL)
+        self.assertEqual(tickwheel._ext.now_ns(3), 0)
 
     def test_advance_on_a_real_runtime_is_einval(self):
         with self.assertRaises(TickwheelError) as cm:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""Tests of the ctypes binding (ctest capi_python; TICKWHEEL_LIB names the built library)."""
+"""Tests of the binding (ctest capi_python; TICKWHEEL_LIB names the built library)."""
 
 import errno
 import gc

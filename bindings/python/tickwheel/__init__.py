@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""tickwheel -- Python binding of the tickwheel timer runtime (ctypes, no compiled code).
+"""tickwheel -- Python binding of the tickwheel timer runtime (a compiled
+extension, tickwheel._tickwheel: pybind11 over the C++ API of
+libtickwheel.so.1).
 
     import tickwheel
 
@@ -61,21 +63,37 @@ copy of the C runtime, without waiting for anything. A Runtime created in
 the child works normally; the parent's runtimes are unaffected
 (tests/test_fork.py).
 
-The shared library libtickwheel.so.1 is found, in this order, through the
-environment variable TICKWHEEL_LIB (a path; when set, nothing else is tried),
-the dynamic loader (LD_LIBRARY_PATH, the ldconfig cache, /lib, /usr/lib), then
-pkg-config (``pkg-config --variable=libdir tickwheel``, honouring
-PKG_CONFIG_PATH). A library whose tw_version() major differs from this
-package's is refused. If none is usable, importing tickwheel raises ImportError
-listing what was tried and why it failed. ``tickwheel.library_path`` is the
-file loaded. (tickwheel/_loader.py has the details.)
+Clocks: ``tickwheel.now(clock)`` is the MACHINE's clock; compute deadlines
+from ``rt.now(clock)``, the runtime's own (virtual on a manual runtime):
+``t.reset_at(rt.now() + 2.0)``.
+
+Errors: TickwheelError (an OSError with the TW_* ``code``) carries the
+library's text (tickwheel::Error::what(), with the argument and the limit
+where the library names them); the library's EINVAL is
+InvalidArgumentError, both a TickwheelError and a ValueError. bool is not a
+number of seconds (TypeError). A positive period below 1 ns counts as 1 ns
+(one tick once rounded up), never a one-shot.
+
+The GIL is kept across every call but the waiting ones (stop_sync,
+stop_group(sync=True), advance, shutdown, close, Queue.close), which release
+it while they wait; callbacks and release hooks take it on the thread that
+runs them.
+
+The shared library libtickwheel.so.1 is found by the dynamic loader when the
+extension is imported: the copy a wheel carries beside it (RUNPATH $ORIGIN),
+the prefix a from-source build recorded, LD_LIBRARY_PATH, the ldconfig cache.
+TICKWHEEL_LIB (a path) is loaded first when set (nothing else is tried; the
+extension binds to it), and when the loader finds none, pkg-config's libdir
+(``pkg-config --variable=libdir tickwheel``, honouring PKG_CONFIG_PATH). A
+library whose tw_version() major differs from this package's is refused. If
+none is usable, importing tickwheel raises ImportError listing what was
+tried and why it failed. ``tickwheel.library_path`` is the file in use.
+(tickwheel/_loader.py has the details.)
 """
 
 from __future__ import annotations
 
-import array
 import atexit
-import ctypes
 import dataclasses
 import datetime
 import enum
@@ -85,7 +103,6 @@ import math
 import numbers
 import os
 import select
-import struct
 import sys
 import threading
 import time
@@ -113,6 +130,7 @@ __all__ = [
     "CLOCK_BOOTTIME",
     "CLOCK_REALTIME",
     "TickwheelError",
+    "InvalidArgumentError",
     "ForkedError",
     "now",
     "now_ns",
@@ -130,8 +148,6 @@ TW_EAGAIN = -11
 TW_ESHUTDOWN = -108
 TW_EDEADLK = -35
 TW_EFORKED = -1001
-TW_PIN_SHARDS = 0x1
-TW_CONFIG_MANUAL_CLOCK = 0x2  # tw_config.flags (since 1.3)
 TW_CLOCK_MONOTONIC = 0  # tw_timer_spec.clock, tw_now_ns_clock() (since 1.3)
 TW_CLOCK_BOOTTIME = 1
 TW_CLOCK_REALTIME = 2
@@ -142,7 +158,6 @@ TW_PERIOD_BURST = 2
 TW_TIMER_PENDING = 1  # tw_timer_info.state (since 1.3)
 TW_TIMER_DUE = 2
 TW_TIMER_RUNNING = 3
-TW_SYNC = 1  # tw_group_stop() flag
 _ABI_MAJOR = 1  # the N of libtickwheel.so.N this binding speaks
 _VERSION_MAJOR = int(__version__.split(".")[0])  # tw_version()'s major must equal it
 
@@ -152,193 +167,108 @@ MAX_DELAY_S = TW_MAX_DELAY_NS / 1e9
 Seconds = Union[int, float, datetime.timedelta]
 
 _U64_MAX = (1 << 64) - 1
+# start()'s defaults, compared by identity on its fast path (an explicit 0, -1,
+# "skip" or "monotonic" is the same object in CPython; anything else takes the
+# checked path).
+_ZERO = 0
+_MINUS_ONE = -1
+_SKIP = "skip"
+_MONOTONIC = "monotonic"
 
 
-class _Config(ctypes.Structure):
-    _fields_ = [
-        ("size", ctypes.c_uint32),
-        ("shards", ctypes.c_uint32),
-        ("workers", ctypes.c_uint32),
-        ("flags", ctypes.c_uint32),
-        ("resolution_ns", ctypes.c_uint64),
-        ("max_timers", ctypes.c_uint64),
-    ]
+# ---- loading the extension (and, through it, libtickwheel.so.1) ------------------------
+def _has_the_calls(lib) -> None:
+    # A library the extension can bind to: 1.4's batch calls (the newest it uses).
+    lib.tw_timer_start_n  # noqa: B018 -- AttributeError refuses the library
 
 
-_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
-_RELEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _import_extension():
+    """Imports tickwheel._tickwheel, whose libtickwheel.so.1 is found by the
+    dynamic loader: TICKWHEEL_LIB when set (that file is loaded first, so the
+    extension binds to it: same SONAME), else the extension's RUNPATH (the
+    copy a wheel carries next to it, or the build tree), LD_LIBRARY_PATH, the
+    ldconfig cache, /lib, /usr/lib; failing those, pkg-config's libdir.
+    Returns (the module, the path of the library file it uses)."""
+    def missing(e: ImportError) -> ImportError:
+        return ImportError("tickwheel: the compiled extension tickwheel._tickwheel cannot be imported from %s "
+                           "(%s). Install the package (scripts/build-wheel.sh, then pip install "
+                           "dist/tickwheel-*.whl; or pip install bindings/python against an installed "
+                           "libtickwheel), or use a CMake build's staged copy (PYTHONPATH=<build>/python)."
+                           % (os.path.dirname(os.path.abspath(__file__)), e))
+
+    if os.environ.get("TICKWHEEL_LIB"):
+        # _loader.load opens the file (ctypes.CDLL: the only way to dlopen a
+        # given path from Python) and checks its version: an ImportError says
+        # what is wrong with it. The extension's DT_NEEDED then binds to it.
+        lib, path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _has_the_calls)
+        try:
+            from . import _tickwheel as ext
+        except ImportError as e:
+            raise missing(e) from None
+        return ext, path, lib
+    try:
+        from . import _tickwheel as ext
+    except ImportError as e:
+        if _loader.soname(_ABI_MAJOR) not in str(e):
+            raise missing(e) from None  # no extension (a source tree without a build), or a broken one
+        # The loader does not know the library: the same search as TICKWHEEL_LIB's
+        # absence always did (it ends with pkg-config), with its report.
+        lib, path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _has_the_calls)
+        try:
+            from . import _tickwheel as ext
+        except ImportError as e:
+            raise missing(e) from None
+        return ext, path, lib
+    path = ext.library_path()
+    major = ext.version() >> 16
+    if major != _VERSION_MAJOR:
+        raise ImportError("tickwheel: the C library %s is version %d.x; this binding needs major %d"
+                          % (path, major, _VERSION_MAJOR))
+    return ext, path, None
 
 
-class _Spec(ctypes.Structure):
-    _fields_ = [
-        ("size", ctypes.c_uint32),
-        ("shard", ctypes.c_int32),
-        ("deadline_ns", ctypes.c_uint64),
-        ("delay_ns", ctypes.c_uint64),
-        ("period_ns", ctypes.c_uint64),
-        ("callback", _CALLBACK),
-        ("arg", ctypes.c_void_p),
-        ("release", _RELEASE),
-        ("queue", ctypes.c_void_p),  # since 1.2 (the spec grew from 56 to 64 bytes)
-        ("period_policy", ctypes.c_uint32),  # since 1.3 (88 bytes)
-        ("clock", ctypes.c_int32),  # since 1.3: TW_CLOCK_*
-        ("leeway_ns", ctypes.c_uint64),
-        ("group", ctypes.c_uint64),
-    ]
-
-
-class _TimerInfo(ctypes.Structure):  # tw_timer_info (since 1.3)
-    _fields_ = [
-        ("size", ctypes.c_uint32),
-        ("state", ctypes.c_int32),
-        ("shard", ctypes.c_int32),
-        ("clock", ctypes.c_int32),  # the timer's clock (TW_CLOCK_*)
-        ("deadline_ns", ctypes.c_uint64),
-        ("period_ns", ctypes.c_uint64),
-        ("leeway_ns", ctypes.c_uint64),
-        ("group", ctypes.c_uint64),
-        ("runs", ctypes.c_uint64),
-        ("missed", ctypes.c_uint64),
-    ]
-
-
-_STAT_FIELDS = [
-    "resolution_ns", "pending", "inbox", "live", "started", "fired", "stopped", "reset",
-    "callback_exceptions", "cancelled_at_shutdown", "lateness_p50_ns", "lateness_p99_ns",
-    "lateness_p999_ns", "lateness_max_ns", "lateness_samples",
-]
-
-
-class _Stats(ctypes.Structure):
-    _fields_ = [
-        ("size", ctypes.c_uint32),
-        ("shards", ctypes.c_uint32),
-        ("workers", ctypes.c_uint32),
-        ("shut_down", ctypes.c_uint32),
-    ] + [(name, ctypes.c_uint64) for name in _STAT_FIELDS]
-
-
-_QUEUE_STAT_FIELDS = [
-    "due", "delivered", "ran", "signal_p50_ns", "signal_p99_ns", "signal_p999_ns", "signal_max_ns",
-    "signal_samples", "run_p50_ns", "run_p99_ns", "run_p999_ns", "run_max_ns", "run_samples",
-]
-
-
-class _QueueStats(ctypes.Structure):
-    _fields_ = [
-        ("size", ctypes.c_uint32),
-        ("runners", ctypes.c_uint32),
-    ] + [(name, ctypes.c_uint64) for name in _QUEUE_STAT_FIELDS]
-
-
-# ---- loading the library ------------------------------------------------------------
-def _prepare(lib: ctypes.CDLL) -> None:
-    # CDLL (not PyDLL): every call releases the GIL, so a call that waits for
-    # a callback (tw_timer_stop_sync, tw_runtime_destroy) lets it take the GIL.
-    # A missing function raises AttributeError: _loader refuses that library.
-    rt_p = ctypes.c_void_p
-    sig = {
-        "tw_config_init": (None, [ctypes.POINTER(_Config)]),
-        "tw_runtime_create": (ctypes.c_int, [ctypes.POINTER(_Config), ctypes.POINTER(rt_p)]),
-        "tw_runtime_shutdown": (ctypes.c_int, [rt_p]),
-        "tw_runtime_destroy": (ctypes.c_int, [rt_p]),
-        "tw_timer_spec_init": (None, [ctypes.POINTER(_Spec)]),
-        "tw_timer_start_ex": (ctypes.c_int, [rt_p, ctypes.POINTER(_Spec), ctypes.POINTER(ctypes.c_uint64)]),
-        "tw_timer_stop": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
-        # Batches (library 1.4): the spec array is passed as raw bytes.
-        "tw_timer_start_n": (ctypes.c_int, [rt_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]),
-        "tw_timer_stop_n": (ctypes.c_int, [rt_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
-                                           ctypes.POINTER(ctypes.c_int)]),
-        "tw_timer_reset_n": (ctypes.c_int, [rt_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_uint64,
-                                            ctypes.POINTER(ctypes.c_int)]),
-        "tw_timer_stop_sync": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
-        "tw_timer_reset": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
-        "tw_timer_reset_at": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.c_uint64]),
-        "tw_timer_query": (ctypes.c_int, [rt_p, ctypes.c_uint64, ctypes.POINTER(_TimerInfo)]),
-        "tw_group_stop": (ctypes.c_int64, [rt_p, ctypes.c_uint64, ctypes.c_uint]),
-        "tw_now_ns": (ctypes.c_uint64, []),
-        "tw_now_ns_clock": (ctypes.c_uint64, [ctypes.c_int]),
-        "tw_runtime_now_ns": (ctypes.c_uint64, [rt_p, ctypes.c_int]),
-        # CDLL: the GIL is released for the whole advance; each callback it
-        # runs on this thread takes it back (ctypes' trampoline), so another
-        # thread's advance, stop_sync or close never waits for a GIL we hold.
-        "tw_runtime_advance": (ctypes.c_int, [rt_p, ctypes.c_uint64]),
-        "tw_runtime_stats": (ctypes.c_int, [rt_p, ctypes.POINTER(_Stats)]),
-        "tw_runtime_metrics": (ctypes.c_int, [rt_p, ctypes.c_char_p, ctypes.c_size_t]),
-        "tw_strerror": (ctypes.c_char_p, [ctypes.c_int]),
-        "tw_version": (ctypes.c_uint32, []),
-        "tw_queue_create": (ctypes.c_int, [rt_p, ctypes.POINTER(ctypes.c_void_p)]),
-        "tw_queue_fd": (ctypes.c_int, [ctypes.c_void_p]),
-        "tw_queue_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64]),
-        "tw_queue_destroy": (ctypes.c_int, [ctypes.c_void_p]),
-        "tw_queue_get_stats": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(_QueueStats)]),
-    }
-    for name, (restype, argtypes) in sig.items():
-        fn = getattr(lib, name)
-        fn.restype = restype
-        fn.argtypes = argtypes
-
-
-#: library_path: the library file loaded (TICKWHEEL_LIB's value when that was used).
-_lib, library_path, _ = _loader.load(_ABI_MAJOR, _VERSION_MAJOR, _prepare)
-
-# tw_queue_run(q, max, 0) -- which never waits -- through a PyDLL handle of the
-# same library: the GIL stays held across the call, so the callbacks it runs
-# on this thread re-enter Python without releasing and re-taking the GIL for
-# each batch (and without letting another thread take it in between:
-# bench/python_queue_bench.py compares both). Only for timeout 0, which is
-# safe with the GIL held: it never waits for another thread (the core holds
-# none of its locks while it runs a callback or a release hook, so no thread
-# that needs the GIL can hold up the batch). Queue.run's waits happen in
-# Python (poll, GIL released), never in C.
-_pylib = ctypes.PyDLL(library_path, handle=_lib._handle)
-_queue_run_nowait = _pylib.tw_queue_run
-_queue_run_nowait.restype = ctypes.c_int
-_queue_run_nowait.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64]
-
-# The batch calls through the PyDLL handle too: they never wait for another
-# thread (stop_n does not wait for a run in progress; start_n and reset_n
-# never block), so holding the GIL across them is safe -- and the release
-# hooks they run on this thread (a stopped timer's, a failed start's) then
-# find the GIL held instead of taking it once per timer. A batch of 64 holds
-# the GIL for its few microseconds.
-_start_n = _pylib.tw_timer_start_n
-_stop_n = _pylib.tw_timer_stop_n
-_reset_n = _pylib.tw_timer_reset_n
-for _fn, _name in ((_start_n, "tw_timer_start_n"), (_stop_n, "tw_timer_stop_n"), (_reset_n, "tw_timer_reset_n")):
-    _fn.restype = getattr(_lib, _name).restype
-    _fn.argtypes = getattr(_lib, _name).argtypes
+#: library_path: the library file in use (TICKWHEEL_LIB's value when that was used).
+_ext, library_path, _lib = _import_extension()
+_NativeError = _ext.Error  # raised by the extension: args (negative TW_* code, the core's message)
 
 
 def version() -> tuple:
     """The loaded library's version, as (major, minor, patch)."""
-    v = _lib.tw_version()
+    v = _ext.version()
     return (v >> 16, (v >> 8) & 0xFF, v & 0xFF)
 
 
 def now(clock: Union[str, "Clock"] = "monotonic") -> float:
-    """The machine's clock ``clock`` in seconds: "monotonic" (the default, the
+    """The MACHINE's clock ``clock`` in seconds: "monotonic" (the default, the
     clock of delays and deadlines -- the same as time.monotonic()),
     "boottime" (time.clock_gettime(time.CLOCK_BOOTTIME)) or "realtime" (the
-    wall clock, time.time()); or a Clock. A manual Runtime's virtual clocks
-    are read with ``rt.now(clock)`` instead."""
+    wall clock, time.time()); or a Clock.
+
+    Not a runtime's clock: a manual runtime (``Runtime(manual_clock=True)``)
+    has virtual clocks that only ``advance()`` moves, and a deadline for it
+    computed from this function is wrong. Compute deadlines with
+    ``rt.now(clock)``, which reads the runtime's own clock (the machine's for a
+    real runtime, the same value as this function; the virtual one for a
+    manual runtime): ``t.reset_at(rt.now() + 2.0)``."""
     if clock == "monotonic" and type(clock) is str:  # the common case, no lookup
-        return _lib.tw_now_ns() / 1e9
-    return _lib.tw_now_ns_clock(_clock_code(clock)) / 1e9
+        return _ext.monotonic_ns() / 1e9
+    return _ext.now_ns(_clock_code(clock)) / 1e9
 
 
 def now_ns(clock: Union[str, "Clock"] = "monotonic") -> int:
-    """As now(), in integer nanoseconds (the scale of the C API)."""
-    return _lib.tw_now_ns_clock(_clock_code(clock))
-
+    """As now(), in integer nanoseconds (the scale of the C API): the machine's
+    clock, not a manual runtime's (that is ``rt.now_ns(clock)``)."""
+    return _ext.now_ns(_clock_code(clock))
 
 class TickwheelError(OSError):
     """A failed tickwheel call. ``code`` is the (negative) TW_* code, ``errno`` its errno
-    (for TW_EFORKED, which is no errno value, ``errno`` is 1001)."""
+    (for TW_EFORKED, which is no errno value, ``errno`` is 1001). The message is
+    ``"<call>: <the library's text>"``; the library's text carries its detail
+    where it gives one (the argument and the limit)."""
 
     def __init__(self, code: int, what: str = "", text: Optional[str] = None):
         if text is None:
-            text = _lib.tw_strerror(code).decode()
+            text = _ext.strerror(code)
         super().__init__(-code, "%s: %s" % (what, text) if what else text)
         self.code = code
 
@@ -347,6 +277,14 @@ class TickwheelError(OSError):
         # worker's exception to the parent (the default would call
         # cls(errno, strerror), which is not this constructor).
         return (_rebuild_error, (type(self), self.code, self.strerror), self.__dict__ or None)
+
+
+class InvalidArgumentError(TickwheelError, ValueError):
+    """TW_EINVAL: the library refused an argument (a delay, period or deadline
+    beyond MAX_DELAY_S, a resolution out of range, ``advance()`` on a runtime
+    without a manual clock...). Both a TickwheelError (``code`` TW_EINVAL,
+    ``errno`` 22) and a ValueError, as the binding's own checks of arguments
+    raise; the message carries the library's detail."""
 
 
 def _rebuild_error(cls, code: int, message: str) -> TickwheelError:
@@ -365,8 +303,18 @@ class ForkedError(TickwheelError):
                          "child" % os.getpid())
 
 
-def _error(rc: int, what: str) -> TickwheelError:
-    return ForkedError(what) if rc == TW_EFORKED else TickwheelError(rc, what)
+def _error(rc: int, what: str, text: Optional[str] = None) -> TickwheelError:
+    if rc == TW_EFORKED:
+        return ForkedError(what)
+    return (InvalidArgumentError if rc == TW_EINVAL else TickwheelError)(rc, what, text)
+
+
+def _native_error(e: BaseException, what: str) -> TickwheelError:
+    """The TickwheelError for an extension's _tickwheel.Error: its code, and the
+    library's message (tickwheel::Error::what(): with the detail where the
+    library gives one)."""
+    code, text = e.args
+    return _error(code, what, text)
 
 
 def _check(rc: int, what: str) -> None:
@@ -377,6 +325,10 @@ def _check(rc: int, what: str) -> None:
 def _to_ns(value: Seconds, what: str) -> int:
     kind = type(value)
     if kind is int:
+        ns = value * 10**9
+    elif kind is bool:  # an int, but not a number of seconds: start(True, f) is a mistake
+        raise TypeError("%s must be a number of seconds or a timedelta, not bool" % what)
+    elif kind is int:
         ns = value * 10**9
     elif kind is float:
         if not math.isfinite(value * 1e9):  # nan, inf, or beyond float's range in ns
@@ -391,6 +343,30 @@ def _to_ns(value: Seconds, what: str) -> int:
     if ns < 0:
         raise ValueError("%s must not be negative: %r" % (what, value))
     return min(ns, _U64_MAX)  # the library answers TW_EINVAL beyond TW_MAX_DELAY_NS
+
+
+def _u32(value, what: str) -> int:
+    """A config integer as the C struct's uint32 field takes it (modulo 2**32:
+    -1 becomes 4294967295, which the library refuses as too many)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+    return int(value) & 0xFFFFFFFF
+
+
+def _u64(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+    return int(value) & _U64_MAX
+
+
+def _period_ns(value: Seconds) -> int:
+    """A period in ns: as _to_ns, but a positive period below 1 ns (which rounds
+    to 0, a one-shot) counts as 1 ns, which the runtime rounds up to its tick
+    (as the Node binding does): never a silent one-shot."""
+    ns = _to_ns(value, "period")
+    if ns == 0 and not isinstance(value, datetime.timedelta) and value > 0:
+        return 1
+    return ns
 
 
 # ---- the timer model (since 1.3): period policies, groups, query ---------------------
@@ -527,124 +503,90 @@ class TimerInfo:
         return max(0.0, self.deadline - self._now())
 
 
-def _info_from(raw: "_TimerInfo", clock_now: Callable[[], float] = now) -> TimerInfo:
+def _info_from(raw: tuple, clock_now: Callable[[], float] = now) -> TimerInfo:
+    # raw: the extension's (state, shard, clock, deadline_ns, period_ns, leeway_ns, group, runs, missed)
+    state, shard, _clock, deadline_ns, period_ns, leeway_ns, group, runs, missed = raw
     return TimerInfo(
-        state=_STATES.get(raw.state, TimerState.PENDING),  # the library only reports the three
-        shard=raw.shard,
-        deadline=raw.deadline_ns / 1e9 if raw.deadline_ns else None,
-        period=raw.period_ns / 1e9,
-        leeway=raw.leeway_ns / 1e9,
-        group=raw.group,
-        runs=raw.runs,
-        missed=raw.missed,
+        state=_STATES.get(state, TimerState.PENDING),  # the library only reports the three
+        shard=shard,
+        deadline=deadline_ns / 1e9 if deadline_ns else None,
+        period=period_ns / 1e9,
+        leeway=leeway_ns / 1e9,
+        group=group,
+        runs=runs,
+        missed=missed,
         _now=clock_now,
     )
 
 
 # ---- callables kept alive until their release hook ---------------------------------
-class _Entry:
-    __slots__ = ("fn", "runtime", "queued")
-
-    def __init__(self, fn: Callable[[], object], runtime: "Runtime", queued: bool = False):
-        self.fn = fn
-        self.runtime = runtime  # the runtime stays alive while it has timers
-        # Bound to a Queue (runs inside Queue.run()) or of a manual runtime
-        # (runs inside advance()): on the caller's thread.
-        self.queued = queued
+def _Entry(fn: Callable[[], object], runtime: "Runtime", queued: bool = False) -> tuple:
+    """What _live keeps per timer: (the callable; its Runtime, which stays alive
+    while it has timers; queued: bound to a Queue, or of a manual runtime --
+    its runs happen on the caller's thread, inside Queue.run() or advance())."""
+    return (fn, runtime, queued)
 
 
-_live: Dict[int, _Entry] = {}  # token (the C arg) -> entry
+_live: Dict[int, tuple] = {}  # token (the C arg) -> entry
 _tokens = itertools.count(1)  # next() is atomic under the GIL
-_in_hook = threading.local()  # set while this thread runs a callback or release hook
 # Per thread, for Queue.run(): ``stack``, the Queues whose run() is in progress
 # on this thread (innermost last: a callback may run another queue), and
 # ``exc``, a KeyboardInterrupt or SystemExit raised by a callback of a queue,
 # re-raised by the run() that ran it once the batch is done.
 _running = threading.local()
 
-# ctypes enters a callback on a thread Python did not create (a oneTBB worker)
-# with PyGILState_Ensure, which creates a thread state for the call and
-# deletes it afterwards. Creating one takes CPython's runtime lock without the
-# GIL, and a fork() that catches it held deadlocks the child inside os.fork()
-# itself on CPython before 3.11.10 / 3.12 (CPython gh-112275), e.g. a
-# multiprocessing child started while timers fire. So the first hook a thread
-# runs keeps its thread state for good (one more PyGILState_Ensure, never
-# released): later hooks on it create none (and cost less). Python frees those
-# thread states at exit, when no hook can run any more (_close_all).
-_PyGILState_Ensure = ctypes.pythonapi.PyGILState_Ensure  # PyDLL: called with the GIL held
-_PyGILState_Ensure.restype = ctypes.c_int
-_PyGILState_Ensure.argtypes = []
-
-
-def _enter_hook() -> None:
-    depth = getattr(_in_hook, "depth", None)
-    if depth is None:  # this thread's first hook (or a new thread state): keep it
-        _PyGILState_Ensure()
-        depth = 0
-    _in_hook.depth = depth + 1
-
-
-@_CALLBACK
-def _on_fire(token, timer_id):
+# The extension enters a hook on any thread (a oneTBB worker, or the thread of
+# an advance() or a Queue.run()) with the GIL taken, and keeps that thread's
+# Python thread state after its first hook (see src/_tickwheel.cpp: none is
+# created per hook, so a fork() never catches CPython's runtime lock held by a
+# worker creating one, CPython gh-112275). Python frees those thread states at
+# exit, when no hook can run any more (_close_all). It calls _on_fire(token,
+# timer_id) for a run and _release(token) for the release, and counts them:
+# _ext.hook_depth() > 0 tells code that runs inside a hook (a finalizer
+# dropping a Runtime) not to wait.
+def _on_fire(token: int, timer_id: int) -> None:
     entry = _live.get(token)
     if entry is None:  # cannot happen: the release hook comes after the last run
         return
-    _enter_hook()
+    fn, runtime, queued = entry
     try:
-        entry.fn()
+        fn()
     except (KeyboardInterrupt, SystemExit) as exc:
         # On the thread of a Queue.run() (the program's own thread, often
         # the main one, where Ctrl-C lands): re-raised by that run() once its
         # batch is done, as an event loop does. On a worker: reported.
-        if entry.queued and getattr(_running, "exc", None) is None:
+        if queued and getattr(_running, "exc", None) is None:
             _running.exc = exc
         else:
-            entry.runtime._report(exc, timer_id)
+            runtime._report(exc, timer_id)
     except BaseException as exc:  # noqa: BLE001 -- nothing may unwind into C
-        entry.runtime._report(exc, timer_id)
-    finally:
-        _in_hook.depth -= 1
+        runtime._report(exc, timer_id)
 
 
 def _release(token: int) -> None:
-    """Drops the binding's reference to a timer's callable: the work of the release
-    hook, also done by the binding itself when the C library did not take the arg."""
+    """Drops the binding's reference to a timer's callable: the release hook (the
+    core destroys the callable it was given exactly once: after the last run,
+    inside the stop that cancelled it, at shutdown, or inside a start that
+    failed), also called by the binding for a callable refused before the core."""
     entry = _live.pop(token, None)
     del entry  # may drop the last reference to the callable or the Runtime
 
 
-@_RELEASE
-def _on_release(token):
-    _enter_hook()
-    try:
-        _release(token)
-    except BaseException:  # noqa: BLE001
-        pass
-    finally:
-        _in_hook.depth -= 1
-
-
-# tw_timer_spec (1.3 layout, 88 bytes) packed by start_many() into one buffer
-# for tw_timer_start_n: size, shard, deadline, delay, period, callback, arg,
-# release, queue, period_policy, clock, leeway, group (native alignment = C's).
-_SPEC_LAYOUT = struct.Struct("IiQQQPPPPIiQQ")
-assert _SPEC_LAYOUT.size == ctypes.sizeof(_Spec) and _SPEC_LAYOUT.size % 8 == 0
-_SPEC_WORDS = _SPEC_LAYOUT.size // 8  # the spec as 64-bit words: delay_ns and arg are these two
-_SPEC_DELAY_WORD = _Spec.delay_ns.offset // 8
-_SPEC_ARG_WORD = _Spec.arg.offset // 8
-_ON_FIRE_ADDR = ctypes.cast(_on_fire, ctypes.c_void_p).value
-_ON_RELEASE_ADDR = ctypes.cast(_on_release, ctypes.c_void_p).value
+_ext.set_hooks(_on_fire, globals())
 
 
 # ---- Timer and Runtime --------------------------------------------------------------
 class Timer:
     """A started timer. Its methods may be called from any thread, and from callbacks."""
 
-    __slots__ = ("_runtime", "_native", "id", "clock", "__weakref__")
+    __slots__ = ("_runtime", "_native", "_h", "id", "clock", "__weakref__")
 
     def __init__(self, runtime: "Runtime", timer_id: int, clock: "Clock" = Clock.MONOTONIC):
         self._runtime = runtime
-        self._native = runtime._native  # calls go straight to it: one Python frame fewer
+        self._native = runtime._native
+        # The extension's runtime object: stop/reset go straight to it (it
+        # raises ESHUTDOWN once closed, EFORKED in a fork child).
+        self._h = runtime._h
         self.id = timer_id
         #: The Clock its delay and deadlines are on ("monotonic" for a Timer
         #: made from an id, e.g. the one on_error gets).
@@ -654,19 +596,28 @@ class Timer:
         """Cancels the timer without blocking. True iff this call prevented a run
         (a one-shot had not started; a periodic one will not start another run).
         False if it already ran its last run, is running it, or was stopped."""
-        return self._native.call("stop", _lib.tw_timer_stop, self.id) == TW_OK
+        try:
+            return self._h.stop(self.id)
+        except _NativeError as e:
+            raise _native_error(e, "stop") from None
 
     def stop_sync(self) -> bool:
         """As stop(), and waits until the callback is not running (unless called
         from this timer's own callback): afterwards it never runs again and
         the callable has been released."""
-        return self._native.call("stop_sync", _lib.tw_timer_stop_sync, self.id) == TW_OK
+        try:
+            return self._h.stop_sync(self.id)  # the GIL is released while it waits
+        except _NativeError as e:
+            raise _native_error(e, "stop_sync") from None
 
     def reset(self, delay_s: Seconds) -> bool:
         """Re-arms the pending timer to fire ``delay_s`` from now (a periodic
         one: next run then, then every period). False if it is not pending."""
         ns = _to_ns(delay_s, "delay")
-        return self._native.call("reset", _lib.tw_timer_reset, self.id, ns) == TW_OK
+        try:
+            return self._h.reset(self.id, ns)
+        except _NativeError as e:
+            raise _native_error(e, "reset") from None
 
     def reset_at(self, deadline_s: Seconds) -> bool:
         """Re-arms the pending timer to fire at the absolute ``deadline_s`` on the
@@ -697,13 +648,12 @@ class Timer:
 
 def _reset_at(native: "_Native", timer_id: int, deadline_s: Seconds) -> bool:
     ns = _to_ns(deadline_s, "deadline")  # > INT64_MAX (or too far ahead): TickwheelError EINVAL from C
-    return native.call("reset_at", _lib.tw_timer_reset_at, timer_id, ns) == TW_OK
+    return native.call("reset_at", _ext.Runtime.reset_at, timer_id, ns)
 
 
 def _query(native: "_Native", timer_id: int, clock_now: Callable[[], float] = now) -> Optional[TimerInfo]:
-    raw = _TimerInfo()
-    raw.size = ctypes.sizeof(_TimerInfo)
-    if native.call("query", _lib.tw_timer_query, timer_id, ctypes.byref(raw)) == TW_ENOENT:
+    raw = native.call("query", _ext.Runtime.query, timer_id)
+    if raw is None:
         return None
     return _info_from(raw, clock_now)
 
@@ -724,37 +674,17 @@ class _Native:
 
     __slots__ = ("handle", "cond", "active", "closing", "epoch", "busy_at_fork")
 
-    def __init__(self, handle: int):
-        self.handle: Optional[int] = handle  # None once tw_runtime_destroy returned
+    def __init__(self, handle):
+        self.handle = handle  # the extension's Runtime; None once destroyed
         self.cond = threading.Condition(threading.Lock())
         self.active = 0  # C calls in flight; the runtime is freed only when none is
         self.closing = False  # set by the first close(); later calls get ESHUTDOWN
         self.epoch = _fork_epoch  # created in this process iff equal to _fork_epoch
         self.busy_at_fork = False  # set in a fork child: a C call or close was in flight
 
-    def call(self, what: str, fn, *args) -> int:
-        """Calls fn(handle, *args); TW_OK and TW_ENOENT are returned, the rest raised."""
-        if self.epoch != _fork_epoch:
-            raise ForkedError(what)
-        with self.cond:
-            if self.handle is None or self.closing:
-                raise TickwheelError(TW_ESHUTDOWN, what)
-            self.active += 1
-            handle = self.handle
-        try:
-            rc = fn(handle, *args)
-        finally:
-            with self.cond:
-                self.active -= 1
-                if self.active == 0 and self.closing:  # only close() waits for it, once closing
-                    self.cond.notify_all()
-        if rc not in (TW_OK, TW_ENOENT):
-            raise _error(rc, what)
-        return rc
-
-    def call_rc(self, what: str, fn, *args) -> int:
-        """As call(), but returns every code C returned; raises only for a call
-        refused before C (closed runtime, or the parent's runtime in a fork child)."""
+    def call(self, what: str, fn, *args):
+        """Calls fn(handle, *args) (an extension method) and returns its value; a
+        failure is raised as TickwheelError (or a subclass) naming ``what``."""
         if self.epoch != _fork_epoch:
             raise ForkedError(what)
         with self.cond:
@@ -764,11 +694,15 @@ class _Native:
             handle = self.handle
         try:
             return fn(handle, *args)
+        except _NativeError as e:
+            raise _native_error(e, what) from None
         finally:
             with self.cond:
                 self.active -= 1
                 if self.active == 0 and self.closing:  # only close() waits for it, once closing
                     self.cond.notify_all()
+
+    call_rc = call
 
     def shutdown(self) -> None:
         if self.epoch != _fork_epoch:
@@ -779,13 +713,14 @@ class _Native:
             self.active += 1
             handle = self.handle
         try:
-            rc = _lib.tw_runtime_shutdown(handle)
+            handle.shutdown()  # the GIL is released while it waits for callbacks
+        except _NativeError as e:
+            raise _native_error(e, "shutdown") from None
         finally:
             with self.cond:
                 self.active -= 1
                 if self.active == 0 and self.closing:  # only close() waits for it, once closing
                     self.cond.notify_all()
-        _check(rc, "shutdown")
 
     def close(self) -> None:
         """Shuts down, then frees the C runtime once no call is in flight. The first
@@ -804,25 +739,29 @@ class _Native:
             while self.active:
                 self.cond.wait()
             handle = self.handle
-        rc = _lib.tw_runtime_destroy(handle)
-        with self.cond:
-            self.handle = None
-            self.cond.notify_all()
-        with _natives_lock:
-            _natives.discard(self)
-        _check(rc, "close")
+        try:
+            handle.destroy()  # waits (GIL released) for the extension's calls in flight, then frees
+        finally:
+            with self.cond:
+                self.handle = None
+                self.cond.notify_all()
+            with _natives_lock:
+                _natives.discard(self)
 
     def _close_forked(self) -> None:
         # In a fork child: no thread of this runtime exists here, so there is
-        # nothing to shut down or wait for. tw_runtime_destroy frees the child's
-        # copy without running any callback or release hook -- unless a parent
+        # nothing to shut down or wait for. destroy() frees the child's copy
+        # without running any callback or release hook -- unless a parent
         # thread was inside a call on it (or freeing it) at the fork: that copy
         # may be mid-update, so it is left alone (the parent owns the original).
         with _natives_lock:  # a fresh lock in the child (_after_fork_in_child)
             handle, self.handle = self.handle, None
             _natives.discard(self)
-        if handle is not None and not self.busy_at_fork:
-            _lib.tw_runtime_destroy(handle)  # TW_OK: it only frees in a fork child
+        if handle is not None:
+            if self.busy_at_fork:
+                handle.forget()
+            else:
+                handle.destroy()  # only frees in a fork child
 
 
 _natives_lock = threading.Lock()
@@ -892,20 +831,19 @@ class Runtime:
         manual_clock: bool = False,
     ):
         self._manual = bool(manual_clock)
-        cfg = _Config()
-        _lib.tw_config_init(ctypes.byref(cfg))
-        cfg.shards = shards
-        cfg.workers = workers
+        resolution_ns = 0  # the library's default (1 ms)
         if resolution_s is not None:
-            cfg.resolution_ns = max(1, _to_ns(resolution_s, "resolution"))
-        cfg.max_timers = max_timers
-        cfg.flags = (TW_PIN_SHARDS if pin_shards else 0) | (TW_CONFIG_MANUAL_CLOCK if self._manual else 0)
-        handle = ctypes.c_void_p()
-        _check(_lib.tw_runtime_create(ctypes.byref(cfg), ctypes.byref(handle)), "tw_runtime_create")
-        native = _Native(handle.value)
+            resolution_ns = max(1, _to_ns(resolution_s, "resolution"))
+        try:
+            handle = _ext.Runtime(_u32(shards, "shards"), _u32(workers, "workers"), resolution_ns,
+                                  _u64(max_timers, "max_timers"), bool(pin_shards), self._manual)
+        except _NativeError as e:
+            raise _native_error(e, "tw_runtime_create") from None
+        native = _Native(handle)
         with _natives_lock:
             _natives.add(native)
         self._native = native
+        self._h = handle  # the extension's runtime: the hot paths call it directly
         self._on_error = on_error
 
     # -- timers --------------------------------------------------------------------
@@ -914,6 +852,12 @@ class Runtime:
               leeway: Seconds = 0, group: int = 0, clock: Union[str, Clock] = "monotonic") -> Timer:
         """Calls ``fn()`` once, ``delay_s`` seconds from now; with ``period_s`` > 0,
         then every ``period_s`` seconds until stopped. Returns the Timer.
+
+        Seconds are an int, a float or a timedelta (a bool raises TypeError;
+        negative, NaN or infinite ValueError; beyond MAX_DELAY_S
+        InvalidArgumentError, a ValueError too, with the library's words). A
+        positive ``period_s`` below 1 ns counts as 1 ns, i.e. one tick once
+        rounded up to the resolution (never a one-shot).
 
         ``policy`` (a periodic timer's, when a run overruns its period; see
         PeriodPolicy): "skip" (default; fixed rate, overrun grid deadlines are
@@ -939,7 +883,18 @@ class Runtime:
         queue's ``run()``, on the thread calling it. A Queue that is not one
         of this runtime's raises ValueError; a closed one TickwheelError
         (ESHUTDOWN); anything else TypeError."""
-        return self._start(fn, 0, _to_ns(delay_s, "delay"), _to_ns(period_s, "period"), shard, queue,
+        if (type(delay_s) is float and 0.0 <= delay_s < 1e9 and period_s is _ZERO and shard is _MINUS_ONE
+                and queue is None and leeway is _ZERO and group is _ZERO and policy is _SKIP
+                and clock is _MONOTONIC and callable(fn)):
+            # The common case (a delay in seconds, every option at its default),
+            # straight to the extension: _to_ns()'s arithmetic, no other check needed.
+            token = next(_tokens)
+            _live[token] = (fn, self, self._manual)
+            try:
+                return Timer(self, self._h.start_delay(token, round(delay_s * 1e9)))
+            except _NativeError as e:  # the extension released the callable
+                raise _native_error(e, "start") from None
+        return self._start(fn, 0, _to_ns(delay_s, "delay"), _period_ns(period_s), shard, queue,
                            policy=policy, leeway=leeway, group=group, clock=clock)
 
     def start_at(self, deadline_s: float, fn: Callable[[], object], period_s: Seconds = 0, *,
@@ -949,7 +904,7 @@ class Runtime:
         rt.now(clock); for the default, "monotonic", tickwheel.now(), i.e.
         time.monotonic()). A past deadline fires at once."""
         deadline_ns = _to_ns(deadline_s, "deadline")
-        return self._start(fn, max(1, deadline_ns), 0, _to_ns(period_s, "period"), shard, queue,
+        return self._start(fn, max(1, deadline_ns), 0, _period_ns(period_s), shard, queue,
                            policy=policy, leeway=leeway, group=group, clock=clock)
 
     def query(self, timer: Union[Timer, int]) -> Optional[TimerInfo]:
@@ -991,10 +946,7 @@ class Runtime:
         0 is returned after shutdown(); TickwheelError (ESHUTDOWN) once
         closed, ForkedError in a fork child."""
         group = _group_id(group, "group", allow_zero=False)
-        n = self._native.call_rc("stop_group", _lib.tw_group_stop, group, TW_SYNC if sync else 0)
-        if n < 0:
-            raise _error(n, "stop_group")
-        return n
+        return self._native.call("stop_group", _ext.Runtime.stop_group, group, bool(sync))
 
     def _timer_id(self, timer, what: str) -> int:
         if isinstance(timer, Timer):
@@ -1061,100 +1013,84 @@ class Runtime:
             ns = [round(d * 10**9) for d in delays]  # _to_ns()'s arithmetic, without its checks per element
         else:
             ns = [_to_ns(d, "delay") for d in delays]
-        period_ns = _to_ns(period_s, "period")
+        period_ns = _period_ns(period_s)
         if isinstance(shard, bool) or not isinstance(shard, numbers.Integral) or not -1 <= shard <= 0x7FFFFFFF:
-            raise TickwheelError(TW_EINVAL, "start_many", "shard must be -1 (the calling thread's) or a shard "
-                                 "number: %r" % (shard,))
+            raise _error(TW_EINVAL, "start_many", "shard must be -1 (the calling thread's) or a shard "
+                         "number: %r" % (shard,))
+        shard = int(shard)
         if n == 0:
-            self._native.call_rc("start_many", lambda handle: 0)  # closed / forked: raises as for n > 0
+            self._native.call("start_many", lambda handle: 0)  # closed / forked: raises as for n > 0
             return []
         queued = queue is not None or self._manual
-        native = self._native
+        live, entry, count = _live, _Entry, _tokens
         tokens = []
-        queue_ptr = 0
         try:
-            if queue is not None:
-                handle, queue_ptr = queue._enter("start_many")
-            # Every spec alike but its delay and its arg (the token): one
-            # template repeated, then those two words filled column-wise.
-            template = _SPEC_LAYOUT.pack(_SPEC_LAYOUT.size, shard, 0, 0, period_ns, _ON_FIRE_ADDR, 0,
-                                         _ON_RELEASE_ADDR, queue_ptr or 0, policy_code, clock_code, leeway_ns, group)
-            buf = bytearray(template * n)
-            words = memoryview(buf).cast("Q")
-            words[_SPEC_DELAY_WORD::_SPEC_WORDS] = array.array("Q", ns)
-            live, entry, count = _live, _Entry, _tokens
             for i in range(n):
                 token = next(count)
                 live[token] = entry(fn if fns is None else fns[i], self, queued)
                 tokens.append(token)
-            words[_SPEC_ARG_WORD::_SPEC_WORDS] = array.array("Q", tokens)
-            words.release()
-            out = (ctypes.c_uint64 * n)()
-            spec_ptr = ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))  # buf outlives the call
+            args = (tokens, ns, period_ns, shard, None if queue is None else queue, policy_code, clock_code,
+                    leeway_ns, group)
             if queue is None:
-                rc = native.call_rc("start_many", _start_n, spec_ptr, n, out)
+                ids = self._native.call("start_many", _ext.Runtime.start_many, *args)
             else:
-                rc = _start_n(handle, spec_ptr, n, out)
+                # Counted as a call on the runtime and on the queue: neither is
+                # freed before it returns (Queue.close waits for it).
+                handle, qh = queue._enter("start_many")
+                try:
+                    ids = handle.start_many(tokens, ns, period_ns, shard, qh, policy_code, clock_code,
+                                            leeway_ns, group)
+                except _NativeError as e:
+                    raise _native_error(e, "start_many") from None
+                finally:
+                    queue._leave()
         except BaseException:
             for token in tokens:
-                _release(token)  # refused before C (closed, forked runtime): nothing took them
+                if token in _live:  # the extension released those it was given; the rest here
+                    _release(token)
             raise
-        finally:
-            if queue is not None and queue_ptr:
-                queue._leave()
-        if rc < 0:
-            for token in tokens:
-                _release(token)
-            raise _error(rc, "start_many")
         clock_name = _CLOCK_BY_CODE[clock_code]
         timers = []
         append = timers.append
-        for tid, token in zip(out, tokens):
+        for tid, token in zip(ids, tokens):
             if tid:
                 append(Timer(self, tid, clock_name))
             else:
-                # Not started: the library called the hook (which dropped the
-                # token) or, for a spec it refused, did not (then we do).
-                _release(token)
+                if token in _live:  # not started: the core released it already
+                    _release(token)
                 append(None)
         return timers
 
-    def _ids(self, timers, what: str):
-        """A ctypes array of the ids of ``timers`` (Timers of this runtime or ints)."""
+    def _ids(self, timers, what: str) -> list:
+        """The ids of ``timers`` (Timers of this runtime or ints)."""
         native = self._native
-        ids = [t.id if type(t) is Timer and t._native is native else self._timer_id(t, what) for t in timers]
-        return (ctypes.c_uint64 * len(ids))(*ids)
+        return [t.id if type(t) is Timer and t._native is native else self._timer_id(t, what) for t in timers]
 
     def _batch(self, what: str, fn, ids, *args) -> list:
-        n = len(ids)
-        results = (ctypes.c_int * n)()
-        rc = self._native.call_rc(what, fn, ids, n, *args, results)
-        if rc < 0:
-            raise _error(rc, what)
-        codes = results[:]
-        if rc != n:
-            for r in codes:
-                if r != TW_OK and r != TW_ENOENT:
-                    raise _error(r, what)  # TW_ESHUTDOWN: as Timer.stop() raises it
+        codes = self._native.call(what, fn, ids, *args)
+        for r in codes:
+            if r != TW_OK and r != TW_ENOENT:
+                raise _error(r, what)  # TW_ESHUTDOWN: as Timer.stop() raises it
         return [r == TW_OK for r in codes]
 
     def stop_many(self, timers) -> list:
         """Stops every timer of ``timers`` (Timers of this runtime or ids), as
         Timer.stop() on each, in order, with one call into the library
-        (tw_timer_stop_n): returns a list of bools, True where that stop
-        prevented a run. Never blocks. Raises TickwheelError (ESHUTDOWN)
+        (Runtime::stop over a span): returns a list of bools, True where that
+        stop prevented a run. Never blocks. Raises TickwheelError (ESHUTDOWN)
         after shutdown() or close(), ForkedError in a fork child."""
-        return self._batch("stop_many", _stop_n, self._ids(timers, "stop_many"))
+        return self._batch("stop_many", _ext.Runtime.stop_many, self._ids(timers, "stop_many"))
 
     def reset_many(self, timers, delay_s: Seconds) -> list:
         """Re-arms every timer of ``timers`` to fire ``delay_s`` from now, as
-        Timer.reset() on each, in order, with one call (tw_timer_reset_n);
-        "now" is one clock reading taken as the call begins (never early).
-        Returns a list of bools, False where the timer was not pending. A
-        delay beyond MAX_DELAY_S raises TickwheelError (EINVAL) and re-arms
-        none; ESHUTDOWN and ForkedError as stop_many()."""
+        Timer.reset() on each, in order, with one call (Runtime::reset over a
+        span); "now" is one clock reading taken as the call begins (never
+        early). Returns a list of bools, False where the timer was not
+        pending. A delay beyond MAX_DELAY_S raises InvalidArgumentError (a
+        TickwheelError EINVAL and a ValueError) and re-arms none; ESHUTDOWN
+        and ForkedError as stop_many()."""
         ns = _to_ns(delay_s, "delay")
-        return self._batch("reset_many", _reset_n, self._ids(timers, "reset_many"), ns)
+        return self._batch("reset_many", _ext.Runtime.reset_many, self._ids(timers, "reset_many"), ns)
 
     def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int,
                queue: Optional["Queue"] = None, *, policy="skip", leeway: Seconds = 0, group: int = 0,
@@ -1164,50 +1100,31 @@ class Runtime:
         policy_code, clock_code, leeway_ns, group = self._start_options(queue, policy, leeway, group, clock)
         token = next(_tokens)
         _live[token] = _Entry(fn, self, queue is not None or self._manual)
-        spec = _Spec()
-        _lib.tw_timer_spec_init(ctypes.byref(spec))
-        spec.shard = shard
-        spec.deadline_ns = deadline_ns
-        spec.delay_ns = delay_ns
-        spec.period_ns = period_ns
-        spec.callback = _on_fire
-        spec.arg = token
-        spec.release = _on_release
-        if policy_code or leeway_ns or group or clock_code:
-            # The exported tw_timer_spec_init writes the 1.0 size (56 bytes):
-            # the 1.3 size makes the library read the fields of the timer model.
-            spec.size = ctypes.sizeof(_Spec)
-            spec.period_policy = policy_code
-            spec.leeway_ns = leeway_ns
-            spec.group = group
-            spec.clock = clock_code
-        out = ctypes.c_uint64(0)
         try:
+            if isinstance(shard, bool) or not isinstance(shard, numbers.Integral) or not -1 <= shard <= 0x7FFFFFFF:
+                raise _error(TW_EINVAL, "start", "shard must be -1 (the calling thread's) or a shard number: %r"
+                             % (shard,))
             if queue is None:
-                rc = self._native.call_rc("start", _lib.tw_timer_start_ex, ctypes.byref(spec), ctypes.byref(out))
+                tid = self._native.call("start", _ext.Runtime.start, token, delay_ns, deadline_ns, period_ns,
+                                        int(shard), None, policy_code, clock_code, leeway_ns, group)
             else:
                 # Counted as a call on the runtime and on the queue: neither is
                 # freed before it returns (Queue.close waits for it).
-                # The exported tw_timer_spec_init writes the 1.0 size (56 bytes,
-                # without .queue): the full size makes the library read it.
-                spec.size = ctypes.sizeof(_Spec)
-                handle, spec.queue = queue._enter("start")
+                handle, qh = queue._enter("start")
                 try:
-                    rc = _lib.tw_timer_start_ex(handle, ctypes.byref(spec), ctypes.byref(out))
+                    tid = handle.start(token, delay_ns, deadline_ns, period_ns, int(shard), qh, policy_code,
+                                       clock_code, leeway_ns, group)
+                except _NativeError as e:
+                    raise _native_error(e, "start") from None
                 finally:
                     queue._leave()
         except BaseException:
-            _release(token)  # refused before C (closed, forked runtime): nothing took it
-            raise
-        if rc != TW_OK:
-            # The release rule, from the return code alone: on TW_EINVAL and
-            # TW_EFORKED the library did not take the token, so it is released
-            # here; on TW_ESHUTDOWN, TW_EAGAIN and TW_ENOMEM (every other code)
-            # its hook has released it before the call returned.
-            if rc in (TW_EINVAL, TW_EFORKED):
+            # The core destroyed the callable it was given (its hook dropped the
+            # token) on every failure; one refused before the core is dropped here.
+            if token in _live:
                 _release(token)
-            raise _error(rc, "start")
-        return Timer(self, out.value, _CLOCK_BY_CODE[clock_code])
+            raise
+        return Timer(self, tid, _CLOCK_BY_CODE[clock_code])
 
     # -- clocks ---------------------------------------------------------------------------
     @property
@@ -1222,7 +1139,7 @@ class Runtime:
         TickwheelError (ESHUTDOWN) once closed, ForkedError in a fork child,
         ValueError for an unknown clock."""
         code = _clock_code(clock)
-        return self._native.call_rc("now", _lib.tw_runtime_now_ns, code)
+        return self._native.call("now", _ext.Runtime.now_ns, code)
 
     def now(self, clock: Union[str, Clock] = "monotonic") -> float:
         """As now_ns(), in seconds (a float: for exact arithmetic on a manual
@@ -1263,23 +1180,26 @@ class Runtime:
         (nothing done), TW_ESHUTDOWN after shutdown()/close(); ForkedError
         in a fork child."""
         ns = _to_ns(seconds, "seconds")
+        err = None
         try:
-            rc = self._native.call_rc("advance", _lib.tw_runtime_advance, ns)
+            n = self._native.call("advance", _ext.Runtime.advance, ns)  # the GIL is released inside
+        except TickwheelError as e:
+            err = e
         finally:
             exc = _running.__dict__.pop("exc", None)
         if exc is not None:
             raise exc
-        if rc >= 0:
-            return rc
+        if err is None:
+            return n
+        rc = err.code
         if rc == TW_EINVAL:
             if not self._manual:
-                raise TickwheelError(rc, "advance", "the Runtime has no manual clock (create it with "
-                                     "tickwheel.Runtime(manual_clock=True))")
-            raise TickwheelError(rc, "advance", "seconds must be at most MAX_DELAY_S (2**60 ns): %r"
-                                 % (seconds,))
+                raise _error(rc, "advance", "the Runtime has no manual clock (create it with "
+                             "tickwheel.Runtime(manual_clock=True))") from None
+            raise _error(rc, "advance", "seconds must be at most MAX_DELAY_S (2**60 ns): %r" % (seconds,)) from None
         if rc == TW_EDEADLK:
-            raise TickwheelError(rc, "advance", "called from inside one of this Runtime's own callbacks")
-        raise _error(rc, "advance")
+            raise _error(rc, "advance", "called from inside one of this Runtime's own callbacks") from None
+        raise err
 
     # -- lifecycle ---------------------------------------------------------------------
     def _call(self, what: str, fn, *args) -> int:
@@ -1312,7 +1232,7 @@ class Runtime:
         native = getattr(self, "_native", None)  # absent if __init__ failed
         if native is None or native.handle is None:
             return
-        if getattr(_in_hook, "depth", 0):
+        if _ext.hook_depth():
             # Dropped inside a callback or release hook of some runtime, where
             # closing one could deadlock (its own) or stall a worker: free it
             # from another thread, which _close_all waits for at exit.
@@ -1326,12 +1246,7 @@ class Runtime:
     # -- observation ----------------------------------------------------------------------
     def stats(self) -> dict:
         """A snapshot of the runtime's counters (the C tw_stats fields)."""
-        st = _Stats()
-        st.size = ctypes.sizeof(_Stats)
-        self._native.call("stats", _lib.tw_runtime_stats, ctypes.byref(st))
-        out = {"shards": st.shards, "workers": st.workers, "shut_down": bool(st.shut_down)}
-        out.update((name, getattr(st, name)) for name in _STAT_FIELDS)
-        return out
+        return self._native.call("stats", _ext.Runtime.stats)
 
     def metrics(self) -> str:
         """The runtime's counters, gauges and callback-lateness histogram in the
@@ -1341,15 +1256,7 @@ class Runtime:
         from any thread, from callbacks, and after shutdown() (the final values);
         it never blocks the runtime. Raises TickwheelError (ESHUTDOWN) once
         closed, ForkedError in a fork child."""
-        size = 4096
-        while True:
-            buf = ctypes.create_string_buffer(size)
-            n = self._native.call_rc("metrics", _lib.tw_runtime_metrics, buf, size)
-            if n < 0:
-                raise _error(n, "metrics")
-            if n < size:
-                return buf.raw[:n].decode("utf-8")
-            size = n + 1024  # the text grew past the buffer (counters grow): again, with room
+        return self._native.call("metrics", _ext.Runtime.metrics)
 
     def _report(self, exc: BaseException, timer_id: int) -> None:
         handler = self._on_error
@@ -1411,7 +1318,7 @@ class Queue:
 
     def __init__(self, runtime: "Runtime"):
         # Every slot first: __del__ must work whatever fails below.
-        self._handle: Optional[int] = None  # the tw_queue*; None once freed (by close or the runtime)
+        self._handle = None  # the extension's Queue; None once freed (by close or the runtime)
         self._active = 0  # calls on it in flight (under the runtime's _Native.cond)
         self._closing = False
         self._wake_r: Optional[int] = None  # a pipe that wakes run()s waiting in poll at close
@@ -1421,10 +1328,9 @@ class Queue:
             raise TypeError("Queue(runtime): a tickwheel.Runtime, not %s" % type(runtime).__name__)
         self._runtime = runtime  # the runtime stays alive while the queue is
         self._native = runtime._native
-        out = ctypes.c_void_p()
-        runtime._native.call("queue", _lib.tw_queue_create, ctypes.byref(out))
-        self._fd = _lib.tw_queue_fd(out.value)
-        self._handle = out.value
+        handle = runtime._native.call("queue", _ext.Queue)
+        self._fd = handle.fd()
+        self._handle = handle
 
     # -- calls on the queue: counted, so that close() and Runtime.close() free it only once none is in flight
     def _enter(self, what: str):
@@ -1494,7 +1400,7 @@ class Queue:
         _, handle = self._enter("run")
         stack.append(self)
         try:
-            n = _queue_run_nowait(handle, min(max, _U64_MAX), 0)
+            n = handle.run_nowait(min(max, _U64_MAX))  # keeps the GIL: never waits
             if n == 0 and wait_ns != 0:
                 n = self._wait_and_run(handle, max, wait_ns)
         finally:
@@ -1531,7 +1437,7 @@ class Queue:
             if any(fd == wake for fd, _ in events):
                 raise closed
             if events:
-                n = _queue_run_nowait(handle, min(max, _U64_MAX), 0)
+                n = handle.run_nowait(min(max, _U64_MAX))
                 if n != 0:
                     return n  # ran some, or TW_ESHUTDOWN
                 # taken back by a stop or reset, or run by another thread: wait on
@@ -1604,7 +1510,7 @@ class Queue:
             cond.release()
         rc = TW_EINVAL
         try:
-            rc = _lib.tw_queue_destroy(handle)
+            rc = handle.close()  # the GIL is released while it waits for callbacks in progress
         finally:
             with cond:
                 native.active -= 1
@@ -1650,7 +1556,7 @@ class Queue:
         # on a worker thread), or when the runtime's lock is held, it is
         # closed from another thread instead: never a wait here.
         try:
-            if getattr(_in_hook, "depth", 0):
+            if _ext.hook_depth():
                 _close_queue_in_background(self)
             else:
                 self._close(blocking=False)
@@ -1665,17 +1571,11 @@ class Queue:
         the deadline to the fd becoming readable (``signal_*``) and to the
         callback's start (``run_*``) in ns. Works after the runtime's shutdown
         (final values); raises TickwheelError (ESHUTDOWN) once closed."""
-        st = _QueueStats()
-        st.size = ctypes.sizeof(_QueueStats)
         _, handle = self._enter("stats")
         try:
-            rc = _lib.tw_queue_get_stats(handle, ctypes.byref(st))
+            return handle.stats()
         finally:
             self._leave()
-        _check(rc, "stats")
-        out = {"runners": st.runners}
-        out.update((name, getattr(st, name)) for name in _QUEUE_STAT_FIELDS)
-        return out
 
     def __repr__(self):
         return "<tickwheel.Queue fd=%d %s>" % (self._fd, "closed" if self.closed else "open")
