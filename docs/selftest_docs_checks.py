@@ -45,7 +45,8 @@ def samples(a, readme):
     root = tree(a.work, readme)
     p = subprocess.run([sys.executable, os.path.join(here, "check_samples.py"), "--source", root,
                         "--work", os.path.join(a.work, "samples"), "--lib", a.lib, "--cc", a.cc,
-                        "--cxx", a.cxx, "--node", "", "--cargo", ""],
+                        "--cxx", a.cxx, "--node", "", "--cargo", ""]
+                       + (["--python-path", a.python_path] if a.python_path else []),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     return p.returncode, p.stdout
 
@@ -76,6 +77,7 @@ def main():
     p.add_argument("--doxygen", default="")
     p.add_argument("--doxyfile", default="")
     p.add_argument("--sphinx-build", default="")
+    p.add_argument("--python-path", default="", help="a build's staged Python package (<build>/python)")
     a = p.parse_args()
     a.lib = os.path.abspath(a.lib)
     a.work = os.path.abspath(a.work)
