@@ -82,6 +82,72 @@
 // RUNNING_STOPPED, RUNNING_REARMED, RELEASING. stop_sync() waits while the
 // word it watches is busy; every transition OUT of a busy state wakes the
 // waiters (TimerState::wake), transitions within busy states need not.
+//
+// THE OWNER TABLE (issue 20). Every per-timer field beside the word, who may
+// write it, in which state. "Owner of X" = the thread whose transition made
+// the word X (rule 3); writes happen only by the owner of the state that
+// follows, after the CAS that made it so, or versioned with the generation.
+// Checked builds (TICKWHEEL_CHECK_OWNERS) assert the rule at each write
+// (owner::*, OwnDeadline::store below); a violation aborts.
+//
+//  field (where)                   | writer: in which state / how
+//  --------------------------------+----------------------------------------------
+//  Record::gen (user32, low 24)    | the handle table only: recycle() (terminal ->
+//                                  | FREE, owner), retire; never wraps
+//  Record flags (user32, top 8)    | start (FREE, before publish); the worker of a
+//                                  | one-shot that re-armed itself (RUNNING_REARMED
+//                                  | or RUNNING_STOPPED: gains kHasExtra); cleared by
+//                                  | recycle()'s generation store
+//  callable (user16 + fn_)         | start (FREE); the owner of RELEASING or
+//                                  | RUNNING_STOPPED (its release hook); the worker
+//                                  | owning RUNNING* invokes it
+//  period word (side array)        | start (FREE, before publish); read-only after
+//  Extra::runs                     | start (FREE: 0); the worker owning RUNNING*
+//                                  | (+1 per run begun, the late Extra of a
+//                                  | re-armed one-shot)
+//  Extra::missed                   | start (FREE: 0); the shard, for a record in
+//                                  | or just popped from its wheel (Fire/Skip)
+//  Extra::owed (tagged: gen24)     | start (FREE); the shard (+skipped); the BURST
+//                                  | worker owning RUNNING (-1 per catch-up run);
+//                                  | reset: a CAS that keeps only its own tag
+//                                  | (versioned with the generation)
+//  Extra::group, leeway_ns, seq    | start (FREE); the worker of a re-armed
+//                                  | one-shot (RUNNING_REARMED: zeroes); read-only
+//  Extra::deadline_ns (own clock)  | the holder of Extra::own_lock (OwnDeadline,
+//  with the word's tick of a       | below: versioned with the generation, taken
+//  boot-time/wall-clock timer      | only for a live timer of that generation):
+//                                  |   start (FREE -> PENDING, the lock taken
+//                                  |   before publish), reset (after its CAS
+//                                  |   succeeded), the DELAY worker after its run
+//                                  |   (only when the word takes its "end + period":
+//                                  |   not over a reset's RUNNING_REARMED), the
+//                                  |   shard (fire/skip of a fixed-rate timer moves
+//                                  |   it along the grid; a re-clock pass re-files
+//                                  |   the word's tick from it)
+//  Extra::own_lock                 | its takers (CAS); recycle() reads it: a record
+//                                  | whose lock is held waits in quarantine
+//  group index membership          | start adds it after publish (before returning);
+//  (GroupIndex, per shard)         | a group stop takes the group's list (ends the
+//                                  | membership of every timer it names: it stops
+//                                  | them, or they are on their last run); the
+//                                  | worker of a grouped one-shot that re-armed
+//                                  | itself adds it again (RUNNING_REARMED, before
+//                                  | the word makes it PENDING: a new pending
+//                                  | episode); compaction drops dead entries and
+//                                  | duplicates
+//  clock-step index membership     | start adds it before it reads the clocks it
+//  (Shard::clocked)                | files the timer by, under own_lock; the shard
+//                                  | (take and re-add live entries, drop ended ones)
+//  the query's seqlock             | readers only (query: word acquire, fields
+//                                  | relaxed, acquire fence, generation again); the
+//                                  | writers' half: recycle() moves the generation
+//                                  | on (release) before the next occupant's start
+//                                  | writes any field, after a release fence
+//                                  | (fill_record), and the own-clock deadline is
+//                                  | read under own_lock's seqlock (OwnDeadline::
+//                                  | read): never a deadline without its tick
+//  the wheel links, deadline, loc  | the shard thread only (shard.hpp)
+//
 #pragma once
 
 #include <atomic>
