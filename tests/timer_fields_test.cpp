@@ -19,7 +19,10 @@
 //   added a period to the reset's deadline (a reading-only item).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -55,6 +58,12 @@ thread_local clockid_t t_park_clock = -1;
 std::mutex g_clock_mu;
 std::condition_variable g_clock_cv;
 bool g_clock_parked = false, g_clock_go = false;
+// Parks the shard thread "tw-shard-0" once, in its own-clock check of a due
+// wall-clock timer (see clock_gettime below).
+std::atomic<bool> g_park_shard_armed{false};
+thread_local clockid_t t_last_clock = -1;
+bool is_shard_thread();
+void park_here();
 
 using ClockGettime = int (*)(clockid_t, timespec*);
 ClockGettime real_clock_gettime() {
@@ -91,6 +100,17 @@ extern "C" int clock_gettime(clockid_t id, timespec* ts) noexcept {
             ts->tv_nsec = static_cast<long>(ns % 1'000'000'000);
         }
     }
+    if (g_park_shard_armed.load(std::memory_order_relaxed) && is_shard_thread()) {
+        // The shard's own-clock check of a due wall-clock timer: its second
+        // CLOCK_REALTIME reading in a row (each pass re-clocks first:
+        // BOOTTIME, then REALTIME; clocked_due() then reads REALTIME again).
+        const bool second = id == CLOCK_REALTIME && t_last_clock == CLOCK_REALTIME;
+        t_last_clock = id;
+        if (second) {
+            bool armed = true;
+            if (g_park_shard_armed.compare_exchange_strong(armed, false)) park_here();
+        }
+    }
     if (t_park_clock == id) {
         t_park_clock = -1;  // once
         std::unique_lock<std::mutex> l(g_clock_mu);
@@ -100,6 +120,24 @@ extern "C" int clock_gettime(clockid_t id, timespec* ts) noexcept {
     }
     return rc;
 }
+
+namespace {
+bool is_shard_thread() {
+    thread_local int known = -1;  // -1: not asked yet
+    if (known < 0) {
+        char name[16] = {};
+        pthread_getname_np(pthread_self(), name, sizeof name);
+        known = std::string(name) == "tw-shard-0" ? 1 : 0;
+    }
+    return known == 1;
+}
+void park_here() {
+    std::unique_lock<std::mutex> l(g_clock_mu);
+    g_clock_parked = true;
+    g_clock_cv.notify_all();
+    g_clock_cv.wait_for(l, 120s, [] { return g_clock_go; });
+}
+}  // namespace
 
 namespace {
 
@@ -405,24 +443,36 @@ TEST(StartDuringClockStep, AWallClockStartThatOverlapsAStepFollowsIt) {
 }
 
 // ---- a reset racing the fire of a wall-clock fixed-rate timer ---------------------------------
-// A reset of a SKIP timer on the wall clock is parked between its decision
-// and its CAS (hook 'r') while the timer comes due. On a4e5bb9 the reset had
-// stored its own-clock deadline; the shard fired and added a period to it;
-// the reset's CAS then set the word to its tick: its next run came a period
-// (5 s) late. Now the reset holds the timer's deadline lock: the shard looks
-// again at the next tick, and the deadline and the tick move together.
+// The shard is parked in its own-clock check of the due SKIP timer (inside
+// the wall-clock reading, the old deadline already read), while a reset
+// goes on up to its CAS (hook 'r'); then the shard fires. On a4e5bb9 the
+// reset had stored its own-clock deadline before its CAS; the shard's fire
+// added a period to it; the reset's CAS then set the word to its tick: the
+// next run came a period (5 s) late. Now the shard holds the timer's
+// deadline lock from its check through the fire's move of the deadline:
+// the reset waits for it, and then moves deadline and tick together.
 TEST(FixedRateReset, AResetRacingTheFireOfAWallClockTimerIsNotAPeriodLate) {
     tw::Runtime rt(one_shard());
     std::atomic<int> runs{0};
     std::atomic<std::int64_t> last_run{0};
     tw::StartOptions o;
     o.clock = tw::TimerClock::realtime;
-    o.delay = 50ms;
+    o.delay = 300ms;
     o.period = 5s;
+    reset_clock_parking();
+    g_park_shard_armed.store(true);
+    struct Disarm {
+        ~Disarm() { g_park_shard_armed.store(false); }
+    } disarm;
     const tw::Timer t = rt.start(o, [&] {
         last_run.store(rt.now(tw::TimerClock::realtime).count());
         runs.fetch_add(1);
     });
+    std::thread none;
+    UnparkClock unpark_shard{none};
+    ASSERT_TRUE(wait_clock_parked()) << "the shard never checked the timer on its clock";
+    ASSERT_EQ(runs.load(), 0);
+
     Parking parking;
     parking.what = 'r';
     HookGuard hook(parking);
@@ -434,18 +484,19 @@ TEST(FixedRateReset, AResetRacingTheFireOfAWallClockTimerIsNotAPeriodLate) {
         result.store(rt.reset(t.id(), 300ms) ? 1 : 0);
     });
     Unpark unpark{parking, th};
+    // a4e5bb9: the reset reaches its CAS while the shard is parked; now it
+    // waits for the shard's lock.
+    const bool reset_first = parking.parked.wait(300ms);
+    unpark_clock();  // the shard fires the timer
+    ASSERT_TRUE(wait_until([&] { return runs.load() == 1; })) << "the due timer did not fire";
     ASSERT_TRUE(parking.parked.wait(30s));
-    // The timer comes due meanwhile (on a4e5bb9 it fires; now it waits for the lock).
-    (void)wait_until([&] { return runs.load() >= 1; }, 300ms);
-    const int runs_parked = runs.load();
     parking.go.open();
     th.join();
-    ASSERT_EQ(result.load(), 1);
-    EXPECT_TRUE(wait_until([&] { return runs.load() > runs_parked && last_run.load() >= reset_called.load() + 300'000'000; },
-                           3s))
-        << "the reset's deadline was moved a period later";
-    if (runs.load() > runs_parked) {
-        EXPECT_GE(last_run.load(), reset_called.load() + 300'000'000) << "never early on its own clock";
+    ASSERT_EQ(result.load(), 1) << "(the reset reached its CAS before the fire: " << reset_first << ")";
+    const std::int64_t due = reset_called.load() + 300'000'000;
+    EXPECT_TRUE(wait_until([&] { return runs.load() >= 2; }, 3s)) << "the reset's deadline was moved a period later";
+    if (runs.load() >= 2) {
+        EXPECT_GE(last_run.load(), due) << "never early on its own clock";
     }
     EXPECT_TRUE(rt.stop(t));
 }
