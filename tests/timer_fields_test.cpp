@@ -26,12 +26,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdarg>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/test_hooks.hpp"
@@ -119,6 +122,25 @@ extern "C" int clock_gettime(clockid_t id, timespec* ts) noexcept {
         g_clock_cv.wait_for(l, 120s, [] { return g_clock_go; });
     }
     return rc;
+}
+
+// An interposed syscall(): the futex waits of std::atomic::wait (libstdc++
+// calls syscall(SYS_futex, ...)) of the thread that asked (t_note_futex) are
+// announced (g_futex_waits) just before the thread goes to sleep in them.
+namespace {
+thread_local bool t_note_futex = false;
+std::atomic<int> g_futex_waits{0};
+}  // namespace
+extern "C" long syscall(long number, ...) noexcept {
+    using Syscall = long (*)(long, ...);
+    static const auto real = reinterpret_cast<Syscall>(dlsym(RTLD_NEXT, "syscall"));
+    va_list ap;
+    va_start(ap, number);
+    long a[6];
+    for (long& x : a) x = va_arg(ap, long);
+    va_end(ap);
+    if (number == SYS_futex && t_note_futex && (a[1] & 0x7f) == 0 /* FUTEX_WAIT */) g_futex_waits.fetch_add(1);
+    return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 namespace {
@@ -499,4 +521,84 @@ TEST(FixedRateReset, AResetRacingTheFireOfAWallClockTimerIsNotAPeriodLate) {
         EXPECT_GE(last_run.load(), due) << "never early on its own clock";
     }
     EXPECT_TRUE(rt.stop(t));
+}
+
+// ---- a batch stop and the stop_sync() waiters of its elements -----------------------------------
+// stop({X, Y}) runs X's release hook, then Y's. Meanwhile a stop_sync(X)
+// waits for X's hook (it is asleep in its futex when the hook returns), and
+// Y's hook waits for that stop_sync(X) to return. On a4e5bb9 the batch
+// woke the waiters of its elements only at the end of its 64-element
+// window, after Y's hook: Y's hook waited in vain (a real hook would
+// deadlock). Now each element's waiters are woken right after its hook.
+TEST(BatchStop, AStopSyncWaitingForAnElementsHookReturnsBeforeTheNextHookRuns) {
+    tw::Runtime rt(one_shard());
+    Gate in_x_hook, w_returned;
+    std::atomic<int> y_saw_w{-1};
+    struct Hook {
+        std::function<void()> on_release;
+        explicit Hook(std::function<void()> f) : on_release(std::move(f)) {}
+        Hook(Hook&& o) noexcept : on_release(std::exchange(o.on_release, nullptr)) {}
+        ~Hook() {
+            if (on_release) on_release();
+        }
+        void operator()() const {}
+    };
+    const int futex_before = g_futex_waits.load();
+    const tw::Timer x = rt.start(1h, Hook([&] {
+        in_x_hook.open();
+        // Until the stop_sync(X) below is asleep in its futex.
+        (void)wait_until([&] { return g_futex_waits.load() > futex_before; }, 10s);
+    }));
+    const tw::Timer y = rt.start(1h, Hook([&] { y_saw_w.store(w_returned.wait(3s) ? 1 : 0); }));
+    std::thread batch([&] {
+        const std::uint64_t ids[2] = {x.id(), y.id()};
+        EXPECT_EQ(rt.stop(ids), 2u);
+    });
+    ASSERT_TRUE(in_x_hook.wait(30s));
+    std::thread w([&] {
+        t_note_futex = true;
+        (void)rt.stop_sync(x);  // X is RELEASING: waits for its hook
+        t_note_futex = false;
+        w_returned.open();
+    });
+    batch.join();
+    w.join();
+    EXPECT_GT(g_futex_waits.load(), futex_before) << "stop_sync(X) did not sleep (the test forced nothing)";
+    EXPECT_EQ(y_saw_w.load(), 1) << "Y's hook ran while stop_sync(X) still waited for X's hook, which had returned";
+}
+
+// ---- a failed start's quarantined record and a shard in a long sleep ---------------------------
+// A start takes a fresh record at the last 10-bit generation (the test seam
+// first_generation), and fails: its Insert cannot be queued (the seam
+// fail_inbox_posts). Giving the record back puts it into quarantine (its
+// 10-bit generation wraps), which only the shard reclaims -- and the shard,
+// idle, is in a long sleep that no message will end. On a4e5bb9 the record
+// stayed quarantined (a slot lost until something woke the shard: up to an
+// hour). Now giving it back wakes the shard, as a worker's recycle does.
+std::atomic<int> g_freed_pushes{0};
+void count_push(std::uint32_t, std::uint32_t) { g_freed_pushes.fetch_add(1); }
+
+TEST(FailedStart, AQuarantinedRecordWakesAShardInALongSleep) {
+    hooks::first_generation.store(1023);
+    struct Restore {
+        ~Restore() {
+            hooks::first_generation.store(1);
+            hooks::fail_inbox_posts.store(0);
+            hooks::freed.store(nullptr);
+        }
+    } restore;
+    tw::Runtime rt(one_shard());
+    // Idle since its creation: the shard sleeps until a message comes.
+    std::this_thread::sleep_for(300ms);
+    hooks::freed.store(&count_push);
+    const int before = g_freed_pushes.load();
+    hooks::fail_inbox_posts.store(1);
+    std::error_code ec;
+    tw::StartOptions o;
+    o.delay = 1h;
+    const tw::Timer t = rt.start(o, tw::detail::Callback([] {}), ec);
+    EXPECT_EQ(ec, tw::errc::no_memory);
+    EXPECT_FALSE(t);
+    EXPECT_TRUE(wait_until([&] { return g_freed_pushes.load() > before; }, 3s))
+        << "the quarantined record was not reclaimed: the shard slept on";
 }
