@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "runtime/test_hooks.hpp"
+#include "runtime/timer_state.hpp"
 #include "test_support.hpp"
 #include "tickwheel/runtime.hpp"
 
@@ -601,4 +602,23 @@ TEST(FailedStart, AQuarantinedRecordWakesAShardInALongSleep) {
     EXPECT_FALSE(t);
     EXPECT_TRUE(wait_until([&] { return g_freed_pushes.load() > before; }, 3s))
         << "the quarantined record was not reclaimed: the shard slept on";
+}
+
+// ---- the owner rule is asserted (checked builds) -----------------------------------------
+// Debug and sanitizer builds check at each write of the own-clock deadline
+// that the writer holds the timer's deadline lock (OwnDeadline): a write
+// without it aborts with the rule it broke.
+TEST(OwnerRule, AnOwnClockDeadlineWriteWithoutTheLockAborts) {
+    namespace rt = tickwheel::rt;
+    alignas(64) rt::Extra x;
+    x.own_lock.store(rt::OwnDeadline::tag(7));  // free, generation 7
+    if constexpr (!rt::kCheckOwners) GTEST_SKIP() << "a release build: the owner checks are compiled away";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(rt::OwnDeadline::store(x, rt::OwnDeadline::tag(7) | 1, 42), "owner rule broken: Extra::deadline_ns");
+    // Held by generation 7 (count 1): the holder's write passes.
+    x.own_lock.store(rt::OwnDeadline::tag(7) | 1);
+    rt::OwnDeadline::store(x, rt::OwnDeadline::tag(7) | 1, 42);
+    EXPECT_EQ(x.deadline_ns.load(), 42);
+    // A stale holder's value (generation 6) does not.
+    EXPECT_DEATH(rt::OwnDeadline::store(x, rt::OwnDeadline::tag(6) | 1, 43), "owner rule broken");
 }
