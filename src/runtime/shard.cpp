@@ -346,7 +346,13 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
         std::uint64_t held = 0;
         if ((flags & Record::kClockMask) != 0) {
             own = &HandleTable::extra_of(r);
-            const OwnDeadline::Try t = OwnDeadline::try_lock(r, *own, gen, held);
+            // (A manual runtime's advance waits for the holder instead: its
+            // clock would step on meanwhile, and the holder -- a reset on
+            // another thread -- never waits for the advance.)
+            const OwnDeadline::Try t =
+                manual_sink_ == nullptr ? OwnDeadline::try_lock(r, *own, gen, held)
+                                        : (OwnDeadline::lock(r, *own, gen, held) ? OwnDeadline::Try::Locked
+                                                                                 : OwnDeadline::Try::Stale);
             if (t == OwnDeadline::Try::Busy) {
                 wheel_.insert(&r, now + 1);
                 continue;
