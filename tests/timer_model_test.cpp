@@ -734,6 +734,25 @@ TEST(Groups, IndexDropsEndedTimersSoItsSizeStaysBounded) {
     EXPECT_TRUE(groups.take(5).size() <= 8u);
 }
 
+// A grouped one-shot that re-arms itself is indexed again at each re-arm
+// (issue 20: a group stop that took its entry while it ran must not lose
+// it); with no group stop between, the duplicates are compacted away.
+TEST(Groups, ReArmDuplicatesAreCompactedSoOneLiveTimerKeepsOneEntry) {
+    tickwheel::rt::HandleTable table;
+    tickwheel::rt::GroupIndex groups(table);
+    std::uint32_t index = 0, gen = 0;
+    tickwheel::rt::Record* r = table.allocate(index, gen);
+    ASSERT_NE(r, nullptr);
+    tickwheel::rt::TimerState::publish(*r, gen, 1);
+    std::size_t peak = 0;
+    for (int i = 0; i < 100'000; ++i) {
+        groups.add(7, gen, index);  // one per pending episode
+        peak = std::max(peak, groups.entries());
+    }
+    EXPECT_LE(peak, 2 * 4096u) << "duplicates are compacted away";
+    EXPECT_LE(groups.take(7).size(), 128u) << "one live timer, one entry (and a few not yet compacted)";
+}
+
 // A burst timer on a delivery queue that nobody ran for a while owes its
 // passed deadlines: one run() runs them back to back and counts each.
 TEST(PeriodPolicy, BurstOnAQueueCatchesUpInOneRunAndCountsEveryCallback) {
