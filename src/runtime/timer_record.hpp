@@ -28,7 +28,8 @@ struct TimerState;
 /// counters are updated by the owner of the state that counts (the shard:
 /// missed and owed; the worker that begins a run: runs). Atomic because a
 /// reader holding a stale id may read them while start() reuses the record
-/// (it then re-validates the generation and discards what it read).
+/// (it then re-validates the generation and discards what it read). Who
+/// writes each field in which state: the owner table in timer_state.hpp.
 struct alignas(64) Extra {
     std::atomic<std::uint64_t> runs{0};    // runs begun (tw_timer_info.runs)
     std::atomic<std::uint64_t> missed{0};  // grid deadlines skipped (SKIP)
