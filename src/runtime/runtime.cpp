@@ -950,14 +950,16 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
             HazardScope acting_on(&r, slot);
             step = TimerState::reset(r, Id::gen(id), tick, rt::t_current.rec == &r);
         }
+        if (own != nullptr) {
+            // The word took the tick: its deadline with it. Let go before
+            // anything else (no lock is taken while holding a deadline lock).
+            if (step.rearmed) rt::OwnDeadline::store(*own, held, deadline_ns);
+            rt::OwnDeadline::unlock(*own, held);
+            unlock_own.x = nullptr;
+        }
         if (step.rearmed && step.from == State::Dispatched) core.undue(r);
     }
     if (!step.rearmed) return false;
-    if (own != nullptr) {
-        rt::OwnDeadline::store(*own, held, deadline_ns);  // the word took the tick: its deadline with it
-        rt::OwnDeadline::unlock(*own, held);
-        unlock_own.x = nullptr;
-    }
     const std::uint16_t flags = r.flags();
     tick_t file_at = tick;
     if ((flags & Record::kHasExtra) != 0) {

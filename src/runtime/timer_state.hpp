@@ -501,7 +501,9 @@ inline void shard_live(const Record& r, const char* field) noexcept {
 //     lock is free (handle_table.cpp);
 //   * readers that do not take it (query) read the deadline seqlock-style:
 //     the lock word before and after, equal, even and of their generation.
-// No user code runs while it is held. Takers that may not wait (the shard)
+// No user code runs while it is held, and no other lock is taken under it
+// but the shard's clock-step index mutex (a start indexing its timer; that
+// mutex is never held while a deadline lock is taken). Takers that may not wait (the shard)
 // try once and come back later (it re-files the timer at the next tick, or
 // re-runs the re-clock pass); callers, start and workers wait while another
 // thread holds it (a short critical section: a few loads, a CAS, a store).
