@@ -275,15 +275,9 @@ bool HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
     // never reused.)
     r.set_gen(next);
     const std::uint32_t index = index_of(&r);
-    if (clocked) {
-        // The other half of OwnDeadline::try_lock's handshake: a thread that
-        // took the lock before it could see the new generation may still
-        // write the deadline: the record waits in quarantine until it lets go.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (OwnDeadline::held_now(extra_of(r))) {
-            quarantine(r, index, next);
-            return true;
-        }
+    if (clocked && own_lock_taken(r)) [[unlikely]] {
+        quarantine(r, index, next);
+        return true;
     }
     if ((next & Ctl::kGenMask) == 0) {
         quarantine(r, index, next);  // the word's 10-bit generation wraps: wait for hazards
@@ -291,6 +285,14 @@ bool HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
     }
     chain.add(index, next);
     return false;
+}
+
+bool HandleTable::own_lock_taken(const Record& r) noexcept {
+    // The other half of OwnDeadline::try_lock's handshake: a thread that
+    // took the lock before it could see the new generation may still write
+    // the deadline: the record then waits in quarantine until it lets go.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return OwnDeadline::held_now(extra_of(r));
 }
 
 bool HandleTable::own_lock_held(const Record& r) const noexcept {

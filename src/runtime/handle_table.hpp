@@ -131,6 +131,9 @@ public:
     /// Whether some thread holds the own-clock deadline lock of `r` (any
     /// occupant's; false if its chunk has no side records).
     bool own_lock_held(const Record& r) const noexcept;
+    /// recycle() of a boot-time or wall-clock timer: whether a thread holds
+    /// its deadline lock (after a seq_cst fence). Out of line.
+    [[gnu::noinline]] static bool own_lock_taken(const Record& r) noexcept;
     /// Whether a reclaim pass is worth its barrier: some record waits and
     /// either many do or `now_ns` is kQuarantineAgeNs past the last pass.
     bool quarantine_due(std::int64_t now_ns) const noexcept {

@@ -23,7 +23,7 @@ bool register_membarrier() noexcept {
 }
 }  // namespace
 
-// Decided once, by the first fence of the process (asymmetric()), never by
+// Decided once, by the first runtime or heavy fence (asymmetric()), never by
 // a dynamic initialiser: both sides must agree on which barrier pairs with
 // which, and a runtime may be running before this file's initialisers do.
 constinit std::atomic<int> g_asymmetric{kUndecided};

@@ -217,6 +217,7 @@ RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
       clock(clocks.mono(), static_cast<std::uint64_t>(config.resolution.count())),
       max_timers(config.max_timers),
       created_in_epoch(fork_epoch()) {
+    (void)hazard_detail::asymmetric();  // decided before this runtime's threads fence (hazard.hpp)
     dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);
     shards.reserve(config.shards);
     for (unsigned i = 0; i < config.shards; ++i)
@@ -647,6 +648,39 @@ bool take_back_published(RuntimeCore& core, Shard& shard, Record& r, std::uint32
     return true;
 }
 
+namespace {
+/// fill_record()'s publish of a boot-time or wall-clock timer: its deadline
+/// on its clock and the word's tick are set under its deadline lock
+/// (OwnDeadline). It is indexed for clock steps first, then its tick is
+/// computed from clock readings taken after that: a re-clock pass that does
+/// not find it in the index read its clock offsets before these readings
+/// (it moved nothing this timer depends on); one that finds it waits for
+/// the lock (looks again next pass) and re-files it from its exact deadline
+/// (issue 20, race 7). `tick` gets the word's tick. False: no memory for
+/// the index entry (nothing published). Out of line: only such timers pay.
+[[gnu::noinline]] bool publish_clocked(RuntimeCore& core, Shard& shard, Record& r, Extra& x, std::uint32_t index,
+                                       std::uint32_t gen, const StartOptions& o, const StartPlan& plan,
+                                       tick_t& tick) noexcept {
+    const std::uint64_t held = OwnDeadline::take_new(x, gen);
+    OwnDeadline::store(x, held, plan.own_deadline);
+    if (!core.clocks.manual()) {
+        try {
+            shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
+        } catch (...) {
+            OwnDeadline::unlock(x, held);
+            return false;  // (a stale index entry at most: dropped when seen)
+        }
+        Readings fresh(core.clocks);
+        const std::int64_t mono = fresh.mono();
+        const std::int64_t offset = fresh.now(static_cast<ClockId>(o.clock)) - mono;
+        tick = std::min(core.clock.deadline_tick(plan.own_deadline - offset), Ctl::kMaxDeadline);
+    }
+    TimerState::publish(r, gen, tick);
+    OwnDeadline::unlock(x, held);
+    return true;
+}
+}  // namespace
+
 errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index, std::uint32_t gen,
                  const StartOptions& o, const StartPlan& plan, detail::Callback& cb, tick_t& file_at) noexcept {
     // What the common timer (one-shot, no leeway, no group) does not
@@ -694,32 +728,11 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
     // room for: the callable is still in `cb`.)
     if (!r.store_callable(cb)) return errc::no_memory;
     tick_t tick = plan.tick;
-    if (clocked) {
-        // A boot-time or wall-clock timer: its deadline on its clock and the
-        // word's tick are set under its deadline lock (OwnDeadline). It is
-        // indexed for clock steps first, then its tick is computed from
-        // clock readings taken after that: a re-clock pass that does not
-        // find it in the index read its clock offsets before these
-        // readings (it moved nothing this timer depends on); one that finds
-        // it waits for the lock (looks again next pass) and re-files it
-        // from its exact deadline (issue 20, race 7).
-        const std::uint64_t held = OwnDeadline::take_new(*x, gen);
-        OwnDeadline::store(*x, held, plan.own_deadline);
-        if (!core.clocks.manual()) {
-            try {
-                shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
-            } catch (...) {
-                OwnDeadline::unlock(*x, held);
-                r.return_callable(cb);
-                return errc::no_memory;  // (a stale index entry at most: dropped when seen)
-            }
-            Readings fresh(core.clocks);
-            const std::int64_t mono = fresh.mono();
-            const std::int64_t offset = fresh.now(static_cast<ClockId>(o.clock)) - mono;
-            tick = std::min(core.clock.deadline_tick(plan.own_deadline - offset), Ctl::kMaxDeadline);
+    if (clocked) [[unlikely]] {
+        if (!publish_clocked(core, shard, r, *x, index, gen, o, plan, tick)) {
+            r.return_callable(cb);
+            return errc::no_memory;
         }
-        TimerState::publish(r, gen, tick);
-        OwnDeadline::unlock(*x, held);
     } else {
         TimerState::publish(r, gen, tick);
     }

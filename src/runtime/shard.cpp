@@ -20,7 +20,7 @@ namespace {
 /// A poster's half of the barrier that pairs with the driver's before a long
 /// sleep (hazard_barrier(): membarrier where available, else a full fence).
 inline void poster_fence() noexcept {
-    if (hazard_detail::asymmetric())
+    if (hazard_detail::light_asymmetric())
         std::atomic_signal_fence(std::memory_order_seq_cst);
     else
         std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -320,6 +320,46 @@ void Shard::reclock() noexcept {
     }
 }
 
+// A boot-time or wall-clock timer popped from the wheel: its deadline on
+// its own clock and the word's tick move together, under its deadline lock
+// (OwnDeadline), held from the check on its own clock through the word's
+// decision and the deadline's move along the grid (a fixed-rate timer).
+// Held by a start, a reset or a run settling it: the timer is looked at
+// again next tick (a manual runtime's advance waits for the holder
+// instead: its clock would step on meanwhile, and the holder -- a reset on
+// another thread -- never waits for the advance). False: not to be decided
+// now (re-filed); else `out` is the word's step. Out of line: only such
+// timers pay for it.
+bool Shard::expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid_now, std::uint64_t period,
+                           ExpireStep& out) noexcept {
+    Extra& own = HandleTable::extra_of(r);
+    std::uint64_t held = 0;
+    const OwnDeadline::Try t =
+        manual_sink_ == nullptr
+            ? OwnDeadline::try_lock(r, own, gen, held)
+            : (OwnDeadline::lock(r, own, gen, held) ? OwnDeadline::Try::Locked : OwnDeadline::Try::Stale);
+    const tick_t judge_at = r.policy() == Policy::Burst ? now : grid_now;
+    switch (t) {
+        case OwnDeadline::Try::Busy: wheel_.insert(&r, now + 1); return false;
+        case OwnDeadline::Try::Stale: out = TimerState::expire(r, now, judge_at, period); return true;  // (the word decides)
+        case OwnDeadline::Try::Locked: break;
+    }
+    // Skips are counted before the item is handed over, so a query from the
+    // run that begins next already counts them.
+    if (!clocked_due(r, own, now)) {
+        OwnDeadline::unlock(own, held);
+        return false;
+    }
+    out = TimerState::expire(r, now, judge_at, period);
+    if (period != 0 && (out.out == ExpireOutcome::Fire || out.out == ExpireOutcome::Skip)) {
+        // Its deadline on its own clock moves along the grid with the word.
+        const std::uint64_t periods = out.out == ExpireOutcome::Fire ? out.skipped + 1 : out.skipped;
+        OwnDeadline::advance(own, held, static_cast<std::int64_t>(periods * period * clock_.resolution_ns()));
+    }
+    OwnDeadline::unlock(own, held);
+    return true;
+}
+
 bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
     if (!flush_fired() || !flush_queued(now_ns)) return false;
     while (WheelNode* node = wheel_.pop_expired()) {
@@ -337,45 +377,16 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
         if (slot != 0 && !section_) section_.emplace(queues_);
-        // A boot-time or wall-clock timer: its deadline on its own clock and
-        // the word's tick move together, under its deadline lock
-        // (OwnDeadline): held from the check on its own clock through the
-        // word's decision and the deadline's move along the grid. Held by a
-        // start, a reset or a run settling it: it is looked at next tick.
-        Extra* own = nullptr;
-        std::uint64_t held = 0;
-        if ((flags & Record::kClockMask) != 0) {
-            own = &HandleTable::extra_of(r);
-            // (A manual runtime's advance waits for the holder instead: its
-            // clock would step on meanwhile, and the holder -- a reset on
-            // another thread -- never waits for the advance.)
-            const OwnDeadline::Try t =
-                manual_sink_ == nullptr ? OwnDeadline::try_lock(r, *own, gen, held)
-                                        : (OwnDeadline::lock(r, *own, gen, held) ? OwnDeadline::Try::Locked
-                                                                                 : OwnDeadline::Try::Stale);
-            if (t == OwnDeadline::Try::Busy) {
-                wheel_.insert(&r, now + 1);
-                continue;
-            }
-            if (t == OwnDeadline::Try::Stale) own = nullptr;  // (not a live timer: the word decides)
-            // Skips are counted before the item is handed over, so a query
-            // from the run that begins next already counts them.
-            if (own != nullptr && !clocked_due(r, *own, now)) {
-                OwnDeadline::unlock(*own, held);
-                continue;
-            }
-        }
+        // A boot-time or wall-clock timer: its own clock decides too
+        // (expire_clocked; false: not due on it, or looked at next tick).
         // A manual advance judges skips against the end of its window
         // (grid_now); a BURST timer instead runs every crossed deadline in
         // deadline order among the others, so it is judged at `now`.
-        const ExpireStep s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now, period);
-        if (own != nullptr) {
-            if (fixed_rate && (s.out == ExpireOutcome::Fire || s.out == ExpireOutcome::Skip)) {
-                // Its deadline on its own clock moves along the grid with the word.
-                const std::uint64_t periods = s.out == ExpireOutcome::Fire ? s.skipped + 1 : s.skipped;
-                OwnDeadline::advance(*own, held, static_cast<std::int64_t>(periods * period * clock_.resolution_ns()));
-            }
-            OwnDeadline::unlock(*own, held);
+        ExpireStep s;
+        if ((flags & Record::kClockMask) != 0) [[unlikely]] {
+            if (!expire_clocked(r, gen, now, grid_now, period, s)) continue;
+        } else {
+            s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now, period);
         }
         switch (s.out) {
             case ExpireOutcome::Fire:

@@ -140,6 +140,10 @@ private:
     /// if its own clock has not reached its deadline yet. The caller holds
     /// its deadline lock (OwnDeadline).
     bool clocked_due(Record& r, const Extra& x, tick_t now) noexcept;
+    /// The expiry decision of a boot-time or wall-clock timer popped from
+    /// the wheel, under its deadline lock (shard.cpp).
+    [[gnu::noinline]] bool expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid_now,
+                                          std::uint64_t period, ExpireStep& out) noexcept;
     /// Re-files the boot-time and wall-clock timers after their clock moved
     /// against the monotonic clock by `moved` (ns per ClockId).
     void reclock() noexcept;
