@@ -135,10 +135,15 @@ std::atomic<int> g_futex_waits{0};
 extern "C" long syscall(long number, ...) noexcept {
     using Syscall = long (*)(long, ...);
     static const auto real = reinterpret_cast<Syscall>(dlsym(RTLD_NEXT, "syscall"));
+    // The five arguments passed in registers (x86-64, AArch64: va_arg reads
+    // them from this frame's register save area, harmless past the caller's
+    // arguments; a stack argument would not be); a sixth is passed as 0 --
+    // the system calls this process makes through syscall() (futex waits
+    // and wakes, membarrier, gettid) take it as 0 or not at all.
     va_list ap;
     va_start(ap, number);
-    long a[6];
-    for (long& x : a) x = va_arg(ap, long);
+    long a[6] = {};
+    for (int i = 0; i < 5; ++i) a[i] = va_arg(ap, long);
     va_end(ap);
     if (number == SYS_futex && t_note_futex && (a[1] & 0x7f) == 0 /* FUTEX_WAIT */) g_futex_waits.fetch_add(1);
     return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
