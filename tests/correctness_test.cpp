@@ -19,7 +19,9 @@
 #include <mutex>
 #include <span>
 #include <system_error>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -169,17 +171,31 @@ std::uint64_t churn(Runtime& rt, std::atomic<int>& runs, int limit, Done done) {
 // The same for a batch (issue 14: 'R' a batch reset, 'C' a batch stop),
 // parked at the stale element -- the first of three: the other two, the
 // batch's own pending timers, must still be acted on, after the churn.
-class StaleWindow : public ::testing::TestWithParam<char> {};
+//
+// Also with boot-time and wall-clock timers (issue 20): A and B on that
+// clock, and B's own-clock deadline and state are checked, not just the
+// call's result. A parked reset of such a timer holds A's deadline lock
+// (timer_state.hpp, OwnDeadline): A's slot is then not reused at all while
+// it is parked (the churn cannot reach it), and nothing is written.
+class StaleWindow : public ::testing::TestWithParam<std::tuple<char, tickwheel::TimerClock>> {};
 
 TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
-    const char op = GetParam();  // 'r' reset, 'c' stop; 'R', 'C' the same in a batch
+    const char op = std::get<0>(GetParam());  // 'r' reset, 'c' stop; 'R', 'C' the same in a batch
+    const tickwheel::TimerClock clock = std::get<1>(GetParam());
+    const bool clocked = clock != tickwheel::TimerClock::monotonic;
     const bool batch = op == 'R' || op == 'C';
     PushHook pushes;
     Runtime rt(one_shard());
     std::atomic<int> runs{0};
-    const auto deadline = Runtime::now() + 1h;
+    const auto deadline = tickwheel::TimePoint(rt.now(clock) + 1h);
+    const auto start_at = [&rt, clock](tickwheel::TimePoint at, auto f) {
+        tickwheel::StartOptions o;
+        o.deadline = at;
+        o.clock = clock;
+        return rt.start(o, std::move(f));
+    };
     std::atomic<int> a_runs{0};
-    const Timer a = rt.start_at(deadline, [&a_runs] { a_runs.fetch_add(1); });
+    const Timer a = start_at(deadline, [&a_runs] { a_runs.fetch_add(1); });
     std::atomic<int> others_released{0};
     struct Released {
         std::atomic<int>* n;
@@ -218,6 +234,25 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     const std::uint32_t slot = Id::index(a.id());
     const std::uint32_t g0 = Id::gen(a.id());
     ASSERT_TRUE(rt.stop_sync(a.id()));
+    if (clocked && (op == 'r' || op == 'R')) {
+        // The parked reset holds A's deadline lock: the slot waits in
+        // quarantine (no thread can write into a later occupant).
+        EXPECT_FALSE(wait_until([&] { return g_last_top.load() == slot; }, 300ms))
+            << "A's slot was reused while a reset held its deadline lock";
+        parking.go.open();
+        t.join();
+        EXPECT_EQ(result.load(), 0) << "a call with A's id acted after A was stopped";
+        if (batch) {
+            EXPECT_EQ(results[0], tickwheel::errc::not_found);
+            EXPECT_FALSE(results[1]);
+            EXPECT_FALSE(results[2]);
+            EXPECT_EQ(batch_count, 2u);
+        }
+        EXPECT_TRUE(wait_until([&] { return g_last_top.load() == slot; })) << "the slot stayed held";
+        EXPECT_EQ(a_runs.load(), 0);
+        for (const Timer& x : others) EXPECT_TRUE(rt.stop(x));
+        return;
+    }
     ASSERT_TRUE(wait_until([&] { return g_last_top.load() == slot; }));
     // Churn the slot until the next occupant would carry A's 10-bit
     // generation again, or until the slot stops coming back.
@@ -233,7 +268,7 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     }
     // Try to put a timer at A's deadline on the slot with A's 10-bit generation.
     std::atomic<int> b_runs{0};
-    const Timer b = rt.start_at(deadline, [&b_runs] { b_runs.fetch_add(1); });
+    const Timer b = start_at(deadline, [&b_runs] { b_runs.fetch_add(1); });
     const bool b_on_slot_with_as_word =
         Id::index(b.id()) == slot && (Id::gen(b.id()) & 0x3FF) == (g0 & 0x3FF);
     EXPECT_FALSE(b_on_slot_with_as_word)
@@ -251,7 +286,17 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
         EXPECT_EQ(batch_count, 2u);
         EXPECT_EQ(others_released.load(), op == 'C' ? 2 : 0);
     }
-    // B is untouched: still pending at A's old deadline (neither stopped nor moved).
+    // B is untouched: still pending at A's old deadline (neither stopped nor
+    // moved; on its own clock exactly, else rounded up to the tick).
+    const auto bi = rt.query(b);
+    ASSERT_TRUE(bi) << "B must still be live";
+    EXPECT_EQ(bi->state, tickwheel::TimerStatus::pending);
+    if (clocked) {
+        EXPECT_EQ(bi->deadline, deadline) << "B's own-clock deadline moved";
+    } else {
+        EXPECT_GE(bi->deadline, deadline);
+        EXPECT_LT(bi->deadline, deadline + rt.resolution()) << "B's deadline moved";
+    }
     EXPECT_TRUE(rt.reset(b.id(), 1h)) << "B must still be pending";
     EXPECT_TRUE(rt.stop(b.id()));
     EXPECT_EQ(a_runs.load(), 0);
@@ -273,13 +318,23 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     for (const Timer& x : others) EXPECT_EQ(rt.stop(x), op != 'C');  // released now, while others_released lives
 }
 
-INSTANTIATE_TEST_SUITE_P(ResetAndStop, StaleWindow, ::testing::Values('r', 'c', 'R', 'C'),
-                         [](const ::testing::TestParamInfo<char>& p) {
-                             switch (p.param) {
-                                 case 'r': return std::string("Reset");
-                                 case 'c': return std::string("Stop");
-                                 case 'R': return std::string("BatchReset");
-                                 default: return std::string("BatchStop");
+INSTANTIATE_TEST_SUITE_P(ResetAndStop, StaleWindow,
+                         ::testing::Combine(::testing::Values('r', 'c', 'R', 'C'),
+                                            ::testing::Values(tickwheel::TimerClock::monotonic,
+                                                              tickwheel::TimerClock::boottime,
+                                                              tickwheel::TimerClock::realtime)),
+                         [](const ::testing::TestParamInfo<std::tuple<char, tickwheel::TimerClock>>& p) {
+                             std::string name;
+                             switch (std::get<0>(p.param)) {
+                                 case 'r': name = "Reset"; break;
+                                 case 'c': name = "Stop"; break;
+                                 case 'R': name = "BatchReset"; break;
+                                 default: name = "BatchStop"; break;
+                             }
+                             switch (std::get<1>(p.param)) {
+                                 case tickwheel::TimerClock::boottime: return name + "Boottime";
+                                 case tickwheel::TimerClock::realtime: return name + "Realtime";
+                                 default: return name;  // monotonic: the names of 1.4
                              }
                          });
 
@@ -288,12 +343,19 @@ INSTANTIATE_TEST_SUITE_P(ResetAndStop, StaleWindow, ::testing::Values('r', 'c', 
 // pending. Before the fix, stop_sync retried its CAS with the 10-bit
 // generation only: it cancelled that unrelated timer (returning true for a
 // timer that had run) and the new timer's slot leaked.
-TEST(StaleId, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant) {
+// Also with boot-time and wall-clock timers (issue 20): B's own-clock
+// deadline and state are checked too.
+class StaleIdOnClocks : public ::testing::TestWithParam<tickwheel::TimerClock> {};
+
+TEST_P(StaleIdOnClocks, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant) {
+    const tickwheel::TimerClock clock = GetParam();
     PushHook pushes;
     Runtime rt(one_shard());
     std::atomic<int> runs{0};
     Gate in_a, release_a;
-    const Timer a = rt.start(0ns, [&] {
+    tickwheel::StartOptions oa;
+    oa.clock = clock;
+    const Timer a = rt.start(oa, [&] {
         in_a.open();
         release_a.wait();
     });
@@ -325,15 +387,36 @@ TEST(StaleId, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant) {
     ASSERT_EQ(Id::index(last), slot) << "the churn lost the slot";
     std::atomic<int> b_runs{0};
     ASSERT_TRUE(wait_until([&] { return g_last_top.load() == slot; }));  // through the quarantine at the wrap
-    const Timer b = rt.start(1h, [&b_runs] { b_runs.fetch_add(1); });
+    tickwheel::StartOptions ob;
+    ob.clock = clock;
+    const auto b_deadline = tickwheel::TimePoint(rt.now(clock) + 1h);
+    ob.deadline = b_deadline;
+    const Timer b = rt.start(ob, [&b_runs] { b_runs.fetch_add(1); });
     ASSERT_EQ(Id::index(b.id()), slot);
     ASSERT_EQ(Id::gen(b.id()) & 0x3FF, g0 & 0x3FF) << "B carries A's 10-bit generation";
 
     parking.go.open();
     t.join();
     EXPECT_EQ(result.load(), 0) << "stop_sync(A) returned true after A's last run: it cancelled B";
+    const auto bi = rt.query(b);
+    ASSERT_TRUE(bi) << "B must still be live";
+    EXPECT_EQ(bi->state, tickwheel::TimerStatus::pending);
+    if (clock != tickwheel::TimerClock::monotonic) {
+        EXPECT_EQ(bi->deadline, b_deadline) << "B's own-clock deadline moved";
+    } else {
+        EXPECT_GE(bi->deadline, b_deadline);
+        EXPECT_LT(bi->deadline, b_deadline + rt.resolution()) << "B's deadline moved";
+    }
     EXPECT_TRUE(rt.stop(b.id())) << "B must still be pending";
 }
+INSTANTIATE_TEST_SUITE_P(Clocks, StaleIdOnClocks,
+                         ::testing::Values(tickwheel::TimerClock::monotonic, tickwheel::TimerClock::boottime,
+                                           tickwheel::TimerClock::realtime),
+                         [](const ::testing::TestParamInfo<tickwheel::TimerClock>& p) {
+                             return p.param == tickwheel::TimerClock::boottime   ? std::string("Boottime")
+                                    : p.param == tickwheel::TimerClock::realtime ? std::string("Realtime")
+                                                                                 : std::string("Monotonic");
+                         });
 
 // A slot at the last 24-bit generation is retired: the next start takes
 // another slot, so an id never names two timers (before the fix the

@@ -382,27 +382,33 @@ TEST(Query, CApiStatesSizesAndErrors) {
 
 // Queries race with fire, stop, reset and slot reuse (ThreadSanitizer checks
 // the reads; the assertions check that an answer is always this timer's).
+// Every timer is told apart from every other one (issue 20): its own group
+// and leeway (unique in the process run), its clock, its period -- a query
+// answering from another occupant of the slot, or mixing two, is caught.
 TEST(Query, ConcurrentWithFireStopResetAndReuseAlwaysAnswersForTheRightTimer) {
     tw::Runtime rt(small_config(2, 2));
     constexpr int kThreads = 2;
     const auto until = std::chrono::steady_clock::now() + (tw_test::kSanitized ? 1500ms : 800ms);
-    std::atomic<std::uint64_t> answered{0}, bad{0};
+    std::atomic<std::uint64_t> answered{0}, bad{0}, next_tag{1};
     std::vector<std::thread> th;
     for (int k = 0; k < kThreads; ++k) {
         th.emplace_back([&, k] {
             std::mt19937_64 rng(static_cast<std::uint64_t>(k) + 1);
             while (std::chrono::steady_clock::now() < until) {
+                const std::uint64_t tag = next_tag.fetch_add(1);
                 tw::StartOptions o;
                 o.delay = std::chrono::microseconds(rng() % 2000);
-                o.group = 1000 + static_cast<std::uint64_t>(k);
+                o.group = (static_cast<std::uint64_t>(k) << 40) | tag;  // this timer's alone
+                o.leeway = std::chrono::nanoseconds(tag);                // (below a tick: no coalescing)
                 if (rng() % 3 == 0) o.period = 1ms;
+                if (rng() % 4 == 0) o.clock = rng() % 2 == 0 ? tw::TimerClock::realtime : tw::TimerClock::boottime;
                 const tw::Timer t = rt.start(o, [] {});
                 for (int q = 0; q < 20; ++q) {
                     const auto i = rt.query(t);
                     if (!i) break;
                     ++answered;
-                    if (i->group != o.group || i->shard != static_cast<int>((t.id() >> 32) & 0xFF) ||
-                        (o.period == 0ms) != (i->period == 0ms))
+                    if (i->group != o.group || i->leeway != o.leeway || i->clock != o.clock ||
+                        i->shard != static_cast<int>((t.id() >> 32) & 0xFF) || (o.period == 0ms) != (i->period == 0ms))
                         ++bad;
                     if (rng() % 8 == 0) t.runtime()->reset(t.id(), std::chrono::microseconds(rng() % 1000));
                 }
@@ -726,6 +732,25 @@ TEST(Groups, IndexDropsEndedTimersSoItsSizeStaysBounded) {
     EXPECT_LE(peak, 2 * 4096u) << "stale entries are compacted away";
     EXPECT_LE(table.high_water(), 200u) << "slots were reused (one per 1024 waits in quarantine)";
     EXPECT_TRUE(groups.take(5).size() <= 8u);
+}
+
+// A grouped one-shot that re-arms itself is indexed again at each re-arm
+// (issue 20: a group stop that took its entry while it ran must not lose
+// it); with no group stop between, the duplicates are compacted away.
+TEST(Groups, ReArmDuplicatesAreCompactedSoOneLiveTimerKeepsOneEntry) {
+    tickwheel::rt::HandleTable table;
+    tickwheel::rt::GroupIndex groups(table);
+    std::uint32_t index = 0, gen = 0;
+    tickwheel::rt::Record* r = table.allocate(index, gen);
+    ASSERT_NE(r, nullptr);
+    tickwheel::rt::TimerState::publish(*r, gen, 1);
+    std::size_t peak = 0;
+    for (int i = 0; i < 100'000; ++i) {
+        groups.add(7, gen, index);  // one per pending episode
+        peak = std::max(peak, groups.entries());
+    }
+    EXPECT_LE(peak, 2 * 4096u) << "duplicates are compacted away";
+    EXPECT_LE(groups.take(7).size(), 128u) << "one live timer, one entry (and a few not yet compacted)";
 }
 
 // A burst timer on a delivery queue that nobody ran for a while owes its

@@ -465,6 +465,12 @@ public:
     /// next run then, then every period). Returns true on success, false if
     /// the timer is not pending (already fired -- unless called from its own
     /// running callback, which re-arms a one-shot timer --, stopped, stale).
+    /// A stale id changes nothing: no timer's state or deadline (also not
+    /// the one now in its slot). A boot-time or wall-clock timer's new
+    /// deadline on its clock and its place in the wheel change together
+    /// (query(), the end of a run, a clock step never see one without the
+    /// other), and its clock is read inside the call: a clock step during
+    /// the call is followed.
     /// Cost: a later deadline is one CAS on the caller's side (the shard
     /// re-files the timer lazily when its old slot comes due); an earlier one
     /// adds a queue push. Throws Error(invalid_argument) for delay < 0 or >
@@ -507,7 +513,9 @@ public:
     /// many stop() calls would have returned true. results[i]: {} or
     /// errc::not_found. Each release hook runs as stop()'s does (inside this
     /// call, before the next element is stopped, or after a run in
-    /// progress). Never blocks. `ec`: invalid_argument (`results` neither
+    /// progress); a stop_sync() of that element waiting for its hook
+    /// returns as soon as the hook did, before the next element's hook runs
+    /// (which may wait for it). Never blocks. `ec`: invalid_argument (`results` neither
     /// empty nor ids.size() long), forked (nothing done, 0 returned). Cost:
     /// one CAS per timer, one message block per shard.
     std::size_t stop(std::span<const std::uint64_t> ids, std::span<std::error_code> results,
@@ -529,7 +537,9 @@ public:
     /// Re-arms every timer of `ids` to fire `delay` from now, as reset()
     /// would, in order, and returns how many were re-armed. "Now" is one
     /// steady_clock reading taken when the call begins, for all of them
-    /// (never early: it is taken after the call began). results[i]: {},
+    /// (never early: it is taken after the call began); a boot-time or
+    /// wall-clock timer's is a reading of its clock taken for it, as
+    /// reset() does (1.4 read it once per call). results[i]: {},
     /// errc::not_found (not pending, stale, 0) or errc::shutting_down.
     /// `ec`: invalid_argument (delay < 0 or > kMaxDelay: nothing re-armed;
     /// `results` of the wrong size), forked. Cost: a later deadline is one
@@ -632,7 +642,9 @@ public:
     /// stopped (how many of those calls would have returned true). With
     /// `sync` it also waits, as stop_sync() does, for a running callback of
     /// the group and its release hook (a running periodic timer counts as
-    /// stopped; a running one-shot, already on its last run, does not).
+    /// stopped; a running one-shot, already on its last run, does not; if
+    /// its callback re-arms it, the re-armed timer stays in its group, for a
+    /// later call).
     /// A timer whose start() returned before this call began is stopped; one
     /// started concurrently is either stopped or left running for a later
     /// call, never lost. Cost: O(shards + the group's timers) -- per-shard

@@ -399,7 +399,12 @@ TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
 
 /** Re-arms a pending timer to fire delay_ns from now (a periodic timer: its
  *  next run then, then every period). From a one-shot timer's own running
- *  callback it re-arms that timer. Returns, in this order:
+ *  callback it re-arms that timer. A boot-time or wall-clock timer's new
+ *  deadline on its clock and its place in the wheel change together (a
+ *  query, a run ending, a clock step never see one without the other);
+ *  its clock is read inside the call, so a clock step during the call is
+ *  followed. A stale id changes nothing: no timer's state or deadline
+ *  (also not that of the timer now in its slot). Returns, in this order:
  *  @retval TW_EINVAL     rt is NULL; delay_ns > TW_MAX_DELAY_NS.
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
  *  @retval TW_ESHUTDOWN  the runtime is shut down or shutting down.
@@ -473,15 +478,19 @@ TW_API int tw_timer_start_n(tw_runtime *rt, const tw_timer_spec *specs, size_t n
  *  that completes during the call cancels the later timers itself: they are
  *  TW_ENOENT). Each stopped timer's release hook runs as tw_timer_stop()'s
  *  does: inside this call, before the next element is stopped (or, if a run
- *  is in progress, right after that run on its worker). Never blocks.
+ *  is in progress, right after that run on its worker); a
+ *  tw_timer_stop_sync() of that element waiting for its hook returns as
+ *  soon as the hook did, before the next element's hook runs (which may
+ *  wait for it). Never blocks.
  *  @return the number of TW_OK elements, or TW_EINVAL / TW_EFORKED for the
  *          call (see "Batches" above). */
 TW_API int tw_timer_stop_n(tw_runtime *rt, const tw_timer *ids, size_t n, int *results) TW_NOEXCEPT;
 
 /** Re-arms every timer of ids[0..n) to fire delay_ns from now, as
  *  tw_timer_reset() would, in order, "now" being one CLOCK_MONOTONIC
- *  reading taken when the call begins (for boot-time and wall-clock timers,
- *  one reading of their clock): never early. results[i] (if results is not
+ *  reading taken when the call begins (for a boot-time or wall-clock timer,
+ *  a reading of its clock taken for that element, as tw_timer_reset()
+ *  does; 1.4 read it once per call): never early. results[i] (if results is not
  *  NULL) receives that call's code: TW_OK, TW_ENOENT, or TW_ESHUTDOWN (the
  *  runtime is shut down or shutting down). A delay_ns above
  *  TW_MAX_DELAY_NS is TW_EINVAL for the whole call (nothing re-armed,
@@ -557,10 +566,11 @@ TW_API int tw_timer_query(tw_runtime *rt, tw_timer id, tw_timer_info *out) TW_NO
  *  tw_timer_stop() called on each (with TW_SYNC in flags: as
  *  tw_timer_stop_sync(), which also waits for a running callback of the
  *  group and its release hook; a running periodic timer counts as stopped,
- *  a running one-shot -- already on its last run -- does not). A timer whose
- *  start returned before this call began is stopped; one started
- *  concurrently with it is either stopped or left for a later call, never
- *  lost. Cost: O(shards + the group's timers): per-shard indexes, one short
+ *  a running one-shot -- already on its last run -- does not; if its
+ *  callback re-arms it, the re-armed timer stays in its group, for a later
+ *  call). A timer whose start returned before this call began is stopped;
+ *  one started concurrently with it is either stopped or left for a later
+ *  call, never lost. Cost: O(shards + the group's timers): per-shard indexes, one short
  *  lock per shard, never a scan of all timers. Any thread, also from a
  *  callback (with TW_SYNC it does not wait for its own timer). Since 1.3
  *  (TICKWHEEL_1.3). Returns:

@@ -82,12 +82,9 @@ std::size_t stop_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t 
     HazardSlot* const slot = hazard_detail::this_thread_slot();
     std::uint64_t stopped = 0, released = 0;
     Record* recs[kWindow];
-    Record* cancelled[kWindow];
     for (std::size_t base = 0; base < n; base += kWindow) {
         const std::size_t m = std::min(kWindow, n - base);
-        if (box.size() > Outbox::kCapacity - m) box.flush();  // no flush inside a window (see wake_all below)
         locate(core, ids + base, m, recs);
-        std::size_t ncancelled = 0;
         for (std::size_t j = 0; j < m; ++j) {
             const std::uint64_t id = ids[base + j];
             const std::uint32_t gen = Id::gen(id);
@@ -96,10 +93,13 @@ std::size_t stop_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t 
             if (r != nullptr && r->gen() == gen) {
                 switch (try_stop(core, *r, gen, slot)) {
                     case CancelOutcome::Cancelled:
-                        // Its release hook, here, before the next element; its
-                        // stop_sync() waiters are woken with the window's.
-                        settle_cancelled(core, *r, false);
-                        cancelled[ncancelled++] = r;
+                        // Its release hook, here, before the next element; then
+                        // its stop_sync() waiters are woken at once, before the
+                        // next element's hook runs (one of those may wait for
+                        // such a waiter: issue 20) and before its Cancel is
+                        // posted (which recycles it). The wake costs a load
+                        // where nobody waits (TimerState::wake).
+                        settle_cancelled(core, *r);
                         ++released;
                         box.add(Id::shard(id), Msg::make(MsgType::Cancel, gen, Id::index(id)), 0);
                         ok = true;
@@ -111,7 +111,6 @@ std::size_t stop_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t 
             stopped += ok;
             if (results != nullptr) results[base + j] = ok ? std::error_code{} : make_error_code(errc::not_found);
         }
-        TimerState::wake_all(cancelled, ncancelled);  // before their Cancels are posted (and recycle them)
     }
     box.flush();
     if (released != 0) core.count_released(released);

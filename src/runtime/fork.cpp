@@ -45,9 +45,9 @@ void in_child() noexcept {
     // The child has one thread now, so the hazard protocol may change sides
     // safely: keep the asymmetric fences only if the child's registration
     // for membarrier holds.
-    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed) &&
+    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed) == 1 &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0)
-        hazard_detail::g_asymmetric.store(false, std::memory_order_relaxed);
+        hazard_detail::g_asymmetric.store(0, std::memory_order_relaxed);
 }
 
 [[maybe_unused]] const int registered = pthread_atfork(before_fork, nullptr, in_child);

@@ -21,6 +21,10 @@ bool GroupIndex::live(std::uint64_t e) const noexcept {
 
 void GroupIndex::compact(std::vector<std::uint64_t>& v) const noexcept {
     v.erase(std::remove_if(v.begin(), v.end(), [this](std::uint64_t e) { return !live(e); }), v.end());
+    // And the duplicates a one-shot that re-armed itself adds (one per new
+    // pending episode: see the header).
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
 void GroupIndex::compact_all() noexcept {

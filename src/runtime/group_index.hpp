@@ -9,12 +9,20 @@
 // takes; one started concurrently is either in it (stopped) or added after
 // (left for a later call), never lost.
 //
+// Membership follows the timer's pending episodes (the owner table,
+// timer_state.hpp): start() adds the entry after it publishes the word; a
+// grouped one-shot that re-arms itself (RUNNING -> RUNNING_REARMED ->
+// PENDING) is added again by the worker before the word makes it PENDING,
+// since a group stop that took the group's list while it ran could not stop
+// the run in progress and dropped its entry (issue 20, race 2); periodic
+// timers keep theirs (a group stop stops them even while they run).
 // Entries are not removed when a timer ends (a fired one-shot is recycled by
 // a worker, which does not know the index); the generation tells a stale
-// entry, and compaction bounds them: a list is compacted when it doubles
+// entry, and compaction bounds them and the duplicates re-arming leaves: a
+// list is compacted (dead entries and duplicates dropped) when it doubles
 // since its last compaction, and the whole index when its entries double
 // since the last full pass (dropping groups with no live timer), so memory
-// stays O(live grouped timers) and the cost per start O(1) amortised.
+// stays O(live grouped timers) and the cost per start O(log n) amortised.
 // A std::mutex per shard: only starts with a group and group stops take it.
 #pragma once
 

@@ -253,15 +253,18 @@ std::size_t HandleTable::allocate_n(std::size_t n, Record** recs, std::uint32_t*
     return got;
 }
 
-void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
+bool HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
     const std::uint32_t g = r.gen();
+    // Read before set_gen() clears the flags: a boot-time or wall-clock
+    // timer has an own-clock deadline lock (timer_state.hpp, OwnDeadline).
+    const bool clocked = r.clock() != ClockId::Monotonic;
     if (g >= Id::kMaxGen) {
         // The last generation: an id with any generation could name a later
         // occupant, so this record is never used again (FREE, on no list:
         // the last id is answered "not found" forever).
         TimerState::mark_free(r, g, 0);
         retired_.fetch_add(1, std::memory_order_relaxed);
-        return;
+        return false;
     }
     const std::uint32_t next = g + 1;
     // Before the word changes: a thread that sees the new word sees the new
@@ -272,11 +275,30 @@ void HandleTable::recycle(Record& r, FreeChain& chain) noexcept {
     // never reused.)
     r.set_gen(next);
     const std::uint32_t index = index_of(&r);
+    if (clocked && own_lock_taken(r)) [[unlikely]] {
+        quarantine(r, index, next);
+        return true;
+    }
     if ((next & Ctl::kGenMask) == 0) {
         quarantine(r, index, next);  // the word's 10-bit generation wraps: wait for hazards
-        return;
+        return true;
     }
     chain.add(index, next);
+    return false;
+}
+
+bool HandleTable::own_lock_taken(const Record& r) noexcept {
+    // The other half of OwnDeadline::try_lock's handshake: a thread that
+    // took the lock before it could see the new generation may still write
+    // the deadline: the record then waits in quarantine until it lets go.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return OwnDeadline::held_now(extra_of(r));
+}
+
+bool HandleTable::own_lock_held(const Record& r) const noexcept {
+    const ChunkHeader* head = header_of(&r);
+    const Extra* arr = head->extras.load(std::memory_order_acquire);
+    return arr != nullptr && OwnDeadline::held_now(arr[&r - first_of(head)]);
 }
 
 void HandleTable::quarantine(Record& r, std::uint32_t index, std::uint32_t gen) noexcept {
@@ -304,8 +326,10 @@ void HandleTable::reclaim_quarantine() noexcept {
         const std::uint32_t index = link - 1;
         Record& r = at(index);
         link = TimerState::free_link(TimerState::load(r));
-        if (hazard_held(&r)) {
-            quarantine(r, index, r.gen());  // still in some thread's window: next pass (counted again)
+        if (hazard_held(&r) || own_lock_held(r)) {
+            // Still in some thread's window, or its own-clock deadline's
+            // lock still held: next pass (counted again).
+            quarantine(r, index, r.gen());
         } else {
             freed.add(index, r.gen());
         }

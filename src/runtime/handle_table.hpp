@@ -117,13 +117,23 @@ public:
     /// its callable is destroyed. Bumps the generation and frees the record
     /// through `chain` (a FreeChain on this table), or quarantines it (its
     /// 10-bit generation wraps), or retires it (its generation is kMaxGen).
-    /// Waiting stop_sync() callers are woken. Any thread.
-    void recycle(Record& r, FreeChain& chain) noexcept;
+    /// Waiting stop_sync() callers are woken. Any thread. Also quarantined:
+    /// a boot-time or wall-clock timer's record while some thread holds its
+    /// own-clock deadline's lock (OwnDeadline, timer_state.hpp). Returns
+    /// whether it went into quarantine (only the shard thread reclaims it:
+    /// a caller off that thread wakes it, Shard::recycle_ended).
+    bool recycle(Record& r, FreeChain& chain) noexcept;
 
     /// Frees the quarantined records no thread is acting on (one
     /// hazard_barrier() per call). The shard thread calls it when
     /// quarantine_due(). O(quarantined x threads).
     void reclaim_quarantine() noexcept;
+    /// Whether some thread holds the own-clock deadline lock of `r` (any
+    /// occupant's; false if its chunk has no side records).
+    bool own_lock_held(const Record& r) const noexcept;
+    /// recycle() of a boot-time or wall-clock timer: whether a thread holds
+    /// its deadline lock (after a seq_cst fence). Out of line.
+    [[gnu::noinline]] static bool own_lock_taken(const Record& r) noexcept;
     /// Whether a reclaim pass is worth its barrier: some record waits and
     /// either many do or `now_ns` is kQuarantineAgeNs past the last pass.
     bool quarantine_due(std::int64_t now_ns) const noexcept {

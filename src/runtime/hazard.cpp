@@ -23,9 +23,18 @@ bool register_membarrier() noexcept {
 }
 }  // namespace
 
-// Decided once, before any HazardScope can run (static initialisation of
-// the library): both sides must agree on which barrier pairs with which.
-std::atomic<bool> g_asymmetric{register_membarrier()};
+// Decided once, by the first runtime or heavy fence (asymmetric()), never by
+// a dynamic initialiser: both sides must agree on which barrier pairs with
+// which, and a runtime may be running before this file's initialisers do.
+constinit std::atomic<int> g_asymmetric{kUndecided};
+
+bool decide_asymmetric() noexcept {
+    // Registering twice is harmless; the first decision stands for all.
+    int expected = kUndecided;
+    const int mine = register_membarrier() ? 1 : 0;
+    if (g_asymmetric.compare_exchange_strong(expected, mine, std::memory_order_relaxed)) return mine != 0;
+    return expected != 0;
+}
 
 namespace {
 std::atomic<HazardSlot*> g_slots{nullptr};
@@ -68,8 +77,7 @@ HazardSlot* this_thread_slot() noexcept {
 void hazard_barrier() noexcept { heavy_fence(); }
 
 void heavy_fence() noexcept {
-    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed) &&
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
+    if (hazard_detail::asymmetric() && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
         return;
     // Without membarrier the scopes use a seq_cst fence; so does this side.
     // (If membarrier failed after registration, which the kernel does not

@@ -41,7 +41,27 @@ namespace hazard_detail {
 /// This thread's slot (taken on first use; nullptr if no memory for one,
 /// then the thread counts itself in `unguarded` instead).
 HazardSlot* this_thread_slot() noexcept;
-extern std::atomic<bool> g_asymmetric;       // membarrier is available and registered
+/// Whether membarrier is available and registered: kUndecided until a
+/// runtime is created or a heavy fence is made (decide_asymmetric()), then
+/// fixed (only a fork() child, single-threaded then, may turn it off).
+/// Constant-initialised, so that no dynamic initialiser can flip it under a
+/// runtime that a user's static constructor started earlier (issue 20).
+/// The two sides read it so that every pairing holds: a light side takes
+/// the cheap barrier only once it reads "yes" (light_asymmetric(); while
+/// undecided it pays a full fence, which pairs with either heavy side), and
+/// a heavy side decides before it acts (asymmetric()), so it never pairs
+/// a plain fence with a light side that saw "yes".
+inline constexpr int kUndecided = -1;
+extern constinit std::atomic<int> g_asymmetric;
+bool decide_asymmetric() noexcept;
+inline bool asymmetric() noexcept {
+    const int a = g_asymmetric.load(std::memory_order_relaxed);
+    if (a != kUndecided) [[likely]]
+        return a != 0;
+    return decide_asymmetric();
+}
+/// The light sides' reading of asymmetric(): undecided counts as "no".
+inline bool light_asymmetric() noexcept { return g_asymmetric.load(std::memory_order_relaxed) > 0; }
 extern std::atomic<std::int64_t> g_unguarded;  // threads acting without a slot
 }  // namespace hazard_detail
 
@@ -50,10 +70,11 @@ extern std::atomic<std::int64_t> g_unguarded;  // threads acting without a slot
 /// other") whose one side is hot and the other rare: the hot side calls
 /// light_fence() (a compiler barrier where membarrier is registered, else
 /// a seq_cst fence), the rare side heavy_fence() (membarrier, else a seq_cst
-/// fence). Both sides decide by g_asymmetric, which changes only in a
-/// fork() child, single-threaded then.
+/// fence). The light side asks hazard_detail::light_asymmetric(), the heavy
+/// one asymmetric(): decided once (it changes only in a fork() child,
+/// single-threaded then).
 inline void light_fence() noexcept {
-    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed))
+    if (hazard_detail::light_asymmetric())
         std::atomic_signal_fence(std::memory_order_seq_cst);
     else
         std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -77,7 +98,7 @@ public:
         }
         // Orders the store before the operation's loads of the record
         // (pairs with the reclaimer's heavy fence in hazard_held_any()).
-        if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed))
+        if (hazard_detail::light_asymmetric())
             std::atomic_signal_fence(std::memory_order_seq_cst);
         else
             std::atomic_thread_fence(std::memory_order_seq_cst);

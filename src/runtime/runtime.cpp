@@ -217,6 +217,7 @@ RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
       clock(clocks.mono(), static_cast<std::uint64_t>(config.resolution.count())),
       max_timers(config.max_timers),
       created_in_epoch(fork_epoch()) {
+    (void)hazard_detail::asymmetric();  // decided before this runtime's threads fence (hazard.hpp)
     dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);
     shards.reserve(config.shards);
     for (unsigned i = 0; i < config.shards; ++i)
@@ -322,7 +323,10 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
     Record& r = *item.rec;
     const std::uint32_t index = HandleTable::index_of(&r);
     Extra* x = r.has_extra() ? &shard(item.shard).table().extra(index) : nullptr;
-    if (x != nullptr) x->runs.fetch_add(1, std::memory_order_relaxed);
+    if (x != nullptr) {
+        owner::running(r, "Extra::runs");
+        x->runs.fetch_add(1, std::memory_order_relaxed);
+    }
 
     const CurrentRun saved = t_current;
     t_current = CurrentRun{this, &r, queue, &saved};
@@ -351,12 +355,12 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
         // returned, so the word stays RUNNING_REARMED or goes
         // RUNNING_STOPPED meanwhile: the worker owns the record).
         if (Extra* e = shard(item.shard).table().make_extra(index)) {
+            owner::running(r, "Extra (a one-shot that re-armed itself)");
             e->runs.store(1, std::memory_order_relaxed);
             e->missed.store(0, std::memory_order_relaxed);
             e->owed.store(Extra::owed_tag(item.gen), std::memory_order_relaxed);
             e->group.store(0, std::memory_order_relaxed);
             e->leeway_ns.store(0, std::memory_order_relaxed);
-            e->leeway_ticks.store(0, std::memory_order_relaxed);
             r.set_flags(static_cast<std::uint16_t>(r.flags() | Record::kHasExtra));
         }
     }
@@ -376,12 +380,37 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     // A DELAY timer's next run: the end of this one plus the period.
     const std::uint64_t delay_period =
         r.periodic() && r.policy() == Policy::Delay ? HandleTable::period_ticks_of(r) : 0;
+    // A boot-time or wall-clock DELAY timer: its next deadline on its clock
+    // and the word's tick are set together under its deadline lock, and
+    // only if the word takes this run's "end + period" -- not when a reset
+    // during the run set the next deadline already (RUNNING_REARMED: the
+    // reset wrote its own; issue 20, race 3).
+    Extra* own = delay_period != 0 && r.clock() != rt::ClockId::Monotonic ? &HandleTable::extra_of(r) : nullptr;
+    std::uint64_t held = 0;
+    if (own != nullptr && !OwnDeadline::lock(r, *own, item.gen, held)) own = nullptr;  // (the worker owns the record)
     const tick_t delay_next = delay_period != 0 ? clock.deadline_tick(clocks.mono()) + delay_period : 0;
-    if (delay_next != 0 && r.clock() != rt::ClockId::Monotonic)
-        HandleTable::extra_of(r).deadline_ns.store(
-            clocks.now(r.clock()) + static_cast<std::int64_t>(delay_period * clock.resolution_ns()),
-            std::memory_order_relaxed);
+    const std::int64_t own_next =
+        own != nullptr ? clocks.now(r.clock()) + static_cast<std::int64_t>(delay_period * clock.resolution_ns()) : 0;
+    // A grouped one-shot that re-armed itself begins a new pending episode:
+    // it is indexed again before the word makes it PENDING, so a group stop
+    // that took its entry while it ran (and could not stop a run in
+    // progress) does not lose it (issue 20, race 2). The index drops the
+    // duplicate this leaves when no group stop came (GroupIndex::compact).
+    if (!r.periodic() && r.has_extra() && Ctl::state(TimerState::load(r)) == State::RunningRearmed) {
+        if (const std::uint64_t group = HandleTable::extra_of(r).group.load(std::memory_order_relaxed); group != 0) {
+            try {
+                s.groups().add(group, item.gen, index);
+            } catch (...) {
+                // No memory for the entry: the timer is left out of its
+                // group's index (a later group stop does not find it).
+            }
+        }
+    }
     const FinishStep step = TimerState::finish_run(r, delay_next);
+    if (own != nullptr) {
+        if (step.out == FinishOutcome::Rearmed && step.from == State::Running) OwnDeadline::store(*own, held, own_next);
+        OwnDeadline::unlock(*own, held);
+    }
     switch (step.out) {
         case FinishOutcome::Periodic: return;  // pending again, already in the wheel
         case FinishOutcome::Last:
@@ -605,7 +634,9 @@ errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Ca
 void take_back(RuntimeCore& core, Shard& shard, Record& r) noexcept {
     TimerState::unpublish(r);
     FreeChain freed(shard.table());
-    shard.table().recycle(r, freed);
+    // (A record that goes into quarantine wakes a shard in a long sleep:
+    // only the shard reclaims it.)
+    shard.recycle_ended(r, freed);
     if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -617,26 +648,65 @@ bool take_back_published(RuntimeCore& core, Shard& shard, Record& r, std::uint32
     return true;
 }
 
+namespace {
+/// fill_record()'s publish of a boot-time or wall-clock timer: its deadline
+/// on its clock and the word's tick are set under its deadline lock
+/// (OwnDeadline). It is indexed for clock steps first, then its tick is
+/// computed from clock readings taken after that: a re-clock pass that does
+/// not find it in the index read its clock offsets before these readings
+/// (it moved nothing this timer depends on); one that finds it waits for
+/// the lock (looks again next pass) and re-files it from its exact deadline
+/// (issue 20, race 7). `tick` gets the word's tick. False: no memory for
+/// the index entry (nothing published). Out of line: only such timers pay.
+[[gnu::noinline]] bool publish_clocked(RuntimeCore& core, Shard& shard, Record& r, Extra& x, std::uint32_t index,
+                                       std::uint32_t gen, const StartOptions& o, const StartPlan& plan,
+                                       tick_t& tick) noexcept {
+    const std::uint64_t held = OwnDeadline::take_new(x, gen);
+    OwnDeadline::store(x, held, plan.own_deadline);
+    if (!core.clocks.manual()) {
+        try {
+            shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
+        } catch (...) {
+            OwnDeadline::unlock(x, held);
+            return false;  // (a stale index entry at most: dropped when seen)
+        }
+        Readings fresh(core.clocks);
+        const std::int64_t mono = fresh.mono();
+        const std::int64_t offset = fresh.now(static_cast<ClockId>(o.clock)) - mono;
+        tick = std::min(core.clock.deadline_tick(plan.own_deadline - offset), Ctl::kMaxDeadline);
+    }
+    TimerState::publish(r, gen, tick);
+    OwnDeadline::unlock(x, held);
+    return true;
+}
+}  // namespace
+
 errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index, std::uint32_t gen,
                  const StartOptions& o, const StartPlan& plan, detail::Callback& cb, tick_t& file_at) noexcept {
     // What the common timer (one-shot, no leeway, no group) does not
-    // have goes to the side record (timer_record.hpp, Extra).
+    // have goes to the side record (timer_record.hpp, Extra). Every field
+    // below is written by this start, the record's owner, while its word is
+    // FREE (the owner table, timer_state.hpp), after the release fence that
+    // orders them after the generation's move (HandleTable::recycle): a
+    // query holding a stale id that reads one of them sees the new
+    // generation when it checks again, and discards what it read.
+    std::atomic_thread_fence(std::memory_order_release);
     const std::uint64_t leeway_ticks =
         o.leeway > Duration::zero() ? static_cast<std::uint64_t>(o.leeway.count()) / core.clock.resolution_ns() : 0;
     file_at = plan.tick;
     const bool clocked = o.clock != TimerClock::monotonic;
+    Extra* x = nullptr;
     std::uint16_t f = 0;  // the record's flags
     if (plan.period != 0 || leeway_ticks != 0 || o.group != 0 || o.leeway > Duration::zero() || clocked ||
         core.clocks.manual()) {
-        Extra* x = shard.table().make_extra(index);
+        x = shard.table().make_extra(index);
         if (x == nullptr) return errc::no_memory;  // (the callable is still in `cb`)
+        owner::unpublished(r, gen, "Extra (start)");
         x->runs.store(0, std::memory_order_relaxed);
         x->missed.store(0, std::memory_order_relaxed);
         x->owed.store(Extra::owed_tag(gen), std::memory_order_relaxed);
         x->group.store(o.group, std::memory_order_relaxed);
         x->leeway_ns.store(static_cast<std::uint64_t>(o.leeway.count()), std::memory_order_relaxed);
-        x->leeway_ticks.store(leeway_ticks, std::memory_order_relaxed);
-        x->deadline_ns.store(plan.own_deadline, std::memory_order_relaxed);
         x->seq.store(core.clocks.manual() ? core.start_seq.fetch_add(1, std::memory_order_relaxed) : 0,
                      std::memory_order_relaxed);
         f |= Record::kHasExtra;
@@ -646,9 +716,9 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
             f |= static_cast<std::uint16_t>(static_cast<std::uint16_t>(o.policy) << Record::kPolicyShift);
         }
         if (leeway_ticks != 0) f |= Record::kHasLeeway;
-        file_at = coalesce(plan.tick, leeway_ticks);
     }
     if (plan.period != 0 || plan.queue_slot != 0) {
+        owner::unpublished(r, gen, "the period word");
         if (!shard.table().set_period_word(index, PeriodWord::make(plan.period, plan.queue_slot)))
             return errc::no_memory;
         if (plan.queue_slot != 0) f |= Record::kHasQueue;
@@ -657,24 +727,29 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
     // (No memory for the box of a callable the registry of kinds has no
     // room for: the callable is still in `cb`.)
     if (!r.store_callable(cb)) return errc::no_memory;
-    TimerState::publish(r, gen, plan.tick);
-    if (o.group != 0 || (clocked && !core.clocks.manual())) {
-        // Indexed before start() returns: a group stop that begins after
-        // it finds the timer (group_index.hpp); a clock step re-files it.
-        try {
-            if (o.group != 0) shard.groups().add(o.group, gen, index);
-            if (clocked && !core.clocks.manual()) shard.clocked().add(static_cast<std::uint64_t>(o.clock), gen, index);
-        } catch (...) {
-            // No memory for an index entry. If the group add succeeded, a
-            // group stop may have ended the timer already: then it owns the
-            // timer's end, and the start is one that was stopped at once
-            // (its Insert, posted next, is dropped as stale).
-            if (!TimerState::try_unpublish(r, gen)) return errc{};
+    tick_t tick = plan.tick;
+    if (clocked) [[unlikely]] {
+        if (!publish_clocked(core, shard, r, *x, index, gen, o, plan, tick)) {
             r.return_callable(cb);
             return errc::no_memory;
         }
-        test_hooks::window(&r, 'i');
+    } else {
+        TimerState::publish(r, gen, tick);
     }
+    file_at = leeway_ticks != 0 ? coalesce(tick, leeway_ticks) : tick;
+    if (o.group != 0) {
+        // Indexed before start() returns: a group stop that begins after
+        // it finds the timer (group_index.hpp).
+        try {
+            shard.groups().add(o.group, gen, index);
+        } catch (...) {
+            // No memory for the group's entry.
+            if (!TimerState::try_unpublish(r, gen)) return errc{};  // (cannot happen: nobody found it)
+            r.return_callable(cb);
+            return errc::no_memory;
+        }
+    }
+    if (o.group != 0 || (clocked && !core.clocks.manual())) test_hooks::window(&r, 'i');
     return errc{};
 }
 }  // namespace rt
@@ -850,16 +925,33 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
     // The timer's clock (its flags are valid for our generation if the CAS
     // below succeeds on it; a recycled record's answer is never used).
     const rt::ClockId cid = r.clock();
-    const std::int64_t mono = readings.mono();
-    const std::int64_t now = readings.now(cid);
+    // A boot-time or wall-clock timer: its deadline on its clock and the
+    // word's tick change together, under its deadline lock (OwnDeadline,
+    // timer_state.hpp), taken for this id's generation -- a stale id never
+    // takes it, so never writes another timer's deadline (issue 20, race 4)
+    // -- and the clocks are read inside it, so that a clock step the shard
+    // re-files its timers for either came before the reading or finds the
+    // lock held and is applied again after it (race 7 for resets).
+    rt::Extra* own = cid != rt::ClockId::Monotonic && r.has_extra() ? &shard.table().extra(Id::index(id)) : nullptr;
+    std::uint64_t held = 0;
+    rt::Readings fresh(core.clocks);
+    if (own != nullptr && !rt::OwnDeadline::lock(r, *own, Id::gen(id), held)) return false;  // stale
+    struct Unlock {
+        rt::Extra* x;
+        std::uint64_t held;
+        ~Unlock() {
+            if (x != nullptr) rt::OwnDeadline::unlock(*x, held);
+        }
+    } unlock_own{own, held};  // (on every return until it is let go below)
+    rt::Readings& at = own != nullptr ? fresh : readings;
+    const std::int64_t mono = at.mono();
+    const std::int64_t now = at.now(cid);
     if (absolute && value > now && value - now > kMaxDelay.count()) {
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
     const std::int64_t deadline_ns = absolute ? value : now + value;
-    if (cid != rt::ClockId::Monotonic && r.has_extra())
-        shard.table().extra(Id::index(id)).deadline_ns.store(deadline_ns, std::memory_order_relaxed);
-    const tick_t tick = readings.deadline_tick(core.clock, deadline_ns - (now - mono));
+    const tick_t tick = at.deadline_tick(core.clock, deadline_ns - (now - mono));
     if (tick > Ctl::kMaxDeadline) {
         ec = make_error_code(errc::invalid_argument);
         return false;
@@ -870,6 +962,13 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
         {
             HazardScope acting_on(&r, slot);
             step = TimerState::reset(r, Id::gen(id), tick, rt::t_current.rec == &r);
+        }
+        if (own != nullptr) {
+            // The word took the tick: its deadline with it. Let go before
+            // anything else (no lock is taken while holding a deadline lock).
+            if (step.rearmed) rt::OwnDeadline::store(*own, held, deadline_ns);
+            rt::OwnDeadline::unlock(*own, held);
+            unlock_own.x = nullptr;
         }
         if (step.rearmed && step.from == State::Dispatched) core.undue(r);
     }
@@ -890,7 +989,7 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
                    !x.owed.compare_exchange_weak(o, tag, std::memory_order_relaxed)) {
             }
         }
-        if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks.load(std::memory_order_relaxed));
+        if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks(core.clock.resolution_ns()));
     }
     if (step.post != rt::Post::None) {
         const std::uint64_t msg =
@@ -1023,7 +1122,9 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     std::int64_t own_deadline = 0;  // a boot-time or wall-clock timer: its exact deadline on its clock
     if ((flags & Record::kHasExtra) != 0) {
         const rt::Extra& x = table.extra(Id::index(id));
-        if (clocked) own_deadline = x.deadline_ns.load(std::memory_order_relaxed);
+        // (Seqlock-style under its deadline lock: a reset's new deadline
+        // with its new tick, never one without the other.)
+        if (clocked && !rt::OwnDeadline::read(x, gen, own_deadline)) return false;
         runs = x.runs.load(std::memory_order_relaxed);
         missed = x.missed.load(std::memory_order_relaxed);
         info.group = x.group.load(std::memory_order_relaxed);

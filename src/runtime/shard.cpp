@@ -11,6 +11,7 @@
 
 #include "runtime/hazard.hpp"
 #include "runtime/stage_trace.hpp"
+#include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
@@ -19,7 +20,7 @@ namespace {
 /// A poster's half of the barrier that pairs with the driver's before a long
 /// sleep (hazard_barrier(): membarrier where available, else a full fence).
 inline void poster_fence() noexcept {
-    if (hazard_detail::g_asymmetric.load(std::memory_order_relaxed))
+    if (hazard_detail::light_asymmetric())
         std::atomic_signal_fence(std::memory_order_seq_cst);
     else
         std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -107,9 +108,7 @@ void Shard::count_cancels(unsigned n) noexcept {
 }
 
 void Shard::recycle_ended(Record& r, FreeChain& freed) noexcept {
-    const bool wraps = ((r.gen() + 1) & Ctl::kGenMask) == 0;  // as HandleTable::recycle decides
-    table_.recycle(r, freed);
-    if (!wraps) return;
+    if (!table_.recycle(r, freed)) return;  // (quarantined: a generation wrap, or an own-deadline lock held)
     std::atomic_thread_fence(std::memory_order_seq_cst);  // rare: pairs with either of the driver's barriers
     tick_t target = sleep_until_.load(std::memory_order_relaxed);
     if ((target & kLongSleep) != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
@@ -140,12 +139,13 @@ void Shard::post_cancels(const std::uint64_t* msgs, std::size_t n) noexcept {
 
 tick_t Shard::file_tick(const Record& r, tick_t d) const noexcept {
     if ((r.flags() & Record::kHasLeeway) == 0) return d;
-    return coalesce(d, HandleTable::extra_of(r).leeway_ticks.load(std::memory_order_relaxed));
+    return coalesce(d, HandleTable::extra_of(r).leeway_ticks(clock_.resolution_ns()));
 }
 
 void Shard::count_skipped(const Record& r, std::uint64_t skipped) noexcept {
     if (skipped == 0 || !r.has_extra()) return;  // every periodic timer has an Extra
     Extra& x = table_.extra(HandleTable::index_of(&r));
+    owner::shard_live(r, "Extra::missed/owed");
     (r.policy() == Policy::Burst ? x.owed : x.missed).fetch_add(skipped, std::memory_order_relaxed);
 }
 
@@ -169,7 +169,7 @@ void Shard::handle(std::uint64_t msg, FreeChain& freed) {
         case MsgType::Cancel:
             if (s == State::Cancelled) {
                 wheel_.remove(r);
-                table_.recycle(*r, freed);
+                (void)table_.recycle(*r, freed);  // (quarantined: reclaimed by this thread's next pass)
             }
             break;
     }
@@ -231,10 +231,9 @@ bool Shard::flush_queued(std::int64_t now_ns) {
 // word, whether it fires, moves (lazy re-arm), skips a period, or was
 // stopped. False if due timers could not be handed over (no memory): the
 // rest stay on the wheel's expired list for the next pass.
-bool Shard::clocked_due(Record& r, tick_t now) noexcept {
+bool Shard::clocked_due(Record& r, const Extra& x, tick_t now) noexcept {
     const Word c = TimerState::load(r);
     if (Ctl::state(c) != State::Pending) return true;  // the word decides (skip, drop)
-    const Extra& x = table_.extra(HandleTable::index_of(&r));
     const ClockId id = r.clock();
     // "Never early" is judged on its own clock.
     const std::int64_t own_deadline = x.deadline_ns.load(std::memory_order_relaxed);
@@ -259,7 +258,7 @@ void Shard::for_each_clocked(unsigned c, F&& f) {
     for (const std::uint64_t e : list) {
         const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
         Record* r = table_.find(index);
-        if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry
+        if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry (owner: the shard)
         try {
             clocked_.add(c, gen, index);  // still ours: keep it indexed
         } catch (...) {
@@ -278,31 +277,87 @@ void Shard::reclock() noexcept {
         if (d >= static_cast<std::int64_t>(clock_.resolution_ns()) || -d >= static_cast<std::int64_t>(clock_.resolution_ns()))
             moved = true;
     }
-    if (!moved) return;
+    // Also again after a pass that found a timer's deadline lock held (a
+    // start, a reset or a run settling it): it is re-filed now.
+    if (!moved && !reclock_again_) return;
+    reclock_again_ = false;
     for (unsigned c = 1; c < kClocks; ++c) seen_offset_[c] = offset[c];
+    test_hooks::window(nullptr, 'k');
     // Every live timer of the moved clocks: same deadline on its clock, a
     // new tick on the wheel's (an earlier one fires at once: the clock was
-    // set forward past it, or the machine slept through it).
+    // set forward past it, or the machine slept through it). A start indexes
+    // its timer (under the timer's deadline lock) before it reads the clocks
+    // it files it by, so a timer this pass does not find was filed by a
+    // reading taken after the offsets above.
     for (unsigned c = 1; c < kClocks; ++c) {
         for_each_clocked(c, [&](Record* r, std::uint32_t index, std::uint32_t gen) {
+            Extra& x = table_.extra(index);
+            std::uint64_t held = 0;
+            switch (OwnDeadline::try_lock(*r, x, gen, held)) {
+                case OwnDeadline::Try::Locked: break;
+                case OwnDeadline::Try::Busy: reclock_again_ = true; return;  // its holder files it; we look again
+                case OwnDeadline::Try::Stale: return;
+            }
             const Word w = TimerState::load(*r);
             const State st = Ctl::state(w);
             // PENDING, or RUNNING with its next grid deadline in the word (a
             // fixed-rate timer; a DELAY one's word holds the run's own).
-            if (Ctl::gen10(w) != (gen & Ctl::kGenMask) ||
-                !(st == State::Pending || (st == State::Running && r->fixed_rate())))
-                return;
-            Extra& x = table_.extra(index);
-            const tick_t tick = clock_.deadline_tick(x.deadline_ns.load(std::memory_order_relaxed) - offset[c]);
-            ResetStep step;
-            {
-                HazardScope acting_on(r);
-                step = TimerState::reset(*r, gen, tick, false);
+            if (Ctl::gen10(w) == (gen & Ctl::kGenMask) &&
+                (st == State::Pending || (st == State::Running && r->fixed_rate()))) {
+                const tick_t tick =
+                    std::min(clock_.deadline_tick(x.deadline_ns.load(std::memory_order_relaxed) - offset[c]),
+                             Ctl::kMaxDeadline);
+                ResetStep step;
+                {
+                    HazardScope acting_on(r);
+                    step = TimerState::reset(*r, gen, tick, false);
+                }
+                // (Fired or stopped meanwhile; a running one is filed after its run.)
+                if (step.rearmed && r->linked()) wheel_.rearm(r, file_tick(*r, tick));
             }
-            if (!step.rearmed || !r->linked()) return;  // fired or stopped meanwhile; a running one is filed after its run
-            wheel_.rearm(r, file_tick(*r, tick));
+            OwnDeadline::unlock(x, held);
         });
     }
+}
+
+// A boot-time or wall-clock timer popped from the wheel: its deadline on
+// its own clock and the word's tick move together, under its deadline lock
+// (OwnDeadline), held from the check on its own clock through the word's
+// decision and the deadline's move along the grid (a fixed-rate timer).
+// Held by a start, a reset or a run settling it: the timer is looked at
+// again next tick (a manual runtime's advance waits for the holder
+// instead: its clock would step on meanwhile, and the holder -- a reset on
+// another thread -- never waits for the advance). False: not to be decided
+// now (re-filed); else `out` is the word's step. Out of line: only such
+// timers pay for it.
+bool Shard::expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid_now, std::uint64_t period,
+                           ExpireStep& out) noexcept {
+    Extra& own = HandleTable::extra_of(r);
+    std::uint64_t held = 0;
+    const OwnDeadline::Try t =
+        manual_sink_ == nullptr
+            ? OwnDeadline::try_lock(r, own, gen, held)
+            : (OwnDeadline::lock(r, own, gen, held) ? OwnDeadline::Try::Locked : OwnDeadline::Try::Stale);
+    const tick_t judge_at = r.policy() == Policy::Burst ? now : grid_now;
+    switch (t) {
+        case OwnDeadline::Try::Busy: wheel_.insert(&r, now + 1); return false;
+        case OwnDeadline::Try::Stale: out = TimerState::expire(r, now, judge_at, period); return true;  // (the word decides)
+        case OwnDeadline::Try::Locked: break;
+    }
+    // Skips are counted before the item is handed over, so a query from the
+    // run that begins next already counts them.
+    if (!clocked_due(r, own, now)) {
+        OwnDeadline::unlock(own, held);
+        return false;
+    }
+    out = TimerState::expire(r, now, judge_at, period);
+    if (period != 0 && (out.out == ExpireOutcome::Fire || out.out == ExpireOutcome::Skip)) {
+        // Its deadline on its own clock moves along the grid with the word.
+        const std::uint64_t periods = out.out == ExpireOutcome::Fire ? out.skipped + 1 : out.skipped;
+        OwnDeadline::advance(own, held, static_cast<std::int64_t>(periods * period * clock_.resolution_ns()));
+    }
+    OwnDeadline::unlock(own, held);
+    return true;
 }
 
 bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
@@ -322,19 +377,16 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
         if (slot != 0 && !section_) section_.emplace(queues_);
-        // Skips are counted before the item is handed over, so a query from
-        // the run that begins next already counts them.
-        if ((flags & Record::kClockMask) != 0 && !clocked_due(r, now)) continue;
+        // A boot-time or wall-clock timer: its own clock decides too
+        // (expire_clocked; false: not due on it, or looked at next tick).
         // A manual advance judges skips against the end of its window
         // (grid_now); a BURST timer instead runs every crossed deadline in
         // deadline order among the others, so it is judged at `now`.
-        const ExpireStep s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now, period);
-        if (fixed_rate && (flags & Record::kClockMask) != 0 &&
-            (s.out == ExpireOutcome::Fire || s.out == ExpireOutcome::Skip)) {
-            // Its deadline on its own clock moves along the grid with the word.
-            const std::uint64_t periods = s.out == ExpireOutcome::Fire ? s.skipped + 1 : s.skipped;
-            HandleTable::extra_of(r).deadline_ns.fetch_add(
-                static_cast<std::int64_t>(periods * period * clock_.resolution_ns()), std::memory_order_relaxed);
+        ExpireStep s;
+        if ((flags & Record::kClockMask) != 0) [[unlikely]] {
+            if (!expire_clocked(r, gen, now, grid_now, period, s)) continue;
+        } else {
+            s = TimerState::expire(r, now, r.policy() == Policy::Burst ? now : grid_now, period);
         }
         switch (s.out) {
             case ExpireOutcome::Fire:

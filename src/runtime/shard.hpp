@@ -137,8 +137,13 @@ private:
     void handle(std::uint64_t msg, FreeChain& freed);
     bool expire(tick_t now, std::int64_t now_ns, tick_t grid_now);
     /// A boot-time or wall-clock timer popped PENDING: false (and re-filed)
-    /// if its own clock has not reached its deadline yet.
-    bool clocked_due(Record& r, tick_t now) noexcept;
+    /// if its own clock has not reached its deadline yet. The caller holds
+    /// its deadline lock (OwnDeadline).
+    bool clocked_due(Record& r, const Extra& x, tick_t now) noexcept;
+    /// The expiry decision of a boot-time or wall-clock timer popped from
+    /// the wheel, under its deadline lock (shard.cpp).
+    [[gnu::noinline]] bool expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid_now,
+                                          std::uint64_t period, ExpireStep& out) noexcept;
     /// Re-files the boot-time and wall-clock timers after their clock moved
     /// against the monotonic clock by `moved` (ns per ClockId).
     void reclock() noexcept;
@@ -202,6 +207,9 @@ private:
     // The boot-time and wall-clock offsets to the monotonic clock at the last
     // reclock (shard thread only).
     std::int64_t seen_offset_[kClocks] = {};
+    // The last re-clock pass found a timer's deadline lock held: the next
+    // pass re-files every clocked timer again (shard thread only).
+    bool reclock_again_ = false;
 };
 
 }  // namespace tickwheel::rt

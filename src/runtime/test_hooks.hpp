@@ -18,7 +18,10 @@ namespace tickwheel::rt::test_hooks {
 /// (whether or not the thread slept: the run may end before it does) and
 /// stop_sync is about to look at the record again; 'i' when a start has
 /// put a grouped or clocked timer into its shard's index (a group stop can
-/// now find it) and has not yet queued its Insert.
+/// now find it) and has not yet queued its Insert. Called by a shard thread
+/// with a null record: 'k' when a re-clock pass begins (it saw a boot-time
+/// or wall-clock offset move, or re-runs after finding a timer's deadline
+/// lock held), after it took the new offsets and before it re-files.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test

@@ -28,7 +28,8 @@ struct TimerState;
 /// counters are updated by the owner of the state that counts (the shard:
 /// missed and owed; the worker that begins a run: runs). Atomic because a
 /// reader holding a stale id may read them while start() reuses the record
-/// (it then re-validates the generation and discards what it read).
+/// (it then re-validates the generation and discards what it read). Who
+/// writes each field in which state: the owner table in timer_state.hpp.
 struct alignas(64) Extra {
     std::atomic<std::uint64_t> runs{0};    // runs begun (tw_timer_info.runs)
     std::atomic<std::uint64_t> missed{0};  // grid deadlines skipped (SKIP)
@@ -40,8 +41,7 @@ struct alignas(64) Extra {
     static constexpr std::uint64_t kOwedCountMask = (std::uint64_t{1} << kOwedTagShift) - 1;
     static constexpr std::uint64_t owed_tag(std::uint32_t gen) noexcept { return std::uint64_t{gen} << kOwedTagShift; }
     std::atomic<std::uint64_t> group{0};   // 0 = none
-    std::atomic<std::uint64_t> leeway_ns{0};
-    std::atomic<std::uint64_t> leeway_ticks{0};  // leeway_ns in whole ticks (the coalescing window)
+    std::atomic<std::uint64_t> leeway_ns{0};  // (its whole ticks, the coalescing window: leeway_ticks())
     // A boot-time or wall-clock timer: the nominal deadline of its next run
     // on its own clock (exact: the word holds it converted to a tick of the
     // monotonic wheel by the offset of the moment). The shard checks it on
@@ -49,8 +49,18 @@ struct alignas(64) Extra {
     // (fixed-rate), and re-converts it when the clock moves against the
     // monotonic one (Shard::reclock) -- from this value, so repeated clock
     // steps never add up rounding.
+    // It and the word's tick derived from it change together, only under
+    // `own_lock` (OwnDeadline, timer_state.hpp): a lock word versioned with
+    // the timer's 24-bit generation, so that a thread holding a stale id can
+    // never take it, and a record is not reused while a thread holds it.
     std::atomic<std::int64_t> deadline_ns{0};
+    std::atomic<std::uint64_t> own_lock{0};  // [generation:24 | count:40], count odd = held
     std::atomic<std::uint64_t> seq{0};  // a manual runtime's timers: start order (ties of an advance)
+
+    /// The leeway in whole ticks of `resolution_ns` (the coalescing window).
+    std::uint64_t leeway_ticks(std::uint64_t resolution_ns) const noexcept {
+        return leeway_ns.load(std::memory_order_relaxed) / resolution_ns;
+    }
 };
 static_assert(sizeof(Extra) == 64, "one side record = one cache line");
 

@@ -4,6 +4,10 @@
 // is never acted on) and offers the test hook of the lookup-to-CAS window.
 #include "runtime/timer_state.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
 #include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 
@@ -15,6 +19,19 @@ std::atomic<std::uint32_t> g_waiters{0};
 
 constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kAcqRel = std::memory_order_acq_rel;
+
+/// One step of a short wait for another thread's short critical section.
+void relax(unsigned spins) noexcept {
+    if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        asm volatile("yield");
+#endif
+    } else {
+        std::this_thread::yield();
+    }
+}
 }  // namespace
 
 CancelOutcome TimerState::try_cancel(Record& r, std::uint32_t gen, State* from) noexcept {
@@ -138,6 +155,72 @@ void TimerState::wake_all(Record* const* rs, std::size_t n) noexcept {
     light_fence();
     if (g_waiters.load(std::memory_order_relaxed) == 0) return;
     for (std::size_t i = 0; i < n; ++i) rs[i]->ctl.notify_all();
+}
+
+void owner_violation(const char* field, const char* rule, Word seen) noexcept {
+    std::fprintf(stderr, "tickwheel: owner rule broken: %s is %s (saw 0x%016llx)\n", field, rule,
+                 static_cast<unsigned long long>(seen));
+    std::abort();
+}
+
+OwnDeadline::Try OwnDeadline::try_lock(Record& r, Extra& x, std::uint32_t gen, std::uint64_t& held_out) noexcept {
+    std::uint64_t l = x.own_lock.load(kAcq);
+    for (;;) {
+        if ((l & ~kCountMask) != tag(gen)) return Try::Stale;
+        if (held(l)) return Try::Busy;
+        if (x.own_lock.compare_exchange_weak(l, bump(l, gen), std::memory_order_seq_cst, kAcq)) break;
+    }
+    held_out = bump(l, gen);
+    // The handshake with recycle(), which moves the generation on and then
+    // looks at the lock: one of the two sees the other's write.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (r.gen() != gen) {
+        unlock(x, held_out);
+        return Try::Stale;
+    }
+    return Try::Locked;
+}
+
+bool OwnDeadline::lock(Record& r, Extra& x, std::uint32_t gen, std::uint64_t& held_out) noexcept {
+    for (unsigned spins = 0;; ++spins) {
+        switch (try_lock(r, x, gen, held_out)) {
+            case Try::Locked: return true;
+            case Try::Stale: return false;
+            case Try::Busy: break;
+        }
+        relax(spins);
+    }
+}
+
+std::uint64_t OwnDeadline::take_new(Extra& x, std::uint32_t gen) noexcept {
+    std::uint64_t l = x.own_lock.load(kAcq);
+    for (unsigned spins = 0;; ++spins) {
+        if (!held(l) && x.own_lock.compare_exchange_weak(l, bump(l, gen), kAcqRel, kAcq)) {
+            std::atomic_thread_fence(std::memory_order_release);  // the lock's odd value before what it guards (read())
+            return bump(l, gen);
+        }
+        if (held(l)) {
+            // A thread with a stale id took it and is about to see that the
+            // record moved on (try_lock): it lets go without writing.
+            relax(spins);
+            l = x.own_lock.load(kAcq);
+        }
+    }
+}
+
+bool OwnDeadline::read(const Extra& x, std::uint32_t gen, std::int64_t& ns) noexcept {
+    for (unsigned tries = 0; tries < 64; ++tries) {
+        const std::uint64_t before = x.own_lock.load(kAcq);
+        if ((before & ~kCountMask) != tag(gen)) return false;
+        if (!held(before)) {
+            ns = x.deadline_ns.load(std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (x.own_lock.load(std::memory_order_relaxed) == before) return true;
+        }
+        if (tries >= 8) std::this_thread::yield();
+    }
+    ns = x.deadline_ns.load(std::memory_order_relaxed);  // a writer is in the middle: its old or new value
+    return true;
 }
 
 }  // namespace tickwheel::rt

@@ -82,6 +82,72 @@
 // RUNNING_STOPPED, RUNNING_REARMED, RELEASING. stop_sync() waits while the
 // word it watches is busy; every transition OUT of a busy state wakes the
 // waiters (TimerState::wake), transitions within busy states need not.
+//
+// THE OWNER TABLE (issue 20). Every per-timer field beside the word, who may
+// write it, in which state. "Owner of X" = the thread whose transition made
+// the word X (rule 3); writes happen only by the owner of the state that
+// follows, after the CAS that made it so, or versioned with the generation.
+// Checked builds (TICKWHEEL_CHECK_OWNERS) assert the rule at each write
+// (owner::*, OwnDeadline::store below); a violation aborts.
+//
+//  field (where)                   | writer: in which state / how
+//  --------------------------------+----------------------------------------------
+//  Record::gen (user32, low 24)    | the handle table only: recycle() (terminal ->
+//                                  | FREE, owner), retire; never wraps
+//  Record flags (user32, top 8)    | start (FREE, before publish); the worker of a
+//                                  | one-shot that re-armed itself (RUNNING_REARMED
+//                                  | or RUNNING_STOPPED: gains kHasExtra); cleared by
+//                                  | recycle()'s generation store
+//  callable (user16 + fn_)         | start (FREE); the owner of RELEASING or
+//                                  | RUNNING_STOPPED (its release hook); the worker
+//                                  | owning RUNNING* invokes it
+//  period word (side array)        | start (FREE, before publish); read-only after
+//  Extra::runs                     | start (FREE: 0); the worker owning RUNNING*
+//                                  | (+1 per run begun, the late Extra of a
+//                                  | re-armed one-shot)
+//  Extra::missed                   | start (FREE: 0); the shard, for a record in
+//                                  | or just popped from its wheel (Fire/Skip)
+//  Extra::owed (tagged: gen24)     | start (FREE); the shard (+skipped); the BURST
+//                                  | worker owning RUNNING (-1 per catch-up run);
+//                                  | reset: a CAS that keeps only its own tag
+//                                  | (versioned with the generation)
+//  Extra::group, leeway_ns, seq    | start (FREE); the worker of a re-armed
+//                                  | one-shot (RUNNING_REARMED: zeroes); read-only
+//  Extra::deadline_ns (own clock)  | the holder of Extra::own_lock (OwnDeadline,
+//  with the word's tick of a       | below: versioned with the generation, taken
+//  boot-time/wall-clock timer      | only for a live timer of that generation):
+//                                  |   start (FREE -> PENDING, the lock taken
+//                                  |   before publish), reset (after its CAS
+//                                  |   succeeded), the DELAY worker after its run
+//                                  |   (only when the word takes its "end + period":
+//                                  |   not over a reset's RUNNING_REARMED), the
+//                                  |   shard (fire/skip of a fixed-rate timer moves
+//                                  |   it along the grid; a re-clock pass re-files
+//                                  |   the word's tick from it)
+//  Extra::own_lock                 | its takers (CAS); recycle() reads it: a record
+//                                  | whose lock is held waits in quarantine
+//  group index membership          | start adds it after publish (before returning);
+//  (GroupIndex, per shard)         | a group stop takes the group's list (ends the
+//                                  | membership of every timer it names: it stops
+//                                  | them, or they are on their last run); the
+//                                  | worker of a grouped one-shot that re-armed
+//                                  | itself adds it again (RUNNING_REARMED, before
+//                                  | the word makes it PENDING: a new pending
+//                                  | episode); compaction drops dead entries and
+//                                  | duplicates
+//  clock-step index membership     | start adds it before it reads the clocks it
+//  (Shard::clocked)                | files the timer by, under own_lock; the shard
+//                                  | (take and re-add live entries, drop ended ones)
+//  the query's seqlock             | readers only (query: word acquire, fields
+//                                  | relaxed, acquire fence, generation again); the
+//                                  | writers' half: recycle() moves the generation
+//                                  | on (release) before the next occupant's start
+//                                  | writes any field, after a release fence
+//                                  | (fill_record), and the own-clock deadline is
+//                                  | read under own_lock's seqlock (OwnDeadline::
+//                                  | read): never a deadline without its tick
+//  the wheel links, deadline, loc  | the shard thread only (shard.hpp)
+//
 #pragma once
 
 #include <atomic>
@@ -254,6 +320,7 @@ enum class FinishOutcome {
 struct FinishStep {
     FinishOutcome out;
     Word next;
+    State from = State::Running;  // the state it left (RUNNING: the run's own outcome; RUNNING_REARMED: a reset's)
 };
 /// `delay_next`: for a DELAY periodic timer, the tick of its next run (the
 /// end of this one plus the period); it is then re-filed as a re-armed one
@@ -261,11 +328,13 @@ struct FinishStep {
 constexpr FinishStep decide_finish_run(Word c, bool periodic, tick_t delay_next = 0) noexcept {
     switch (Ctl::state(c)) {
         case State::Running:
-            if (delay_next != 0) return {FinishOutcome::Rearmed, Ctl::with(c, State::Pending, delay_next)};
-            if (periodic) return {FinishOutcome::Periodic, Ctl::with(c, State::Pending)};
-            return {FinishOutcome::Last, Ctl::with(c, State::Releasing)};
-        case State::RunningRearmed: return {FinishOutcome::Rearmed, Ctl::with(c, State::Pending)};
-        default: return {FinishOutcome::Stopped, Ctl::with(c, State::Cancelled)};
+            if (delay_next != 0)
+                return {FinishOutcome::Rearmed, Ctl::with(c, State::Pending, delay_next), State::Running};
+            if (periodic) return {FinishOutcome::Periodic, Ctl::with(c, State::Pending), State::Running};
+            return {FinishOutcome::Last, Ctl::with(c, State::Releasing), State::Running};
+        case State::RunningRearmed:
+            return {FinishOutcome::Rearmed, Ctl::with(c, State::Pending), State::RunningRearmed};
+        default: return {FinishOutcome::Stopped, Ctl::with(c, State::Cancelled), Ctl::state(c)};
     }
 }
 
@@ -357,6 +426,139 @@ struct TimerState {
     static void wake(Record& r) noexcept;
     /// wake() of n records, with one fence.
     static void wake_all(Record* const* rs, std::size_t n) noexcept;
+
+    /// PENDING(from) -> PENDING(to) for a record start() published and whose
+    /// id it has not handed out yet, while it holds the own-clock deadline's
+    /// lock (OwnDeadline): only a group stop can have moved the word since
+    /// (then nothing changes and it returns false). Owner.
+    static bool move_unstarted(Record& r, std::uint32_t gen, tick_t from, tick_t to) noexcept {
+        Word c = Ctl::make(gen, State::Pending, from);
+        return r.ctl.compare_exchange_strong(c, Ctl::make(gen, State::Pending, to), std::memory_order_acq_rel,
+                                             std::memory_order_acquire);
+    }
+};
+
+// ---- the owner rule, asserted (checked builds) ---------------------------------------
+// Debug and sanitizer builds (TICKWHEEL_CHECK_OWNERS, src/CMakeLists.txt)
+// check at each write of a per-timer field that the writer is the owner the
+// table above names; a violation is a library bug: it is reported and the
+// process aborts. Release builds compile the checks away.
+#if defined(TICKWHEEL_CHECK_OWNERS)
+inline constexpr bool kCheckOwners = true;
+#else
+inline constexpr bool kCheckOwners = false;
+#endif
+/// Reports a broken owner rule (field, rule, the word seen) and aborts.
+[[noreturn]] void owner_violation(const char* field, const char* rule, Word seen) noexcept;
+
+namespace owner {
+/// Fields start() writes before it publishes the word: the record is still
+/// FREE under the generation the allocator gave it (nobody else can act).
+inline void unpublished(const Record& r, std::uint32_t gen, const char* field) noexcept {
+    if constexpr (kCheckOwners) {
+        const Word c = TimerState::load(r);
+        if (Ctl::state(c) != State::Free || r.gen() != gen)
+            owner_violation(field, "written by start() before it publishes the word (FREE, its generation)", c);
+    }
+}
+/// Fields the worker that owns the run writes: the word is RUNNING* of the
+/// record's generation (no other thread leaves those states).
+inline void running(const Record& r, const char* field) noexcept {
+    if constexpr (kCheckOwners) {
+        const Word c = TimerState::load(r);
+        if (!Ctl::running(Ctl::state(c)) || Ctl::gen10(c) != (r.gen() & Ctl::kGenMask))
+            owner_violation(field, "written by the worker that owns the run (RUNNING*)", c);
+    }
+}
+/// Fields the shard writes for a record it holds in (or just popped from)
+/// its wheel: the record is live (not FREE, not CANCELLED) for its generation.
+inline void shard_live(const Record& r, const char* field) noexcept {
+    if constexpr (kCheckOwners) {
+        const Word c = TimerState::load(r);
+        const State s = Ctl::state(c);
+        if (s == State::Free || s == State::Cancelled || Ctl::gen10(c) != (r.gen() & Ctl::kGenMask))
+            owner_violation(field, "written by the shard for a live record of its wheel", c);
+    }
+}
+}  // namespace owner
+
+// ---- the own-clock deadline's lock (Extra::own_lock) -----------------------------------
+// A boot-time or wall-clock timer's deadline on its own clock (Extra::
+// deadline_ns) and the word's tick derived from it are one value in two
+// places, so they change together, under a small lock per timer: whoever
+// writes either (start, reset, a DELAY timer's worker after its run, the
+// shard firing a fixed-rate timer or re-filing after a clock step) holds
+// it, and writes them only after checking the record still is its timer.
+// The lock word carries the 24-bit generation of the timer it was taken for
+// ([generation:24 | count:40], the count odd while held), so that:
+//   * a thread with a stale id never takes the lock of a later occupant
+//     (versioned with the generation); one that took it for its own timer
+//     re-checks Record::gen after taking it (a seq_cst handshake with
+//     recycle(), which bumps the generation and then looks at the lock) and
+//     lets go without writing if the timer ended;
+//   * a record is never reused while a thread holds its lock: recycle()
+//     quarantines it instead, and the quarantine pass frees it once the
+//     lock is free (handle_table.cpp);
+//   * readers that do not take it (query) read the deadline seqlock-style:
+//     the lock word before and after, equal, even and of their generation.
+// No user code runs while it is held, and no other lock is taken under it
+// but the shard's clock-step index mutex (a start indexing its timer; that
+// mutex is never held while a deadline lock is taken). Takers that may not wait (the shard)
+// try once and come back later (it re-files the timer at the next tick, or
+// re-runs the re-clock pass); callers, start and workers wait while another
+// thread holds it (a short critical section: a few loads, a CAS, a store).
+struct OwnDeadline {
+    static constexpr unsigned kTagShift = 40;
+    static constexpr std::uint64_t kCountMask = (std::uint64_t{1} << kTagShift) - 1;
+    static constexpr std::uint64_t tag(std::uint32_t gen) noexcept {
+        return std::uint64_t{gen & Record::kGenMask} << kTagShift;
+    }
+    static constexpr bool held(std::uint64_t l) noexcept { return (l & 1) != 0; }
+    static constexpr std::uint64_t bump(std::uint64_t l, std::uint32_t gen) noexcept {
+        return tag(gen) | ((l + 1) & kCountMask);
+    }
+
+    enum class Try { Locked, Busy, Stale };
+    /// One attempt to take the lock of timer `r` (generation `gen`): Locked
+    /// (`held` is the value to give unlock()), Busy (another thread holds
+    /// it), Stale (the record is not timer gen any more). Any thread.
+    static Try try_lock(Record& r, Extra& x, std::uint32_t gen, std::uint64_t& held) noexcept;
+    /// Takes the lock, waiting while another thread holds it; false: stale.
+    static bool lock(Record& r, Extra& x, std::uint32_t gen, std::uint64_t& held) noexcept;
+    /// start(): takes the lock of the record it just allocated (generation
+    /// `gen`, not yet published), whatever the lock's previous occupant
+    /// (waits while a thread with a stale id lets it go).
+    static std::uint64_t take_new(Extra& x, std::uint32_t gen) noexcept;
+    static void unlock(Extra& x, std::uint64_t held) noexcept {
+        check_held(x, held);
+        x.own_lock.store((held & ~kCountMask) | ((held + 1) & kCountMask), std::memory_order_release);
+    }
+    /// The deadline's writes: only by the holder of the lock.
+    static void store(Extra& x, std::uint64_t held, std::int64_t ns) noexcept {
+        check_held(x, held);
+        x.deadline_ns.store(ns, std::memory_order_relaxed);
+    }
+    static void advance(Extra& x, std::uint64_t held, std::int64_t by) noexcept {
+        check_held(x, held);
+        x.deadline_ns.store(x.deadline_ns.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+    }
+    /// A reader's consistent copy of the deadline of timer `gen` (query):
+    /// false if the record is not that timer's (stale), or a writer kept it
+    /// busy through every try (the caller then answers with what it has).
+    static bool read(const Extra& x, std::uint32_t gen, std::int64_t& ns) noexcept;
+    /// recycle(): after the record's generation moved on (and a seq_cst
+    /// fence), whether some thread still holds its lock (then the record
+    /// must not be reused yet).
+    static bool held_now(const Extra& x) noexcept { return held(x.own_lock.load(std::memory_order_acquire)); }
+
+private:
+    static void check_held(const Extra& x, std::uint64_t held_value) noexcept {
+        if constexpr (kCheckOwners) {
+            const std::uint64_t l = x.own_lock.load(std::memory_order_relaxed);
+            if (!held(held_value) || l != held_value)
+                owner_violation("Extra::deadline_ns", "written only by the holder of Extra::own_lock", l);
+        }
+    }
 };
 
 }  // namespace tickwheel::rt
