@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The history checker of tw_stress history (history.hpp): a sequential model
+// of the C API's contract, judged only on what the record proves.
+//
+// Every event carries an interval: a call from its first to its last
+// instruction around the library call ([t0, t1]), a callback from its first
+// to its last instruction. A library step inside a call happened somewhere
+// in that interval; a run "began" (the library's decision) at some time
+// before its callback's first instruction and after the previous run's
+// callback returned. Every rule below only concludes from orders that these
+// intervals fix, so a correct library never fails it, however the threads
+// were scheduled:
+//
+//  * never early: a run serves one of the armings (start, reset) that may be
+//    the latest one to have taken effect when it began (the candidates: not
+//    superseded by an arming that returned before the run could begin); its
+//    callback's own-clock reading must reach the smallest deadline any
+//    candidate allows (a fixed-rate timer's i-th run since the arming: the
+//    deadline plus i periods; a DELAY timer's: the previous run's end plus
+//    the period). Wall-clock steps widen the bound by the step (the reading
+//    the library judged by may have used any shift in effect meanwhile).
+//  * lateness: the same run must begin by the largest deadline a candidate
+//    allows plus --late (a generous, load-proof bound); at the end, a timer
+//    that could not have been stopped must have run by then (a lost timer).
+//  * stop: after a stop returned TW_OK no run of a one-shot begins, and of a
+//    periodic timer at most the run that was in progress; after a
+//    stop_sync (not from its own callback) returned, no run begins and a
+//    release hook that began before it returned has returned.
+//  * stale ids: a call on the id of a released timer returns TW_ENOENT (or
+//    TW_ESHUTDOWN); what it might have done to the slot's next timer shows
+//    as that timer running early or late (the account prints the slot).
+//  * group stop: a timer of the group armed before the group stop began,
+//    whose deadline had not come when it returned and on which nothing else
+//    acted meanwhile, is stopped by it: it never runs again; and the group
+//    stop counts at least those (when no other group stop of the group
+//    overlapped it).
+//  * runs of one timer never overlap; a queue-bound timer runs only on a
+//    thread inside tw_queue_run of its queue, a worker-bound one only on a
+//    worker; every timer whose start returned TW_OK, TW_EAGAIN, TW_ENOMEM or
+//    TW_ESHUTDOWN has its release hook run exactly once, after its last run,
+//    never a queue-bound one on a worker outside a call; nothing runs after
+//    tw_runtime_shutdown returned; every wait ends at shutdown.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "history.hpp"
+#include "tickwheel/tickwheel.h"
+
+namespace stress::history {
+
+const char* kind_name(std::uint8_t k) {
+    switch (k) {
+        case kStart: return "start";
+        case kStop: return "stop";
+        case kReset: return "reset";
+        case kGroupStop: return "group_stop";
+        case kRun: return "RUN";
+        case kRelease: return "RELEASE";
+        case kShift: return "wall-clock step";
+        case kShutdown: return "shutdown";
+        case kNested: return "nested queue_run";
+        case kQueueLeft: return "queue created during shutdown";
+    }
+    return "?";
+}
+
+namespace {
+
+constexpr std::int64_t kInf = INT64_MAX / 4;
+constexpr std::int64_t kReclockNs = 100'000'000;  // a wall-clock step is noticed within one pass (<= 100 ms)
+
+bool is_arm(const Event& e) {
+    return (e.kind == kStart || e.kind == kReset) && e.result == TW_OK && (e.flags & kStaleId) == 0;
+}
+
+struct Shifts {
+    struct Change {
+        std::int64_t t0, t1, old_v, new_v;
+    };
+    std::vector<Change> ch;  // one stepper thread: ordered, not overlapping
+    // The range of shifts possibly in effect at some time in [a, b].
+    void range(std::int64_t a, std::int64_t b, std::int64_t& lo, std::int64_t& hi) const {
+        std::int64_t v = ch.empty() ? 0 : ch[0].old_v;
+        lo = hi = kInf;
+        bool any = false;
+        auto take = [&](std::int64_t x) {
+            if (!any) lo = hi = x, any = true;
+            lo = std::min(lo, x);
+            hi = std::max(hi, x);
+        };
+        // value v_i set by change i is visible from ch[i].t0 until ch[i+1].t1.
+        for (std::size_t i = 0; i <= ch.size(); ++i) {
+            const std::int64_t from = i == 0 ? -kInf : ch[i - 1].t0;
+            const std::int64_t until = i == ch.size() ? kInf : ch[i].t1;
+            const std::int64_t val = i == 0 ? v : ch[i - 1].new_v;
+            if (from <= b && until >= a) take(val);
+        }
+        if (!any) lo = hi = 0;
+    }
+};
+
+struct Checker {
+    const Config& cfg;
+    const std::vector<TimerInfo>& timers;
+    std::vector<Event> ev;
+    Shifts shifts;
+    std::vector<std::vector<std::size_t>> by_key;  // event indexes per key, by t0
+    std::int64_t shutdown_t0 = kInf, shutdown_t1 = kInf;
+    std::int64_t base = 0;
+    std::size_t found = 0;
+    unsigned max_reports;
+    std::map<std::uint64_t, std::vector<const Event*>> group_stops;  // by group, by t0 (result >= 0)
+
+    Checker(const Config& c, const std::vector<TimerInfo>& t, std::vector<Event> e, unsigned m)
+        : cfg(c), timers(t), ev(std::move(e)), max_reports(m) {}
+
+    const TimerInfo& info(std::uint32_t key) const { return timers[key - 1]; }
+    bool realtime(std::uint32_t key) const { return info(key).clock == TW_CLOCK_REALTIME; }
+    std::int64_t offset(std::uint32_t key) const {
+        const int c = info(key).clock;
+        return c == TW_CLOCK_BOOTTIME ? cfg.boot_offset : c == TW_CLOCK_REALTIME ? cfg.real_offset : 0;
+    }
+
+    // ---- reporting -----------------------------------------------------------------
+    double ms(std::int64_t t) const { return static_cast<double>(t - base) / 1e6; }
+    void print_event(const Event& e, std::uint32_t focus) const {
+        std::string fl;
+        if (e.flags & kAbs) fl += " abs";
+        if (e.flags & kSync) fl += " sync";
+        if (e.flags & kStaleId) fl += " STALE-ID";
+        if (e.flags & kInCb) fl += " from-own-callback";
+        if (e.flags & kInBatch) fl += " batch";
+        std::printf("    [%10.3f .. %10.3f ms] thread %2u %-9s %-8s key %-6u id %016" PRIx64 "%s", ms(e.t0), ms(e.t1),
+                    e.thread, e.tkind == kWorker ? "(worker)" : e.tkind == kRunner ? "(runner)" : e.tkind == kMain ? "(main)" : "",
+                    kind_name(e.kind), e.key, e.id, fl.c_str());
+        if (e.key != focus && e.key != 0) std::printf(" (another timer of this slot)");
+        switch (e.kind) {
+            case kStart:
+            case kReset:
+                if (e.flags & kAbs) std::printf(" deadline %" PRId64 " (own clock)", e.arg);
+                else std::printf(" delay %.3f ms", static_cast<double>(e.arg) / 1e6);
+                std::printf(" -> %d", e.result);
+                break;
+            case kStop:
+            case kNested:
+            case kQueueLeft: std::printf(" -> %d", e.result); break;
+            case kGroupStop: std::printf(" group %" PRId64 " -> %d", e.arg, e.result); break;
+            case kRun:
+                std::printf(" own clock at entry %" PRId64 "%s", e.own0, e.queue >= 0 ? "" : "");
+                if (e.queue >= 0) std::printf(" in queue %d", e.queue);
+                break;
+            case kRelease:
+                if (e.queue >= 0) std::printf(" in queue %d", e.queue);
+                if (e.in_op) std::printf(" inside %s", kind_name(static_cast<std::uint8_t>(e.in_op - 1)));
+                break;
+            default: break;
+        }
+        std::printf("\n");
+    }
+    void report(std::uint32_t key, const char* fmt, ...) __attribute__((format(printf, 3, 4))) {
+        ++found;
+        if (found > max_reports) return;
+        std::printf("VIOLATION %zu: ", found);
+        va_list ap;
+        va_start(ap, fmt);
+        std::vprintf(fmt, ap);
+        va_end(ap);
+        std::printf("\n");
+        if (key == 0) return;
+        const TimerInfo& ti = info(key);
+        std::printf("  timer key %u: clock %s, %s%s, group %" PRIu64 ", %s%s, leeway %" PRIu64 " ns\n", key,
+                    ti.clock == 0 ? "MONOTONIC" : ti.clock == 1 ? "BOOTTIME" : "REALTIME",
+                    ti.period == 0 ? "one-shot" : ti.policy == 0 ? "SKIP" : ti.policy == 1 ? "DELAY" : "BURST",
+                    ti.period == 0 ? "" : (" period " + std::to_string(ti.period / 1000) + " us").c_str(), ti.group,
+                    ti.queue >= 0 ? "queue " : "workers", ti.queue >= 0 ? std::to_string(ti.queue).c_str() : "", ti.leeway);
+        // The slot (shard + index) of its ids: every call on any id of it, in call order.
+        std::uint64_t slot = 0;
+        for (const std::size_t i : by_key[key])
+            if (ev[i].id != 0) slot = ev[i].id & 0xFFFFFFFFFFull;
+        // The timer's life (its own events), widened a little, bounds what else is shown.
+        std::int64_t from = kInf, until = -kInf;
+        for (const std::size_t i : by_key[key])
+            if ((ev[i].flags & kStaleId) == 0) from = std::min(from, ev[i].t0), until = std::max(until, ev[i].t1);
+        from -= 20'000'000;
+        until += 20'000'000;
+        // Its group's stops: those within 1 ms of one of its own events, and the
+        // first one after each of its armings.
+        std::vector<std::pair<std::int64_t, std::int64_t>> own;
+        for (const std::size_t i : by_key[key])
+            if ((ev[i].flags & kStaleId) == 0) own.emplace_back(ev[i].t0, ev[i].t1);
+        std::vector<const Event*> firsts;
+        if (ti.group != 0)
+            if (const auto it = group_stops.find(ti.group); it != group_stops.end())
+                for (const std::size_t i : by_key[key])
+                    if (is_arm(ev[i]))
+                        for (const Event* g : it->second)
+                            if (g->t0 > ev[i].t1) {
+                                firsts.push_back(g);
+                                break;
+                            }
+        auto relevant_group_stop = [&](const Event& e) {
+            if (ti.group == 0 || static_cast<std::uint64_t>(e.arg) != ti.group) return false;
+            if (std::find(firsts.begin(), firsts.end(), &e) != firsts.end()) return true;
+            for (const auto& [a, b] : own)
+                if (e.t1 >= a - 1'000'000 && e.t0 <= b + 1'000'000) return true;
+            return false;
+        };
+        std::vector<std::size_t> idx;
+        for (std::size_t i = 0; i < ev.size(); ++i) {
+            const Event& e = ev[i];
+            const bool near = e.t1 >= from && e.t0 <= until;
+            if ((e.key == key && (e.flags & kStaleId) == 0) ||
+                (near && ((slot != 0 && e.id != 0 && (e.id & 0xFFFFFFFFFFull) == slot) ||
+                          (e.kind == kGroupStop && relevant_group_stop(e)) || (e.kind == kShift && realtime(key)))))
+                idx.push_back(i);
+        }
+        std::printf("  its history (times from the run's start; the slot's other timers and its group's stops included):\n");
+        std::size_t shown = 0;
+        for (const std::size_t i : idx) {
+            if (++shown > 80) {
+                std::printf("    ... %zu more\n", idx.size() - 80);
+                break;
+            }
+            print_event(ev[i], key);
+        }
+    }
+
+    // ---- the model ----------------------------------------------------------------
+    // The own-clock deadline bounds an arming allows.
+    void arm_bounds(const Event& a, std::int64_t& lb, std::int64_t& ub) const {
+        const TimerInfo& ti = info(a.key);
+        std::int64_t slo = 0, shi = 0;
+        if (realtime(a.key)) shifts.range(a.t0, a.t1, slo, shi);
+        const std::int64_t slack = cfg.resolution_ns + static_cast<std::int64_t>(ti.leeway);
+        if (a.flags & kAbs) {
+            lb = a.arg;
+            ub = a.arg + slack;
+        } else {
+            lb = a.own0 + slo + a.arg;
+            ub = a.own1 + shi + a.arg + slack;
+        }
+    }
+
+    struct Runs {
+        std::vector<std::size_t> runs, arms, stops;
+    };
+
+    // begin_lb(run j): the run began after this (the previous run's callback returned).
+    static std::int64_t begin_lb(const std::vector<const Event*>& runs, std::size_t j, std::int64_t start_t0) {
+        return j == 0 ? start_t0 : runs[j - 1]->t1;
+    }
+
+    struct Bound {
+        bool any = false;
+        std::int64_t lb = kInf;   // own clock: the run may not begin before (library's reading)
+        std::int64_t ub_mono = 0; // mono: the run must begin by (before --late)
+        const Event* from = nullptr;
+    };
+
+    // The bounds for a run (or, for the final check, a virtual run) at
+    // entry time `t`, given runs[0..j) before it.
+    Bound bounds(std::uint32_t key, const std::vector<const Event*>& arms, const std::vector<const Event*>& runs,
+                 std::size_t j, std::int64_t t, std::int64_t start_t0) const {
+        const TimerInfo& ti = info(key);
+        const bool periodic = ti.period != 0;
+        const std::int64_t P = static_cast<std::int64_t>(ti.period);
+        const std::int64_t blb = begin_lb(runs, j, start_t0);
+        Bound b;
+        // Arms are in call order (t0); walk back from the last one called before
+        // the run's entry. An arming is superseded when a later one returned before
+        // the run could begin (and was called after this one returned); once even
+        // the longest arming call ends before such a later call began, all earlier
+        // ones are superseded too.
+        std::size_t end = static_cast<std::size_t>(
+            std::lower_bound(arms.begin(), arms.end(), t, [](const Event* e, std::int64_t v) { return e->t0 < v; }) -
+            arms.begin());
+        std::int64_t longest = 0;
+        for (const Event* e : arms) longest = std::max(longest, e->t1 - e->t0);
+        std::int64_t max_b0 = -kInf;  // the latest call of an arming that returned before blb
+        for (std::size_t ai = end; ai-- > 0;) {
+            const Event& a = *arms[ai];
+            if (a.t0 + longest < max_b0) break;
+            const bool superseded = a.t1 < max_b0;
+            if (a.t1 < blb) max_b0 = std::max(max_b0, a.t0);
+            if (superseded) continue;
+            // Runs definitely begun after this arming returned (begin_lb grows with m).
+            std::size_t lo = 0, hi = j;
+            while (lo < hi) {
+                const std::size_t mid = (lo + hi) / 2;
+                if (begin_lb(runs, mid, start_t0) > a.t1) hi = mid;
+                else lo = mid + 1;
+            }
+            const std::size_t i = j - lo;
+            if (!periodic && i > 0) continue;  // a one-shot's arming is consumed by its run
+            std::int64_t lb, ub;
+            arm_bounds(a, lb, ub);
+            std::int64_t ub_mono;
+            std::int64_t slo = 0, shi = 0;
+            if (realtime(key)) shifts.range(a.t0, t, slo, shi);
+            const std::int64_t off = offset(key);
+            if (i == 0) {
+                ub_mono = std::max(a.t1, ub - off - slo + (realtime(key) ? kReclockNs : 0));
+            } else {
+                const Event& prev = *runs[j - 1];
+                if (ti.policy == TW_PERIOD_DELAY) {
+                    // the previous run's end (the library reads after it) plus the period
+                    std::int64_t plo = 0, phi = 0;
+                    if (realtime(key)) shifts.range(prev.t1, t, plo, phi);
+                    lb = prev.own1 + plo + P;
+                } else {
+                    lb = lb + static_cast<std::int64_t>(i) * P;
+                }
+                ub_mono = prev.t1 + P + cfg.resolution_ns + (realtime(key) ? (shi - slo) + kReclockNs : 0);
+            }
+            if (!b.any || lb < b.lb) b.lb = lb, b.from = &a;
+            b.ub_mono = b.any ? std::max(b.ub_mono, ub_mono) : ub_mono;
+            b.any = true;
+        }
+        return b;
+    }
+
+    void check_timer(std::uint32_t key) {
+        const TimerInfo& ti = info(key);
+        const bool periodic = ti.period != 0;
+        std::vector<const Event*> arms, runs, releases, stops, all;
+        const Event* start = nullptr;
+        for (const std::size_t i : by_key[key]) {
+            const Event& e = ev[i];
+            if (e.flags & kStaleId) continue;  // the old timer of a stale id: judged on the slot's new timer
+            all.push_back(&e);
+            if (e.kind == kStart) start = &e;
+            if (is_arm(e)) arms.push_back(&e);
+            if (e.kind == kRun) runs.push_back(&e);
+            if (e.kind == kRelease) releases.push_back(&e);
+            if (e.kind == kStop) stops.push_back(&e);
+        }
+        if (start == nullptr) return;
+        // Release exactly once (start failures other than EINVAL/EFORKED too).
+        const bool started = start->result == TW_OK;
+        const bool hooked = started || start->result == TW_ESHUTDOWN || start->result == TW_EAGAIN ||
+                            start->result == TW_ENOMEM || start->result == -1;
+        if (hooked && releases.size() != 1) {
+            report(key, "release hook ran %zu times (start returned %d): exactly once is the contract", releases.size(),
+                   start->result);
+            return;
+        }
+        if (!hooked && !releases.empty()) {
+            report(key, "release hook ran although start returned %d", start->result);
+            return;
+        }
+        if (!started) {
+            if (!runs.empty()) report(key, "a timer whose start failed (%d) ran", start->result);
+            else if (!releases.empty() && releases[0]->t0 > start->t1)
+                report(key, "the release hook of a failed start ran after start returned");
+            return;
+        }
+        const Event& rel = *releases[0];
+        // Runs never overlap; release after the last run; nothing after shutdown.
+        for (std::size_t j = 0; j < runs.size(); ++j) {
+            if (j > 0 && runs[j]->t0 < runs[j - 1]->t1) {
+                report(key, "two runs overlap (entries at %.3f and %.3f ms)", ms(runs[j - 1]->t0), ms(runs[j]->t0));
+                return;
+            }
+            if (runs[j]->t1 > rel.t0) {
+                report(key, "a run at %.3f ms ended after the release hook began (%.3f ms)", ms(runs[j]->t0), ms(rel.t0));
+                return;
+            }
+            if (runs[j]->t0 > shutdown_t1) {
+                report(key, "a run at %.3f ms began after tw_runtime_shutdown returned", ms(runs[j]->t0));
+                return;
+            }
+            // Context: a queue's timers on a runner inside its queue, the others on workers.
+            if (ti.queue >= 0 ? runs[j]->queue != ti.queue : runs[j]->tkind != kWorker) {
+                report(key, "run at %.3f ms on the wrong thread (thread kind %u, inside queue %d; expected %s %d)",
+                       ms(runs[j]->t0), runs[j]->tkind, runs[j]->queue, ti.queue >= 0 ? "queue" : "a worker", ti.queue);
+                return;
+            }
+        }
+        if (rel.t0 > shutdown_t1) {
+            report(key, "release hook after tw_runtime_shutdown returned");
+            return;
+        }
+        if (ti.queue >= 0 && rel.tkind == kWorker && rel.in_op == 0 && rel.queue < 0) {
+            report(key, "a queue-bound timer's release hook ran on a worker, outside any call");
+            return;
+        }
+        if (ti.queue >= 0 && rel.queue >= 0 && rel.queue != ti.queue && rel.in_op == 0) {
+            report(key, "a queue-bound timer's release hook ran inside another queue's run (%d)", rel.queue);
+            return;
+        }
+        // Never early, and lateness.
+        for (std::size_t j = 0; j < runs.size(); ++j) {
+            const Event& r = *runs[j];
+            const Bound b = bounds(key, arms, runs, j, r.t0, start->t0);
+            if (!b.any) {
+                report(key, "run at %.3f ms serves no arming: a one-shot ran twice, or after a stop", ms(r.t0));
+                return;
+            }
+            std::int64_t slo = 0, shi = 0;
+            if (realtime(key)) shifts.range(b.from->t0, r.t0, slo, shi);
+            if (r.own0 + shi < b.lb) {
+                report(key, "EARLY: run at %.3f ms read its clock at %" PRId64 " (+ shift <= %" PRId64
+                            "), before the earliest deadline it may serve, %" PRId64 " (%.3f ms early)",
+                       ms(r.t0), r.own0, shi, b.lb, static_cast<double>(b.lb - r.own0 - shi) / 1e6);
+                return;
+            }
+            if (r.t0 > b.ub_mono + cfg.late_ns) {
+                report(key, "LATE: run at %.3f ms, %.3f ms after the latest time it was due (%.3f ms); --late is %.0f ms",
+                       ms(r.t0), static_cast<double>(r.t0 - b.ub_mono) / 1e6, ms(b.ub_mono),
+                       static_cast<double>(cfg.late_ns) / 1e6);
+                return;
+            }
+        }
+        // Stops.
+        for (const Event* s : stops) {
+            const bool own = (s->flags & kInCb) != 0;
+            if (s->result == TW_OK || ((s->flags & kSync) && s->result == TW_ENOENT && !own)) {
+                const bool sync = (s->flags & kSync) != 0 && !own;  // from its own callback it does not wait
+                for (std::size_t j = 0; j < runs.size(); ++j) {
+                    const Event& r = *runs[j];
+                    if (r.t0 <= s->t1) continue;
+                    // stop_sync: nothing runs after it returns. stop: a one-shot never
+                    // again; a periodic timer's run in progress (begun before the stop,
+                    // its callback's entry possibly after) is the last: a run whose
+                    // predecessor ended after the stop returned began after it.
+                    const bool bad = sync || !periodic || (j > 0 && runs[j - 1]->t1 > s->t1);
+                    if (bad) {
+                        report(key, "run at %.3f ms after %s returned %d at %.3f ms", ms(r.t0),
+                               (s->flags & kSync) ? "stop_sync" : "stop", s->result, ms(s->t1));
+                        return;
+                    }
+                }
+                for (const Event* a : arms)
+                    if (a->t0 > s->t1 && s->result == TW_OK) {
+                        report(key, "reset returned TW_OK at %.3f ms after a stop returned TW_OK at %.3f ms", ms(a->t1),
+                               ms(s->t1));
+                        return;
+                    }
+                if ((s->flags & kSync) && !own && (s->result == TW_OK || rel.t0 < s->t0) && rel.t1 > s->t1) {
+                    report(key, "stop_sync returned %d at %.3f ms before the release hook returned (%.3f ms)", s->result,
+                           ms(s->t1), ms(rel.t1));
+                    return;
+                }
+            }
+        }
+        // Lost: no stop could have ended it, its deadline passed long before the end, and it never ran.
+        bool maybe_stopped = false;
+        for (const Event* s : stops)
+            if (s->result == TW_OK) maybe_stopped = true;
+        if (ti.group != 0)
+            if (const auto it = group_stops.find(ti.group); it != group_stops.end())
+                for (const Event* g : it->second)
+                    if (g->t1 > start->t0) maybe_stopped = true;
+        if (!maybe_stopped && rel.t0 > cfg.final_ns) {
+            const Bound b = bounds(key, arms, runs, runs.size(), cfg.final_ns, start->t0);
+            if (b.any && cfg.final_ns > b.ub_mono + cfg.late_ns)
+                report(key, "LOST: due by %.3f ms at the latest, it had not run by the end of the load (%.3f ms)",
+                       ms(b.ub_mono), ms(cfg.final_ns));
+        }
+    }
+
+    void check_stale() {
+        for (const Event& e : ev)
+            if ((e.flags & kStaleId) && (e.kind == kStop || e.kind == kReset) && e.result != TW_ENOENT &&
+                e.result != TW_ESHUTDOWN)
+                report(e.key, "a %s on a stale id returned %d (TW_ENOENT expected)", kind_name(e.kind), e.result);
+    }
+
+    void check_groups() {
+        // Per group stop: how many of the group's timers it had to stop.
+        std::unordered_map<const Event*, std::int64_t> covered;
+        for (std::uint32_t k = 1; k <= timers.size(); ++k) {
+            const TimerInfo& ti = info(k);
+            if (ti.group == 0 || ti.clock == TW_CLOCK_REALTIME) continue;
+            const auto it = group_stops.find(ti.group);
+            if (it == group_stops.end()) continue;
+            const std::vector<const Event*>& gs = it->second;
+            std::vector<const Event*> arms, runs, ops;
+            for (const std::size_t i : by_key[k]) {
+                const Event& e = ev[i];
+                if (e.flags & kStaleId) continue;
+                if (is_arm(e)) arms.push_back(&e);
+                if (e.kind == kRun) runs.push_back(&e);
+                if (e.kind == kStart || e.kind == kStop || e.kind == kReset) ops.push_back(&e);
+            }
+            for (std::size_t ai = 0; ai < arms.size(); ++ai) {
+                const Event* a = arms[ai];
+                // The first group stop of the group that ends after the arming began: it
+                // must begin after the arming returned (else it may not see it).
+                const auto first = std::find_if(gs.begin(), gs.end(), [&](const Event* g) { return g->t1 > a->t0; });
+                if (first == gs.end() || (*first)->t0 <= a->t1) continue;
+                const Event* s = *first;
+                // Nothing else acted on the timer from the arming to the group stop's end.
+                bool busy = false;
+                for (const Event* o : ops)
+                    if (o != a && o->t1 > a->t0 && o->t0 < s->t1) busy = true;
+                if (busy) continue;
+                // Its deadline had not come when the group stop returned: no run of
+                // it could have begun (never early), so it was pending throughout.
+                std::int64_t lb, ub;
+                arm_bounds(*a, lb, ub);
+                if (lb - offset(k) <= s->t1 + 2'000'000) continue;
+                ++covered[s];
+                for (std::size_t j = 0; j < runs.size(); ++j) {
+                    const std::int64_t blb = j == 0 ? -kInf : runs[j - 1]->t1;
+                    if (blb > a->t1 && runs[j]->t0 > s->t1) {
+                        report(k, "GROUP: run at %.3f ms after tw_group_stop(%" PRIu64 ") [%.3f .. %.3f ms] that had to"
+                                  " stop it (armed at %.3f ms, not yet due, nothing else acted on it)",
+                               ms(runs[j]->t0), ti.group, ms(s->t0), ms(s->t1), ms(a->t1));
+                        break;
+                    }
+                }
+            }
+        }
+        for (auto& [g, gs] : group_stops)
+            for (const Event* s : gs) {
+                const auto c = covered.find(s);
+                if (c == covered.end()) continue;
+                bool overlapped = false;
+                for (const Event* o : gs)
+                    if (o != s && o->t0 < s->t1 && o->t1 > s->t0) overlapped = true;
+                if (!overlapped && s->result < c->second)
+                    report(0, "GROUP: tw_group_stop(%" PRIu64 ") [%.3f .. %.3f ms] returned %d, but %" PRId64
+                              " timers of the group were pending throughout it",
+                           g, ms(s->t0), ms(s->t1), s->result, c->second);
+            }
+    }
+
+    std::size_t run() {
+        std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.t0 < b.t0; });
+        base = ev.empty() ? 0 : ev.front().t0;
+        by_key.assign(timers.size() + 1, {});
+        for (std::size_t i = 0; i < ev.size(); ++i) {
+            const Event& e = ev[i];
+            if (e.key != 0 && e.key <= timers.size()) by_key[e.key].push_back(i);
+            if (e.kind == kShift) shifts.ch.push_back({e.t0, e.t1, e.own0, e.arg});
+            if (e.kind == kShutdown) shutdown_t0 = e.t0, shutdown_t1 = e.t1;
+            if (e.kind == kGroupStop && e.result >= 0) group_stops[static_cast<std::uint64_t>(e.arg)].push_back(&e);
+        }
+        for (const Event& e : ev) {
+            if (e.kind == kNested && e.result != TW_ESHUTDOWN && e.result < 0)
+                report(0, "a callback's tw_queue_run(q, 1, -1) returned %d", e.result);
+            if (e.kind == kQueueLeft && e.result != TW_ESHUTDOWN)
+                report(0, "a queue created (TW_OK at %.3f ms) while the runtime shut down was never closed: its"
+                          " tw_queue_run returned %d after shutdown, not TW_ESHUTDOWN",
+                       ms(e.t1), e.result);
+        }
+        check_stale();
+        for (std::uint32_t k = 1; k <= timers.size(); ++k) check_timer(k);
+        check_groups();
+        if (found > max_reports) std::printf("(%zu more violations not shown)\n", found - max_reports);
+        return found;
+    }
+};
+
+}  // namespace
+
+std::size_t check(const Config& cfg, const std::vector<TimerInfo>& timers, std::vector<Event> events,
+                  unsigned max_reports) {
+    Checker c(cfg, timers, std::move(events), max_reports);
+    return c.run();
+}
+
+}  // namespace stress::history
