@@ -296,27 +296,35 @@ struct Checker {
                 if (begin_lb(runs, mid, start_t0) > a.t1) hi = mid;
                 else lo = mid + 1;
             }
-            const std::size_t i = j - lo;
-            if (!periodic && i > 0) continue;  // a one-shot's arming is consumed by its run
-            std::int64_t lb, ub;
-            arm_bounds(a, lb, ub);
-            std::int64_t ub_mono;
+            const std::size_t i_min = j - lo;
+            // Runs whose callback began after the arming's call did: they may have begun after it.
+            const std::size_t first_may = static_cast<std::size_t>(
+                std::upper_bound(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(j), a.t0,
+                                 [](std::int64_t v, const Event* e) { return v < e->t0; }) -
+                runs.begin());
+            const std::size_t i_max = j - first_may;
+            if (!periodic && i_min > 0) continue;  // a one-shot's arming is consumed by its run
+            std::int64_t lb0, ub0;
+            arm_bounds(a, lb0, ub0);
             std::int64_t slo = 0, shi = 0;
             if (realtime(key)) shifts.range(a.t0, t, slo, shi);
             const std::int64_t off = offset(key);
-            if (i == 0) {
-                ub_mono = std::max(a.t1, ub - off - slo + (realtime(key) ? kReclockNs : 0));
-            } else {
+            std::int64_t lb = kInf, ub_mono = -kInf;
+            if (i_min == 0) {  // it may be the arming's first run
+                lb = lb0;
+                ub_mono = std::max(a.t1, ub0 - off - slo + (realtime(key) ? kReclockNs : 0));
+            }
+            if (periodic && i_max >= 1) {  // it may be a later one
                 const Event& prev = *runs[j - 1];
                 if (ti.policy == TW_PERIOD_DELAY) {
                     // the previous run's end (the library reads after it) plus the period
                     std::int64_t plo = 0, phi = 0;
                     if (realtime(key)) shifts.range(prev.t1, t, plo, phi);
-                    lb = prev.own1 + plo + P;
+                    lb = std::min(lb, prev.own1 + plo + P);
                 } else {
-                    lb = lb + static_cast<std::int64_t>(i) * P;
+                    lb = std::min(lb, lb0 + static_cast<std::int64_t>(std::max<std::size_t>(i_min, 1)) * P);
                 }
-                ub_mono = prev.t1 + P + cfg.resolution_ns + (realtime(key) ? (shi - slo) + kReclockNs : 0);
+                ub_mono = std::max(ub_mono, prev.t1 + P + cfg.resolution_ns + (realtime(key) ? (shi - slo) + kReclockNs : 0));
             }
             if (!b.any || lb < b.lb) b.lb = lb, b.from = &a;
             b.ub_mono = b.any ? std::max(b.ub_mono, ub_mono) : ub_mono;

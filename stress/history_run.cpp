@@ -393,8 +393,9 @@ TM* make_spec(World& w, std::mt19937_64& r, tw_timer_spec& spec, Event& e) {
 void publish(World& w, std::mt19937_64& r, TM* t, std::uint64_t id) {
     t->id.store(id);
     TM* old = w.pool[r() % World::kPool].exchange(t);
-    if (old != nullptr && old->released.load() == 0 && old->info.period != 0) {
-        // evicted: stop it, so periodic timers do not pile up
+    if (old != nullptr && old->released.load() == 0 && old->info.period != 0 && old->info.period < 1'000'000'000) {
+        // evicted: stop it, so fast periodic timers do not pile up (slow ones live on:
+        // their late runs are what the lateness rule watches)
         Event e;
         e.kind = kStop;
         e.key = old->key;
