@@ -26,7 +26,9 @@
 // reading the library makes, every parker sleep and wake and every eventfd
 // write and read, the calling thread yields with probability N/1024, sleeps
 // 1..50 us with probability N/8192 and parks for 0.2..2 ms with
-// probability N/65536, by a per-thread random stream seeded from --seed.
+// probability N/65536 (8 times these in the lookup-to-CAS windows and at
+// boot-time and wall-clock readings), by a per-thread random stream seeded
+// from --seed.
 // The producers' operations are a function of --seed and the thread too;
 // the interleaving is not (threads), so a seed that found a violation finds
 // it again often, not always: run it a few times (or longer).
@@ -146,7 +148,9 @@ void fuzz_point(char site) {
     thread_local std::uint64_t state =
         g_fuzz_seed.load(std::memory_order_relaxed) * 0x100000001B3ull + g_fuzz_threads.fetch_add(1) + 1;
     const std::uint64_t r = splitmix(state) ^ static_cast<unsigned char>(site);
-    const unsigned n = g_fuzz.load(std::memory_order_relaxed);
+    // The windows between a lookup and its CAS ('c' 'r' 'b' 'i' 'W' 'w') and the
+    // own-clock readings ('k', rarer than the monotonic ones) get 8 times the rate.
+    const unsigned n = g_fuzz.load(std::memory_order_relaxed) * (std::strchr("crbiWwk", site) != nullptr ? 8 : 1);
     const std::uint64_t u = r & 0xFFFF;  // 1/65536 units
     if (u < n) {  // park
         const timespec ts{0, static_cast<long>(200'000 + (r >> 16) % 1'800'000)};
@@ -491,8 +495,9 @@ void op_on_id(World& w, std::mt19937_64& r, TM* t, std::uint64_t id, bool stale)
         case 3:
         case 4: {
             e.kind = kReset;
-            // a stale reset far in the future: if it moved the slot's next timer, that one is lost
-            e.arg = stale && r() % 2 ? 3'600'000'000'000 : pick_delay(r);
+            // Sometimes far in the future: if a reset (on a stale id, or on one that
+            // goes stale during the call) moved the slot's next timer, that one is lost.
+            e.arg = r() % (stale ? 2 : 10) == 0 ? 3'600'000'000'000 : pick_delay(r);
             e.result = tw_timer_reset(w.rt, id, static_cast<std::uint64_t>(e.arg));
             break;
         }
