@@ -384,7 +384,9 @@ struct Checker {
                 return;
             }
             // Context: a queue's timers on a runner inside its queue, the others on workers.
-            if (ti.queue >= 0 ? runs[j]->queue != ti.queue : runs[j]->tkind != kWorker) {
+            // (oneTBB may lend a waiting shutdown thread to the arena: accepted there.)
+            const bool worker = runs[j]->tkind == kWorker || (runs[j]->tkind == kMain && runs[j]->in_op == kShutdown + 1);
+            if (ti.queue >= 0 ? runs[j]->queue != ti.queue : !worker) {
                 report(key, "run at %.3f ms on the wrong thread (thread kind %u, inside queue %d; expected %s %d)",
                        ms(runs[j]->t0), runs[j]->tkind, runs[j]->queue, ti.queue >= 0 ? "queue" : "a worker", ti.queue);
                 return;

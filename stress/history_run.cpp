@@ -316,6 +316,7 @@ void on_run(void* arg, tw_timer id) {
         nanosleep(&ts, nullptr);
     }
     t_op = saved_op;
+    e.in_op = saved_op;
     e.own1 = own_raw(t->info.clock);
     e.t1 = mono();
     record(e);
