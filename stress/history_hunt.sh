@@ -13,7 +13,7 @@
 #   -z  --fuzz (default 64)               -k  keep going after a failure
 # Prints one line per seed (PASS, or FAIL with the first violation) and exits 1
 # if any seed failed. Each failing seed's whole report is kept in
-# /tmp/tw_history_seed_<seed>.log.
+# /tmp/tw_history_<features>_seed_<seed>.log.
 set -uo pipefail
 build=build/release features=all seconds=10 seeds=10 fuzz=64 keep=0
 while getopts "b:f:s:n:z:k" o; do
@@ -28,7 +28,7 @@ bin=$build/stress/tw_stress
 [[ -x $bin ]] || { echo "no $bin: build the tw_stress target first" >&2; exit 2; }
 status=0
 for seed in $(seq 1 "$seeds"); do
-  log=/tmp/tw_history_seed_$seed.log
+  log=/tmp/tw_history_${features//[^a-z0-9]/_}_seed_$seed.log
   start=$SECONDS
   if timeout $((${seconds%.*} * 3 + 120)) "$bin" history --seconds "$seconds" --seed "$seed" --features "$features" \
       --fuzz "$fuzz" "$@" >"$log" 2>&1; then

@@ -26,8 +26,8 @@
 // reading the library makes, every parker sleep and wake and every eventfd
 // write and read, the calling thread yields with probability N/1024, sleeps
 // 1..50 us with probability N/8192 and parks for 0.2..2 ms with
-// probability N/65536 (8 times these in the lookup-to-CAS windows and at
-// boot-time and wall-clock readings), by a per-thread random stream seeded
+// probability N/65536 (8 times these in the lookup-to-CAS windows, at
+// boot-time and wall-clock readings and in queue creation), by a per-thread random stream seeded
 // from --seed.
 // The producers' operations are a function of --seed and the thread too;
 // the interleaving is not (threads), so a seed that found a violation finds
@@ -148,9 +148,10 @@ void fuzz_point(char site) {
     thread_local std::uint64_t state =
         g_fuzz_seed.load(std::memory_order_relaxed) * 0x100000001B3ull + g_fuzz_threads.fetch_add(1) + 1;
     const std::uint64_t r = splitmix(state) ^ static_cast<unsigned char>(site);
-    // The windows between a lookup and its CAS ('c' 'r' 'b' 'i' 'W' 'w') and the
-    // own-clock readings ('k', rarer than the monotonic ones) get 8 times the rate.
-    const unsigned n = g_fuzz.load(std::memory_order_relaxed) * (std::strchr("crbiWwk", site) != nullptr ? 8 : 1);
+    // The windows between a lookup and its CAS ('c' 'r' 'b' 'i' 'W' 'w'), the
+    // own-clock readings ('k', rarer than the monotonic ones) and queue creation
+    // ('q') get 8 times the rate.
+    const unsigned n = g_fuzz.load(std::memory_order_relaxed) * (std::strchr("crbiWwkq", site) != nullptr ? 8 : 1);
     const std::uint64_t u = r & 0xFFFF;  // 1/65536 units
     if (u < n) {  // park
         const timespec ts{0, static_cast<long>(200'000 + (r >> 16) % 1'800'000)};
@@ -170,7 +171,6 @@ struct Log {
 };
 std::mutex g_logs_mu;
 std::vector<std::unique_ptr<Log>> g_logs;
-std::atomic<bool> g_recording{true};
 
 thread_local Log* t_log = nullptr;
 thread_local std::uint8_t t_kind = kWorker;
@@ -692,7 +692,7 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
                 const int rc = tw_queue_create(w.rt, &q);
                 if (rc == TW_OK) created.emplace_back(q, t0);
                 if (rc == TW_ESHUTDOWN) break;
-                if (created.size() > 2000) {
+                if (created.size() > 100) {
                     tw_queue_destroy(created.front().first);
                     created.erase(created.begin());
                 }

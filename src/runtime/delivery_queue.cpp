@@ -19,6 +19,7 @@ namespace tickwheel::rt {
 // ---- DeliveryQueue -----------------------------------------------------------------
 DeliveryQueue::DeliveryQueue(RuntimeCore& core, std::uint16_t slot)
     : core_(&core), slot_(slot), epoch_(fork_epoch()) {
+    test_hooks::perturb('q');  // a schedule point (test_hooks.hpp): a queue being created
     fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     // EMFILE, ENFILE, ENOMEM: out of a resource, as the C API reports it.
     if (fd_ < 0) throw Error(errc::no_memory);
