@@ -103,6 +103,35 @@ struct Shifts {
         }
         if (!any) lo = hi = 0;
     }
+    // The first CLOCK_MONOTONIC time t >= from from which the wall clock
+    // (mono + offset + shift) surely stays at or past `deadline` for `hold`
+    // ns (each change counted only once its call returned, the smaller value
+    // while it was in flight): a timer due then that the library did not fire
+    // within `hold` is late. A step back before that restarts the wait, as it
+    // may for the library (never early).
+    std::int64_t first_reach(std::int64_t deadline, std::int64_t offset, std::int64_t from, std::int64_t hold) const {
+        struct Seg {
+            std::int64_t begin, value;
+        };
+        std::vector<Seg> segs;
+        segs.push_back({-kInf, ch.empty() ? 0 : ch[0].old_v});
+        for (const Change& c : ch) {
+            segs.push_back({c.t0, std::min(c.old_v, c.new_v)});
+            segs.push_back({c.t1, c.new_v});
+        }
+        std::int64_t since = -1;  // the wall clock has been past the deadline since then
+        bool have = false;
+        for (std::size_t i = 0; i < segs.size(); ++i) {
+            const std::int64_t end = i + 1 < segs.size() ? segs[i + 1].begin : kInf;
+            if (end <= from) continue;
+            const std::int64_t b = std::max(from, segs[i].begin);
+            const std::int64_t t = std::max(b, deadline - offset - segs[i].value);  // reached within this segment at t
+            if (t > b) have = false;  // below the deadline at the segment's start: the wait (re)starts
+            if (t < end && !have) since = t, have = true;
+            if (have && (end == kInf || end - since >= hold)) return since;
+        }
+        return kInf;
+    }
 };
 
 struct Checker {
@@ -158,6 +187,9 @@ struct Checker {
             case kRelease:
                 if (e.queue >= 0) std::printf(" in queue %d", e.queue);
                 if (e.in_op) std::printf(" inside %s", kind_name(static_cast<std::uint8_t>(e.in_op - 1)));
+                break;
+            case kShift:
+                std::printf(" shift %.3f -> %.3f ms", static_cast<double>(e.own0) / 1e6, static_cast<double>(e.arg) / 1e6);
                 break;
             default: break;
         }
@@ -312,7 +344,7 @@ struct Checker {
             std::int64_t lb = kInf, ub_mono = -kInf;
             if (i_min == 0) {  // it may be the arming's first run
                 lb = lb0;
-                ub_mono = std::max(a.t1, ub0 - off - slo + (realtime(key) ? kReclockNs : 0));
+                ub_mono = std::max(a.t1, realtime(key) ? shifts.first_reach(ub0, off, a.t0, cfg.late_ns + kReclockNs) + kReclockNs : ub0 - off);
             }
             if (periodic && i_max >= 1) {  // it may be a later one
                 const Event& prev = *runs[j - 1];
