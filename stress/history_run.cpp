@@ -33,6 +33,8 @@
 // the interleaving is not (threads), so a seed that found a violation finds
 // it again often, not always: run it a few times (or longer).
 //
+// TW_HISTORY_REPORTS=N in the environment prints N violations in full (default 4).
+//
 // --features picks what is mixed: "all" (default) or a comma list of
 //   boottime realtime steps periodic delay groups rearm queues batch stale
 //   nest qcreate
@@ -699,12 +701,17 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
             }
         });
     std::atomic<bool> done{false};
+    std::atomic<int> stage{0};  // 0: in tw_runtime_shutdown; 1: joining the queue runners
     std::thread watchdog([&] {
         const std::int64_t until = mono() + 30'000'000'000;
         while (!done.load()) {
             if (mono() > until) {
-                std::printf("VIOLATION: tw_runtime_shutdown did not return within 30 s%s\n",
-                            (features & kFNest) ? " (a callback waits in tw_queue_run(q, 1, -1): shutdown must end that wait)" : "");
+                if (stage.load() == 0)
+                    std::printf("VIOLATION: tw_runtime_shutdown did not return within 30 s%s\n",
+                                (features & kFNest) ? " (a callback waits in tw_queue_run(q, 1, -1): shutdown must end that wait)" : "");
+                else
+                    std::printf("VIOLATION: a queue runner's tw_queue_run did not return within 30 s of the shutdown"
+                                " (shutdown must end every wait with TW_ESHUTDOWN)\n");
                 std::fflush(stdout);
                 std::_Exit(1);
             }
@@ -720,6 +727,7 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
     }
     sd.t1 = mono();
     record(sd);
+    stage.store(1);
     creating.store(false);
     if (creator.joinable()) creator.join();
     for (auto& t : ts) t.join();  // runners: TW_ESHUTDOWN ends every wait
@@ -749,7 +757,8 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
     }
     std::vector<TimerInfo> infos;
     for (auto& t : w.tms) infos.push_back(t->info);
-    const std::size_t bad = check(cc, infos, std::move(all));
+    const char* reports = std::getenv("TW_HISTORY_REPORTS");  // how many violations to print in full (default 4)
+    const std::size_t bad = check(cc, infos, std::move(all), reports != nullptr ? static_cast<unsigned>(std::atoi(reports)) : 4);
     std::printf("tw_stress history: %zu timers started, %zu runs, %zu events; %zu violation(s) (seed %lu)\n", nstart, nrun,
                 [&] {
                     std::size_t n = 0;
