@@ -25,7 +25,8 @@ enum Feature : unsigned {
     kFStale = 1u << 9,     // calls on stale ids (of released timers)
     kFNest = 1u << 10,     // at the end a callback waits in tw_queue_run(q, 1, -1) while the runtime shuts down
     kFQcreate = 1u << 11,  // at the end queues are created while the runtime shuts down
-    kFAll = (1u << 12) - 1,
+    kFQwait = 1u << 12,    // queue runners also wait in tw_queue_run(q, n, -1) (else a timeout <= 5 ms)
+    kFAll = (1u << 13) - 1,
 };
 /// Parses "all", "none", "a,b,-c" (names as listed in history_run.cpp); false on an unknown name.
 bool parse_features(const std::string& s, unsigned& out);
@@ -94,6 +95,10 @@ std::size_t check(const Config& cfg, const std::vector<TimerInfo>& timers, std::
                   unsigned max_reports = 4);
 
 const char* kind_name(std::uint8_t k);
+
+/// tw_stress history-selftest: the checker against small histories with
+/// known violations, and correct ones. Returns the exit status.
+int selftest();
 
 /// tw_stress history: runs the load for `seconds`, shuts down, checks.
 /// Returns the exit status (0 = no violation).

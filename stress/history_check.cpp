@@ -328,7 +328,8 @@ struct Checker {
                 if (begin_lb(runs, mid, start_t0) > a.t1) hi = mid;
                 else lo = mid + 1;
             }
-            const std::size_t i_min = j - lo;
+            // Every run of a timer began after its start published it.
+            const std::size_t i_min = a.kind == kStart ? j : j - lo;
             // Runs whose callback began after the arming's call did: they may have begun after it.
             const std::size_t first_may = static_cast<std::size_t>(
                 std::upper_bound(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(j), a.t0,
@@ -434,6 +435,13 @@ struct Checker {
         }
         if (ti.queue >= 0 && rel.queue >= 0 && rel.queue != ti.queue && rel.in_op == 0) {
             report(key, "a queue-bound timer's release hook ran inside another queue's run (%d)", rel.queue);
+            return;
+        }
+        // A one-shot runs once per arming at most (a reset of a pending one
+        // arms without adding a run).
+        if (!periodic && runs.size() > arms.size()) {
+            report(key, "a one-shot ran %zu times with %zu armings (start and resets that returned TW_OK)", runs.size(),
+                   arms.size());
             return;
         }
         // Never early, and lateness.
@@ -551,7 +559,7 @@ struct Checker {
                 ++covered[s];
                 for (std::size_t j = 0; j < runs.size(); ++j) {
                     const std::int64_t blb = j == 0 ? -kInf : runs[j - 1]->t1;
-                    if (blb > a->t1 && runs[j]->t0 > s->t1) {
+                    if ((a->kind == kStart || blb > a->t1) && runs[j]->t0 > s->t1) {
                         report(k, "GROUP: run at %.3f ms after tw_group_stop(%" PRIu64 ") [%.3f .. %.3f ms] that had to"
                                   " stop it (armed at %.3f ms, not yet due, nothing else acted on it)",
                                ms(runs[j]->t0), ti.group, ms(s->t0), ms(s->t1), ms(a->t1));
@@ -596,7 +604,7 @@ struct Checker {
         check_stale();
         for (std::uint32_t k = 1; k <= timers.size(); ++k) check_timer(k);
         check_groups();
-        if (found > max_reports) std::printf("(%zu more violations not shown)\n", found - max_reports);
+        if (found > max_reports && max_reports > 0) std::printf("(%zu more violations not shown)\n", found - max_reports);
         return found;
     }
 };
@@ -607,6 +615,123 @@ std::size_t check(const Config& cfg, const std::vector<TimerInfo>& timers, std::
                   unsigned max_reports) {
     Checker c(cfg, timers, std::move(events), max_reports);
     return c.run();
+}
+
+}  // namespace stress::history
+
+// ---- the checker's own test ---------------------------------------------------------
+namespace stress::history {
+namespace {
+constexpr std::int64_t kMs = 1'000'000;
+struct Case {
+    const char* name;
+    std::size_t expect;  // violations expected (0 = a correct history)
+    std::vector<TimerInfo> timers;
+    std::vector<Event> ev;
+};
+Event op(Kind k, std::uint32_t key, std::int64_t t0, std::int64_t t1, int result, std::int64_t arg = 0, std::uint8_t flags = 0) {
+    Event e;
+    e.kind = k;
+    e.key = key;
+    e.id = key == 0 ? 0 : (std::uint64_t{key} << 40) | key;
+    e.t0 = t0 * kMs;
+    e.t1 = t1 * kMs;
+    e.own0 = e.t0;  // MONOTONIC: the own clock is CLOCK_MONOTONIC
+    e.own1 = e.t1;
+    e.result = result;
+    e.arg = arg * kMs;
+    e.flags = flags;
+    e.tkind = kProducer;
+    return e;
+}
+Event run_ev(std::uint32_t key, std::int64_t t0, std::int64_t t1) {
+    Event e = op(kRun, key, t0, t1, 0);
+    e.tkind = kWorker;
+    return e;
+}
+Event rel_ev(std::uint32_t key, std::int64_t t) {
+    Event e = op(kRelease, key, t, t, 0);
+    e.tkind = kWorker;
+    return e;
+}
+}  // namespace
+
+int selftest() {
+    const TimerInfo once{};
+    TimerInfo periodic{};
+    periodic.period = 10 * kMs;
+    TimerInfo grouped{};
+    grouped.group = 7;
+    const Event sd = op(kShutdown, 0, 900, 901, 0);
+    auto gstop = [](std::int64_t t0, std::int64_t t1, int result) {
+        Event e = op(kGroupStop, 0, t0, t1, result);
+        e.arg = 7;
+        return e;
+    };
+    std::vector<Case> cases = {
+        {"a correct one-shot", 0, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 13), rel_ev(1, 13), sd}},
+        {"a run before its deadline", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 9, 10), rel_ev(1, 10), sd}},
+        {"a run far past its deadline", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 700, 701), rel_ev(1, 701), sd}},
+        {"a one-shot that never ran", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), rel_ev(1, 900), sd}},
+        {"a run after stop returned TW_OK", 1, {once},
+         {op(kStart, 1, 0, 1, 0, 10), op(kStop, 1, 2, 3, 0), run_ev(1, 12, 13), rel_ev(1, 13), sd}},
+        {"a stopped one-shot", 0, {once}, {op(kStart, 1, 0, 1, 0, 10), op(kStop, 1, 2, 3, 0), rel_ev(1, 3), sd}},
+        {"a release hook run twice", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 13), rel_ev(1, 13), rel_ev(1, 14), sd}},
+        {"a reset from the callback, run again", 0, {once},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 14), op(kReset, 1, 13, 13, 0, 20, kInCb), run_ev(1, 34, 35), rel_ev(1, 35), sd}},
+        {"a one-shot run twice", 1, {once},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 14), run_ev(1, 34, 35), rel_ev(1, 35), sd}},
+        {"a periodic run in progress across its stop", 0, {periodic},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 11, 12), run_ev(1, 23, 24), op(kStop, 1, 22, 22, 0), rel_ev(1, 24), sd}},
+        {"a periodic run after the one in progress at its stop", 1, {periodic},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 11, 12), run_ev(1, 23, 24), op(kStop, 1, 22, 22, 0), run_ev(1, 33, 34),
+          rel_ev(1, 34), sd}},
+        {"a periodic run a period early", 1, {periodic},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 11, 12), run_ev(1, 15, 16), op(kStop, 1, 30, 30, 0), rel_ev(1, 30), sd}},
+        {"stop_sync returned before the hook did", 1, {once},
+         {op(kStart, 1, 0, 1, 0, 10), op(kStop, 1, 2, 3, 0, 0, kSync), rel_ev(1, 4), sd}},
+        {"a stale id acted on", 1, {once, once},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 13), rel_ev(1, 13), op(kStop, 1, 20, 21, 0, 0, kStaleId),
+          op(kStart, 2, 30, 31, 0, 10), run_ev(2, 42, 43), rel_ev(2, 43), sd}},
+        {"a group stop that missed a pending member", 2, {grouped},
+         {op(kStart, 1, 0, 1, 0, 100), gstop(10, 11, 0), run_ev(1, 101, 102), rel_ev(1, 102), sd}},
+        {"a group stop that stopped its member", 0, {grouped},
+         {op(kStart, 1, 0, 1, 0, 100), gstop(10, 11, 1), rel_ev(1, 11), sd}},
+        {"a run after shutdown", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), sd, run_ev(1, 950, 951), rel_ev(1, 951)}},
+    };
+    // A wall-clock timer whose clock is stepped back before its deadline waits (correct);
+    // one stepped forward past its deadline that does not fire is late.
+    TimerInfo wall{};
+    wall.clock = TW_CLOCK_REALTIME;
+    auto shift = [](std::int64_t t, std::int64_t old_ms, std::int64_t new_ms) {
+        Event e = op(kShift, 0, t, t, 0, new_ms);
+        e.own0 = old_ms * kMs;
+        return e;
+    };
+    cases.push_back({"a wall-clock timer waits out a step back", 0, {wall},
+                     {op(kStart, 1, 0, 1, 0, 100), shift(50, 0, -1000), run_ev(1, 1101, 1102), rel_ev(1, 1102),
+                      op(kShutdown, 0, 1900, 1901, 0)}});
+    cases.push_back({"a wall-clock timer that missed a step forward", 1, {wall},
+                     {op(kStart, 1, 0, 1, 0, 3000), shift(50, 0, 2000), run_ev(1, 3001, 3002), rel_ev(1, 3002),
+                      op(kShutdown, 0, 3900, 3901, 0)}});
+    int bad = 0;
+    for (Case& c : cases) {
+        for (Event& e : c.ev)
+            if (e.kind == kRun || e.kind == kRelease) e.own0 = e.t0, e.own1 = e.t1;
+        Config cfg;
+        cfg.final_ns = 800 * kMs;
+        cfg.late_ns = 500 * kMs;
+        if (c.timers[0].clock == TW_CLOCK_REALTIME) cfg.final_ns = 3800 * kMs;
+        std::printf("-- %s (expect %zu)\n", c.name, c.expect);
+        const std::size_t got = check(cfg, c.timers, c.ev, 0);
+        if (got != c.expect) {
+            std::printf("SELFTEST FAILED: %s: %zu violation(s), expected %zu\n", c.name, got, c.expect);
+            check(cfg, c.timers, c.ev, 4);
+            ++bad;
+        }
+    }
+    std::printf("history checker selftest: %zu cases, %d failed\n", cases.size(), bad);
+    return bad == 0 ? 0 : 1;
 }
 
 }  // namespace stress::history

@@ -51,6 +51,7 @@
 //               feature mixed, every call, run and release hook recorded and
 //               checked against the contract's sequential model. Options
 //               --features LIST, --fuzz N, --late MS; see history_run.cpp.
+//               (history-selftest: the checker on small known histories.)
 // Exit status 0 iff every invariant held.
 #include <poll.h>
 #include <pthread.h>
@@ -1554,6 +1555,7 @@ int main(int argc, char** argv) {
         }
     }
     if (const char* s = std::getenv("TICKWHEEL_SEED")) opt.seed = std::strtoul(s, nullptr, 10);
+    if (opt.mode == "history-selftest") return stress::history::selftest();
     if (opt.mode == "history") {
         unsigned features = 0;
         if (!stress::history::parse_features(opt.features, features)) {
