@@ -50,10 +50,11 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 /// 'i', as above), each clock reading the library makes ('m' monotonic,
 /// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
 /// wake ('u'), and before a delivery queue's eventfd is created ('q'),
-/// written ('e') and read ('E') -- with that site's code. A fuzzer installed here yields, sleeps
-/// or parks the calling thread by a seeded random choice, so that the
-/// windows between these steps open wide on some runs. It must not call
-/// into the library (it runs inside the library's locks and clock reads).
+/// written ('e') and read ('E') -- with that site's code. A fuzzer
+/// installed here yields, sleeps or parks the calling thread by a seeded
+/// random choice, so that the windows between these steps open wide on
+/// some runs. It must not call into the library (it runs inside the
+/// library's locks and clock reads).
 /// Null (the default): one relaxed load of a null pointer per point.
 extern std::atomic<void (*)(char site)> schedule_point;
 inline void perturb(char site) noexcept {
