@@ -6,7 +6,8 @@
 //
 // T producer threads (default 3) drive one runtime through its C API with a
 // seeded random mix of every feature: timers on CLOCK_MONOTONIC, BOOTTIME
-// and REALTIME (with wall-clock steps of up to +-3 s through
+// and REALTIME (with wall-clock steps every 0.1 .. 0.6 s, mostly forward by
+// 0.5 .. 6 s, sometimes back by 0.2 .. 3 s, through
 // test_hooks::realtime_shift_ns while they run), one-shot and periodic with
 // every period policy (SKIP, DELAY, BURST), leeway, groups and
 // tw_group_stop (also TW_SYNC), delivery queues (each run by its own
@@ -46,7 +47,7 @@
 // "nest": at the end a callback waits in tw_queue_run(q, 1, -1) on a worker
 // while the runtime shuts down (shutdown must end the wait); "qcreate":
 // queues are created while the runtime shuts down (each must then say
-// TW_ESHUTDOWN). --late MS (default 1500; 3000 under sanitizers) is how late
+// TW_ESHUTDOWN). --late MS (default 2500; 4000 under sanitizers) is how late
 // a run may be before it is reported (a load-proof bound, not a latency
 // goal).
 //
@@ -623,12 +624,15 @@ void stepper(World& w, unsigned long seed) {
     std::mt19937_64 r(seed ^ 0x5EED);
     auto& shift = tickwheel::rt::test_hooks::realtime_shift_ns;
     while (!w.stop.load(std::memory_order_relaxed)) {
-        const timespec ts{0, static_cast<long>(20'000'000 + r() % 200'000'000)};
+        const timespec ts{0, static_cast<long>(100'000'000 + r() % 500'000'000)};
         nanosleep(&ts, nullptr);
         Event e;
         e.kind = kShift;
-        const std::int64_t mag = static_cast<std::int64_t>(200'000'000 + r() % 2'800'000'000);
-        e.arg = r() % 3 == 0 ? 0 : (r() % 2 ? mag : -mag);
+        // Mostly forward (0.5 .. 6 s: a timer that misses one is seconds late), sometimes
+        // back (0.2 .. 3 s: the timers wait).
+        const std::int64_t cur = shift.load();
+        e.arg = r() % 4 != 0 ? cur + static_cast<std::int64_t>(500'000'000 + r() % 5'500'000'000)
+                             : cur - static_cast<std::int64_t>(200'000'000 + r() % 2'800'000'000);
         e.t0 = mono();
         e.own0 = shift.exchange(e.arg);
         e.t1 = mono();

@@ -1562,7 +1562,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "unknown --features: %s\n", opt.features.c_str());
             return 2;
         }
-        const long late_ms = opt.late_ms > 0 ? opt.late_ms : kSanitized ? 3000 : 1500;
+        const long late_ms = opt.late_ms > 0 ? opt.late_ms : kSanitized ? 4000 : 2500;
         return stress::history::run(opt.seconds_set ? opt.seconds : 10, opt.seed, opt.threads != 0 ? opt.threads : 3,
                                     features, opt.fuzz, std::int64_t{late_ms} * 1'000'000);
     }
