@@ -4,6 +4,10 @@
 //   tw_stress history [--seconds S] [--seed X] [--threads T] [--features LIST]
 //                     [--fuzz N] [--late MS]
 //
+// Longer than 30 s, the run is a sequence of 20 s rounds, seeds S, S+1, ...
+// (a fresh runtime and record each), ending at the first round with a
+// violation: run it for as long as you like.
+//
 // T producer threads (default 3) drive one runtime through its C API with a
 // seeded random mix of every feature: timers on CLOCK_MONOTONIC, BOOTTIME
 // and REALTIME (with wall-clock steps every 0.1 .. 0.6 s, mostly forward by
@@ -28,8 +32,8 @@
 // write and read, the calling thread yields with probability N/1024, sleeps
 // 1..50 us with probability N/8192 and parks for 0.2..2 ms with
 // probability N/65536 (8 times these in the lookup-to-CAS windows, at
-// boot-time and wall-clock readings and in queue creation), by a
-// per-thread random stream seeded from --seed.
+// boot-time and wall-clock readings and in queue creation, where 1 in 8
+// also sleeps 1..50 ms), by a per-thread random stream seeded from --seed.
 // The producers' operations are a function of --seed and the thread too;
 // the interleaving is not (threads), so a seed that found a violation finds
 // it again often, not always: run it a few times (or longer).
@@ -184,6 +188,11 @@ void fuzz_point(char site) {
     // own-clock readings ('k', rarer than the monotonic ones) and queue creation
     // ('q') get 8 times the rate.
     const unsigned n = g_fuzz.load(std::memory_order_relaxed) * (std::strchr("crbiWwkq", site) != nullptr ? 8 : 1);
+    if (site == 'q' && n != 0 && (r & 7) == 0) {  // queue creation is rare: 1 in 8 sleeps 1..50 ms (a shutdown's length)
+        const timespec ts{0, static_cast<long>(1'000'000 + (r >> 16) % 49'000'000)};
+        nanosleep(&ts, nullptr);
+        return;
+    }
     const std::uint64_t u = r & 0xFFFF;  // 1/65536 units
     if (u < n) {  // park
         const timespec ts{0, static_cast<long>(200'000 + (r >> 16) % 1'800'000)};
@@ -671,6 +680,12 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
                 seconds, threads, feature_names(features).c_str(), fuzz, late_ns / 1'000'000);
     std::fflush(stdout);
     t_kind = kMain;
+    {
+        // A new record (the logs of an earlier round stay allocated: threads of
+        // oneTBB's pool outlive runtimes and keep pointing at theirs).
+        std::lock_guard<std::mutex> lock(g_logs_mu);
+        for (auto& l : g_logs) std::vector<Event>().swap(l->ev);
+    }
     g_fuzz_seed.store(seed);
     g_fuzz.store(fuzz);
     tw_config cfg;

@@ -1563,8 +1563,17 @@ int main(int argc, char** argv) {
             return 2;
         }
         const long late_ms = opt.late_ms > 0 ? opt.late_ms : kSanitized ? 4000 : 2500;
-        return stress::history::run(opt.seconds_set ? opt.seconds : 10, opt.seed, opt.threads != 0 ? opt.threads : 3,
-                                    features, opt.fuzz, std::int64_t{late_ms} * 1'000'000);
+        // A long run is a sequence of 20 s rounds (a fresh runtime and record
+        // each, seeds S, S+1, ...) so the record stays small; the first round
+        // with a violation ends it (its seed is printed).
+        double left = opt.seconds_set ? opt.seconds : 10;
+        for (unsigned long seed = opt.seed;; ++seed) {
+            const double secs = left > 30 ? 20 : left;
+            const int rc = stress::history::run(secs, seed, opt.threads != 0 ? opt.threads : 3, features, opt.fuzz,
+                                                std::int64_t{late_ms} * 1'000'000);
+            left -= secs;
+            if (rc != 0 || left <= 0) return rc;
+        }
     }
     std::printf("tw_stress %s: ops=%ld seconds=%.0f threads=%u seed=%lu\n", opt.mode.c_str(), opt.ops, opt.seconds,
                 opt.threads, opt.seed);

@@ -19,7 +19,6 @@ namespace tickwheel::rt {
 // ---- DeliveryQueue -----------------------------------------------------------------
 DeliveryQueue::DeliveryQueue(RuntimeCore& core, std::uint16_t slot)
     : core_(&core), slot_(slot), epoch_(fork_epoch()) {
-    test_hooks::perturb('q');  // a schedule point (test_hooks.hpp): a queue being created
     fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     // EMFILE, ENFILE, ENOMEM: out of a resource, as the C API reports it.
     if (fd_ < 0) throw Error(errc::no_memory);
@@ -204,6 +203,7 @@ DeliveryQueue* QueueTable::get(std::uint16_t slot) const noexcept {
 }
 
 DeliveryQueue* QueueTable::create(RuntimeCore& core) {
+    test_hooks::perturb('q');  // a schedule point (test_hooks.hpp): after create's shutdown check, before the table
     std::lock_guard<std::mutex> lock(mu_);
     std::uint32_t slot;
     if (!free_.empty()) {

@@ -49,8 +49,9 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 /// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
 /// 'i', as above), each clock reading the library makes ('m' monotonic,
 /// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
-/// wake ('u'), and before a delivery queue's eventfd is created ('q'),
-/// written ('e') and read ('E') -- with that site's code. A fuzzer
+/// wake ('u'), when a delivery queue is created ('q': before it enters the
+/// queue table) and before its eventfd is written ('e') and read ('E') --
+/// with that site's code. A fuzzer
 /// installed here yields, sleeps or parks the calling thread by a seeded
 /// random choice, so that the windows between these steps open wide on
 /// some runs. It must not call into the library (it runs inside the
