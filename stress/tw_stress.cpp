@@ -47,6 +47,11 @@
 //               stop_sync and reset; then shutdown. Exact accounting of every
 //               timer as in accounting, and the runtime's counters must equal
 //               the batches' per-element results: started, stopped, reset.
+//   history     a schedule fuzzer and a history checker (issue 20): every
+//               feature mixed, every call, run and release hook recorded and
+//               checked against the contract's sequential model. Options
+//               --features LIST, --fuzz N, --late MS; see history_run.cpp.
+//               (history-selftest: the checker on small known histories.)
 // Exit status 0 iff every invariant held.
 #include <poll.h>
 #include <pthread.h>
@@ -70,6 +75,7 @@
 #include <thread>
 #include <vector>
 
+#include "history.hpp"
 #include "tracker.hpp"
 
 using namespace std::chrono;
@@ -90,6 +96,18 @@ constexpr bool kAsan = false;
 #else
 constexpr bool kAsan = false;
 #endif
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsan = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kTsan = true;
+#else
+constexpr bool kTsan = false;
+#endif
+#else
+constexpr bool kTsan = false;
+#endif
+constexpr bool kSanitized = kAsan || kTsan;
 
 struct Options {
     std::string mode;
@@ -98,6 +116,10 @@ struct Options {
     unsigned threads = 0;
     unsigned queues = 4;  // queue mode: delivery queues (1..16)
     unsigned long seed = 1;
+    bool seconds_set = false;
+    std::string features = "all";  // history mode
+    unsigned fuzz = 64;            // history mode: the schedule fuzzer's rate (0 = off)
+    long late_ms = 0;              // history mode: 0 = the default for the build
 };
 
 unsigned cpus() {
@@ -1519,7 +1541,10 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         auto arg = [&](const char* name) { return std::strcmp(argv[i], name) == 0 && i + 1 < argc; };
         if (arg("--ops")) opt.ops = std::atol(argv[++i]);
-        else if (arg("--seconds")) opt.seconds = std::atof(argv[++i]);
+        else if (arg("--seconds")) opt.seconds = std::atof(argv[++i]), opt.seconds_set = true;
+        else if (arg("--features")) opt.features = argv[++i];
+        else if (arg("--fuzz")) opt.fuzz = static_cast<unsigned>(std::atoi(argv[++i]));
+        else if (arg("--late")) opt.late_ms = std::atol(argv[++i]);
         else if (arg("--threads")) opt.threads = static_cast<unsigned>(std::atoi(argv[++i]));
         else if (arg("--queues")) opt.queues = static_cast<unsigned>(std::atoi(argv[++i]));
         else if (arg("--seed")) opt.seed = std::strtoul(argv[++i], nullptr, 10);
@@ -1530,6 +1555,26 @@ int main(int argc, char** argv) {
         }
     }
     if (const char* s = std::getenv("TICKWHEEL_SEED")) opt.seed = std::strtoul(s, nullptr, 10);
+    if (opt.mode == "history-selftest") return stress::history::selftest();
+    if (opt.mode == "history") {
+        unsigned features = 0;
+        if (!stress::history::parse_features(opt.features, features)) {
+            std::fprintf(stderr, "unknown --features: %s\n", opt.features.c_str());
+            return 2;
+        }
+        const long late_ms = opt.late_ms > 0 ? opt.late_ms : kSanitized ? 4000 : 2500;
+        // A long run is a sequence of 20 s rounds (a fresh runtime and record
+        // each, seeds S, S+1, ...) so the record stays small; the first round
+        // with a violation ends it (its seed is printed).
+        double left = opt.seconds_set ? opt.seconds : 10;
+        for (unsigned long seed = opt.seed;; ++seed) {
+            const double secs = left > 30 ? 20 : left;
+            const int rc = stress::history::run(secs, seed, opt.threads != 0 ? opt.threads : 3, features, opt.fuzz,
+                                                std::int64_t{late_ms} * 1'000'000);
+            left -= secs;
+            if (rc != 0 || left <= 0) return rc;
+        }
+    }
     std::printf("tw_stress %s: ops=%ld seconds=%.0f threads=%u seed=%lu\n", opt.mode.c_str(), opt.ops, opt.seconds,
                 opt.threads, opt.seed);
     bool ok;
@@ -1544,7 +1589,7 @@ int main(int argc, char** argv) {
     else if (opt.mode == "groups") ok = run_groups(opt);
     else if (opt.mode == "batch") ok = run_batch(opt);
     else {
-        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak|queue|groups|batch "
+        std::fprintf(stderr, "usage: tw_stress accounting|deadline|callbacks|shutdown|slow|limit|soak|queue|groups|batch|history "
                              "[--ops N] [--seconds S] [--threads T] [--queues Q] [--seed X]\n");
         return 2;
     }

@@ -13,11 +13,14 @@
 #include <cstdint>
 #include <ctime>
 
+#include "runtime/test_hooks.hpp"
 #include "tickwheel/wheel.hpp"
 
 namespace tickwheel::rt {
 
+/// CLOCK_MONOTONIC now (a schedule point: test_hooks::perturb('m')).
 inline std::int64_t monotonic_ns() noexcept {
+    test_hooks::perturb('m');
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;

@@ -12,6 +12,7 @@
 
 #include "runtime/clock.hpp"
 #include "runtime/runtime_core.hpp"
+#include "runtime/test_hooks.hpp"
 
 namespace tickwheel::rt {
 
@@ -50,6 +51,7 @@ void DeliveryQueue::signal_locked() noexcept {
     const std::uint64_t one = 1;
     // Non-blocking: fails only when the counter would overflow (never: it
     // is drained whenever nothing is due).
+    test_hooks::perturb('e');  // a schedule point (test_hooks.hpp)
     [[maybe_unused]] const ssize_t n = ::write(fd_, &one, sizeof one);
     signalled_ = true;
 }
@@ -57,6 +59,7 @@ void DeliveryQueue::signal_locked() noexcept {
 void DeliveryQueue::drain_fd_locked() noexcept {
     if (!signalled_) return;
     std::uint64_t v;
+    test_hooks::perturb('E');  // a schedule point (test_hooks.hpp)
     [[maybe_unused]] const ssize_t n = ::read(fd_, &v, sizeof v);  // EAGAIN if already 0
     signalled_ = false;
 }
@@ -200,6 +203,7 @@ DeliveryQueue* QueueTable::get(std::uint16_t slot) const noexcept {
 }
 
 DeliveryQueue* QueueTable::create(RuntimeCore& core) {
+    test_hooks::perturb('q');  // a schedule point (test_hooks.hpp): after create's shutdown check, before the table
     std::lock_guard<std::mutex> lock(mu_);
     std::uint32_t slot;
     if (!free_.empty()) {

@@ -11,6 +11,8 @@
 
 #include <climits>
 
+#include "runtime/test_hooks.hpp"
+
 namespace tickwheel::rt {
 
 namespace {
@@ -22,6 +24,7 @@ long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const ti
 }  // namespace
 
 void Parker::park_until(std::uint32_t seen, std::int64_t deadline_ns) noexcept {
+    test_hooks::perturb('p');  // a schedule point (test_hooks.hpp): the check-to-sleep window
     if (deadline_ns < 0) {
         futex(&word_, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, nullptr, FUTEX_BITSET_MATCH_ANY);
         return;
@@ -34,6 +37,7 @@ void Parker::park_until(std::uint32_t seen, std::int64_t deadline_ns) noexcept {
 }
 
 void Parker::unpark() noexcept {
+    test_hooks::perturb('u');  // a schedule point: a late wake-up
     word_.fetch_add(1, std::memory_order_release);
     futex(&word_, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, nullptr, 0);
 }

@@ -13,6 +13,7 @@ std::atomic<std::int64_t> fail_inbox_posts{0};
 std::atomic<void (*)(std::uint32_t, std::uint32_t)> freed{nullptr};
 std::atomic<std::int64_t> realtime_shift_ns{0};
 std::atomic<std::int64_t> fail_box_allocs{0};
+std::atomic<void (*)(char)> schedule_point{nullptr};
 
 }  // namespace tickwheel::rt::test_hooks
 
@@ -20,6 +21,7 @@ namespace tickwheel::rt {
 
 std::int64_t system_clock_ns(ClockId c) noexcept {
     timespec ts{};
+    if (c != ClockId::Monotonic) test_hooks::perturb('k');
     switch (c) {
         case ClockId::Monotonic: return monotonic_ns();
         case ClockId::Boottime: clock_gettime(CLOCK_BOOTTIME, &ts); break;

@@ -47,8 +47,27 @@ extern std::atomic<std::int64_t> realtime_shift_ns;
 /// type the full registry of kinds has no room for) fails (and decrements
 /// it): the start then fails with no_memory, on demand.
 extern std::atomic<std::int64_t> fail_box_allocs;
+
+/// Schedule fuzzing (tw_stress history --fuzz, stress/history.hpp): called
+/// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
+/// 'i', as above), each clock reading the library makes ('m' monotonic,
+/// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
+/// wake ('u'), when a delivery queue is created ('q': before it enters the
+/// queue table) and before its eventfd is written ('e') and read ('E') --
+/// with that site's code. A fuzzer
+/// installed here yields, sleeps or parks the calling thread by a seeded
+/// random choice, so that the windows between these steps open wide on
+/// some runs. It must not call into the library (it runs inside the
+/// library's locks and clock reads).
+/// Null (the default): one relaxed load of a null pointer per point.
+extern std::atomic<void (*)(char site)> schedule_point;
+inline void perturb(char site) noexcept {
+    if (auto* f = schedule_point.load(std::memory_order_relaxed)) [[unlikely]] f(site);
+}
+
 inline void window(const void* rec, char what) noexcept {
     if (auto* f = in_window.load(std::memory_order_relaxed)) f(rec, what);
+    perturb(what);
 }
 
 }  // namespace tickwheel::rt::test_hooks

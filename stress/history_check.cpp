@@ -1,0 +1,737 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The history checker of tw_stress history (history.hpp): a sequential model
+// of the C API's contract, judged only on what the record proves.
+//
+// Every event carries an interval: a call from its first to its last
+// instruction around the library call ([t0, t1]), a callback from its first
+// to its last instruction. A library step inside a call happened somewhere
+// in that interval; a run "began" (the library's decision) at some time
+// before its callback's first instruction and after the previous run's
+// callback returned. Every rule below only concludes from orders that these
+// intervals fix, so a correct library never fails it, however the threads
+// were scheduled:
+//
+//  * never early: a run serves one of the armings (start, reset) that may be
+//    the latest one to have taken effect when it began (the candidates: not
+//    superseded by an arming that returned before the run could begin); its
+//    callback's own-clock reading must reach the smallest deadline any
+//    candidate allows (a fixed-rate timer's i-th run since the arming: the
+//    deadline plus i periods; a DELAY timer's: the previous run's end plus
+//    the period). Wall-clock steps widen the bound by the step (the reading
+//    the library judged by may have used any shift in effect meanwhile).
+//  * lateness: the same run must begin by the largest deadline a candidate
+//    allows plus --late (a generous, load-proof bound); at the end, a timer
+//    that could not have been stopped must have run by then (a lost timer).
+//  * stop: after a stop returned TW_OK no run of a one-shot begins, and of a
+//    periodic timer at most the run that was in progress; after a
+//    stop_sync (not from its own callback) returned, no run begins and a
+//    release hook that began before it returned has returned.
+//  * stale ids: a call on the id of a released timer returns TW_ENOENT (or
+//    TW_ESHUTDOWN); what it might have done to the slot's next timer shows
+//    as that timer running early or late (the account prints the slot).
+//  * group stop: a timer of the group armed before the group stop began,
+//    whose deadline had not come when it returned and on which nothing else
+//    acted meanwhile, is stopped by it: it never runs again; and the group
+//    stop counts at least those (when no other group stop of the group
+//    overlapped it).
+//  * runs of one timer never overlap; a queue-bound timer runs only on a
+//    thread inside tw_queue_run of its queue, a worker-bound one only on a
+//    worker; every timer whose start returned TW_OK, TW_EAGAIN, TW_ENOMEM or
+//    TW_ESHUTDOWN has its release hook run exactly once, after its last run,
+//    never a queue-bound one on a worker outside a call; nothing runs after
+//    tw_runtime_shutdown returned; every wait ends at shutdown.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "history.hpp"
+#include "tickwheel/tickwheel.h"
+
+namespace stress::history {
+
+const char* kind_name(std::uint8_t k) {
+    switch (k) {
+        case kStart: return "start";
+        case kStop: return "stop";
+        case kReset: return "reset";
+        case kGroupStop: return "group_stop";
+        case kRun: return "RUN";
+        case kRelease: return "RELEASE";
+        case kShift: return "wall-clock step";
+        case kShutdown: return "shutdown";
+        case kNested: return "nested queue_run";
+        case kQueueLeft: return "queue created during shutdown";
+    }
+    return "?";
+}
+
+namespace {
+
+constexpr std::int64_t kInf = INT64_MAX / 4;
+constexpr std::int64_t kReclockNs = 100'000'000;  // a wall-clock step is noticed within one pass (<= 100 ms)
+
+bool is_arm(const Event& e) {
+    return (e.kind == kStart || e.kind == kReset) && e.result == TW_OK && (e.flags & kStaleId) == 0;
+}
+
+struct Shifts {
+    struct Change {
+        std::int64_t t0, t1, old_v, new_v;
+    };
+    std::vector<Change> ch;  // one stepper thread: ordered, not overlapping
+    // The range of shifts possibly in effect at some time in [a, b].
+    void range(std::int64_t a, std::int64_t b, std::int64_t& lo, std::int64_t& hi) const {
+        std::int64_t v = ch.empty() ? 0 : ch[0].old_v;
+        lo = hi = kInf;
+        bool any = false;
+        auto take = [&](std::int64_t x) {
+            if (!any) lo = hi = x, any = true;
+            lo = std::min(lo, x);
+            hi = std::max(hi, x);
+        };
+        // value v_i set by change i is visible from ch[i].t0 until ch[i+1].t1.
+        for (std::size_t i = 0; i <= ch.size(); ++i) {
+            const std::int64_t from = i == 0 ? -kInf : ch[i - 1].t0;
+            const std::int64_t until = i == ch.size() ? kInf : ch[i].t1;
+            const std::int64_t val = i == 0 ? v : ch[i - 1].new_v;
+            if (from <= b && until >= a) take(val);
+        }
+        if (!any) lo = hi = 0;
+    }
+    // The first CLOCK_MONOTONIC time t >= from from which the wall clock
+    // (mono + offset + shift) surely stays at or past `deadline` for `hold`
+    // ns (each change counted only once its call returned, the smaller value
+    // while it was in flight): a timer due then that the library did not fire
+    // within `hold` is late. A step back before that restarts the wait, as it
+    // may for the library (never early).
+    std::int64_t first_reach(std::int64_t deadline, std::int64_t offset, std::int64_t from, std::int64_t hold) const {
+        struct Seg {
+            std::int64_t begin, value;
+        };
+        std::vector<Seg> segs;
+        segs.push_back({-kInf, ch.empty() ? 0 : ch[0].old_v});
+        for (const Change& c : ch) {
+            segs.push_back({c.t0, std::min(c.old_v, c.new_v)});
+            segs.push_back({c.t1, c.new_v});
+        }
+        std::int64_t since = -1;  // the wall clock has been past the deadline since then
+        bool have = false;
+        for (std::size_t i = 0; i < segs.size(); ++i) {
+            const std::int64_t end = i + 1 < segs.size() ? segs[i + 1].begin : kInf;
+            if (end <= from) continue;
+            const std::int64_t b = std::max(from, segs[i].begin);
+            const std::int64_t t = std::max(b, deadline - offset - segs[i].value);  // reached within this segment at t
+            if (t > b) have = false;  // below the deadline at the segment's start: the wait (re)starts
+            if (t < end && !have) since = t, have = true;
+            if (have && (end == kInf || end - since >= hold)) return since;
+        }
+        return kInf;
+    }
+};
+
+struct Checker {
+    const Config& cfg;
+    const std::vector<TimerInfo>& timers;
+    std::vector<Event> ev;
+    Shifts shifts;
+    std::vector<std::vector<std::size_t>> by_key;  // event indexes per key, by t0
+    std::int64_t shutdown_t0 = kInf, shutdown_t1 = kInf;
+    std::int64_t base = 0;
+    std::size_t found = 0;
+    unsigned max_reports;
+    std::map<std::uint64_t, std::vector<const Event*>> group_stops;  // by group, by t0 (result >= 0)
+
+    Checker(const Config& c, const std::vector<TimerInfo>& t, std::vector<Event> e, unsigned m)
+        : cfg(c), timers(t), ev(std::move(e)), max_reports(m) {}
+
+    const TimerInfo& info(std::uint32_t key) const { return timers[key - 1]; }
+    bool realtime(std::uint32_t key) const { return info(key).clock == TW_CLOCK_REALTIME; }
+    std::int64_t offset(std::uint32_t key) const {
+        const int c = info(key).clock;
+        return c == TW_CLOCK_BOOTTIME ? cfg.boot_offset : c == TW_CLOCK_REALTIME ? cfg.real_offset : 0;
+    }
+
+    // ---- reporting -----------------------------------------------------------------
+    double ms(std::int64_t t) const { return static_cast<double>(t - base) / 1e6; }
+    void print_event(const Event& e, std::uint32_t focus) const {
+        std::string fl;
+        if (e.flags & kAbs) fl += " abs";
+        if (e.flags & kSync) fl += " sync";
+        if (e.flags & kStaleId) fl += " STALE-ID";
+        if (e.flags & kInCb) fl += " from-own-callback";
+        if (e.flags & kInBatch) fl += " batch";
+        std::printf("    [%10.3f .. %10.3f ms] thread %2u %-9s %-8s key %-6u id %016" PRIx64 "%s", ms(e.t0), ms(e.t1),
+                    e.thread, e.tkind == kWorker ? "(worker)" : e.tkind == kRunner ? "(runner)" : e.tkind == kMain ? "(main)" : "",
+                    kind_name(e.kind), e.key, e.id, fl.c_str());
+        if (e.key != focus && e.key != 0) std::printf(" (another timer of this slot)");
+        switch (e.kind) {
+            case kStart:
+            case kReset:
+                if (e.flags & kAbs) std::printf(" deadline %" PRId64 " (own clock)", e.arg);
+                else std::printf(" delay %.3f ms", static_cast<double>(e.arg) / 1e6);
+                std::printf(" -> %d", e.result);
+                break;
+            case kStop:
+            case kNested:
+            case kQueueLeft: std::printf(" -> %d", e.result); break;
+            case kGroupStop: std::printf(" group %" PRId64 " -> %d", e.arg, e.result); break;
+            case kRun:
+                std::printf(" own clock at entry %" PRId64 "%s", e.own0, e.queue >= 0 ? "" : "");
+                if (e.queue >= 0) std::printf(" in queue %d", e.queue);
+                break;
+            case kRelease:
+                if (e.queue >= 0) std::printf(" in queue %d", e.queue);
+                if (e.in_op) std::printf(" inside %s", kind_name(static_cast<std::uint8_t>(e.in_op - 1)));
+                break;
+            case kShift:
+                std::printf(" shift %.3f -> %.3f ms", static_cast<double>(e.own0) / 1e6, static_cast<double>(e.arg) / 1e6);
+                break;
+            default: break;
+        }
+        std::printf("\n");
+    }
+    void report(std::uint32_t key, const char* fmt, ...) __attribute__((format(printf, 3, 4))) {
+        ++found;
+        if (found > max_reports) return;
+        std::printf("VIOLATION %zu: ", found);
+        va_list ap;
+        va_start(ap, fmt);
+        std::vprintf(fmt, ap);
+        va_end(ap);
+        std::printf("\n");
+        if (key == 0) return;
+        const TimerInfo& ti = info(key);
+        std::printf("  timer key %u: clock %s, %s%s, group %" PRIu64 ", %s%s, leeway %" PRIu64 " ns\n", key,
+                    ti.clock == 0 ? "MONOTONIC" : ti.clock == 1 ? "BOOTTIME" : "REALTIME",
+                    ti.period == 0 ? "one-shot" : ti.policy == 0 ? "SKIP" : ti.policy == 1 ? "DELAY" : "BURST",
+                    ti.period == 0 ? "" : (" period " + std::to_string(ti.period / 1000) + " us").c_str(), ti.group,
+                    ti.queue >= 0 ? "queue " : "workers", ti.queue >= 0 ? std::to_string(ti.queue).c_str() : "", ti.leeway);
+        // The slot (shard + index) of its ids: every call on any id of it, in call order.
+        std::uint64_t slot = 0;
+        for (const std::size_t i : by_key[key])
+            if (ev[i].id != 0) slot = ev[i].id & 0xFFFFFFFFFFull;
+        // The timer's life (its own events), widened a little, bounds what else is shown.
+        std::int64_t from = kInf, until = -kInf;
+        for (const std::size_t i : by_key[key])
+            if ((ev[i].flags & kStaleId) == 0) from = std::min(from, ev[i].t0), until = std::max(until, ev[i].t1);
+        from -= 20'000'000;
+        until += 20'000'000;
+        // Its group's stops: those within 1 ms of one of its own events, and the
+        // first one after each of its armings.
+        std::vector<std::pair<std::int64_t, std::int64_t>> own;
+        for (const std::size_t i : by_key[key])
+            if ((ev[i].flags & kStaleId) == 0) own.emplace_back(ev[i].t0, ev[i].t1);
+        std::vector<const Event*> firsts;
+        if (ti.group != 0)
+            if (const auto it = group_stops.find(ti.group); it != group_stops.end())
+                for (const std::size_t i : by_key[key])
+                    if (is_arm(ev[i]))
+                        for (const Event* g : it->second)
+                            if (g->t0 > ev[i].t1) {
+                                firsts.push_back(g);
+                                break;
+                            }
+        auto relevant_group_stop = [&](const Event& e) {
+            if (ti.group == 0 || static_cast<std::uint64_t>(e.arg) != ti.group) return false;
+            if (std::find(firsts.begin(), firsts.end(), &e) != firsts.end()) return true;
+            for (const auto& [a, b] : own)
+                if (e.t1 >= a - 1'000'000 && e.t0 <= b + 1'000'000) return true;
+            return false;
+        };
+        std::vector<std::size_t> idx;
+        for (std::size_t i = 0; i < ev.size(); ++i) {
+            const Event& e = ev[i];
+            const bool near = e.t1 >= from && e.t0 <= until;
+            if ((e.key == key && (e.flags & kStaleId) == 0) ||
+                (near && ((slot != 0 && e.id != 0 && (e.id & 0xFFFFFFFFFFull) == slot) ||
+                          (e.kind == kGroupStop && relevant_group_stop(e)) || (e.kind == kShift && realtime(key)))))
+                idx.push_back(i);
+        }
+        std::printf("  its history (times from the run's start; the slot's other timers and its group's stops included):\n");
+        std::size_t shown = 0;
+        for (const std::size_t i : idx) {
+            if (++shown > 80) {
+                std::printf("    ... %zu more\n", idx.size() - 80);
+                break;
+            }
+            print_event(ev[i], key);
+        }
+    }
+
+    // ---- the model ----------------------------------------------------------------
+    // The own-clock deadline bounds an arming allows.
+    void arm_bounds(const Event& a, std::int64_t& lb, std::int64_t& ub) const {
+        const TimerInfo& ti = info(a.key);
+        std::int64_t slo = 0, shi = 0;
+        if (realtime(a.key)) shifts.range(a.t0, a.t1, slo, shi);
+        const std::int64_t slack = cfg.resolution_ns + static_cast<std::int64_t>(ti.leeway);
+        if (a.flags & kAbs) {
+            lb = a.arg;
+            ub = a.arg + slack;
+        } else {
+            lb = a.own0 + slo + a.arg;
+            ub = a.own1 + shi + a.arg + slack;
+        }
+    }
+
+    struct Runs {
+        std::vector<std::size_t> runs, arms, stops;
+    };
+
+    // begin_lb(run j): the run began after this (the previous run's callback returned).
+    static std::int64_t begin_lb(const std::vector<const Event*>& runs, std::size_t j, std::int64_t start_t0) {
+        return j == 0 ? start_t0 : runs[j - 1]->t1;
+    }
+
+    struct Bound {
+        bool any = false;
+        std::int64_t lb = kInf;   // own clock: the run may not begin before (library's reading)
+        std::int64_t ub_mono = 0; // mono: the run must begin by (before --late)
+        const Event* from = nullptr;
+    };
+
+    // The bounds for a run (or, for the final check, a virtual run) at
+    // entry time `t`, given runs[0..j) before it.
+    Bound bounds(std::uint32_t key, const std::vector<const Event*>& arms, const std::vector<const Event*>& runs,
+                 std::size_t j, std::int64_t t, std::int64_t start_t0) const {
+        const TimerInfo& ti = info(key);
+        const bool periodic = ti.period != 0;
+        const std::int64_t P = static_cast<std::int64_t>(ti.period);
+        const std::int64_t blb = begin_lb(runs, j, start_t0);
+        Bound b;
+        // Arms are in call order (t0); walk back from the last one called before
+        // the run's entry. An arming is superseded when a later one returned before
+        // the run could begin (and was called after this one returned); once even
+        // the longest arming call ends before such a later call began, all earlier
+        // ones are superseded too.
+        std::size_t end = static_cast<std::size_t>(
+            std::lower_bound(arms.begin(), arms.end(), t, [](const Event* e, std::int64_t v) { return e->t0 < v; }) -
+            arms.begin());
+        std::int64_t longest = 0;
+        for (const Event* e : arms) longest = std::max(longest, e->t1 - e->t0);
+        std::int64_t max_b0 = -kInf;  // the latest call of an arming that returned before blb
+        for (std::size_t ai = end; ai-- > 0;) {
+            const Event& a = *arms[ai];
+            if (a.t0 + longest < max_b0) break;
+            const bool superseded = a.t1 < max_b0;
+            if (a.t1 < blb) max_b0 = std::max(max_b0, a.t0);
+            if (superseded) continue;
+            // Runs definitely begun after this arming returned (begin_lb grows with m).
+            std::size_t lo = 0, hi = j;
+            while (lo < hi) {
+                const std::size_t mid = (lo + hi) / 2;
+                if (begin_lb(runs, mid, start_t0) > a.t1) hi = mid;
+                else lo = mid + 1;
+            }
+            // Every run of a timer began after its start published it.
+            const std::size_t i_min = a.kind == kStart ? j : j - lo;
+            // Runs whose callback began after the arming's call did: they may have begun after it.
+            const std::size_t first_may = static_cast<std::size_t>(
+                std::upper_bound(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(j), a.t0,
+                                 [](std::int64_t v, const Event* e) { return v < e->t0; }) -
+                runs.begin());
+            const std::size_t i_max = j - first_may;
+            if (!periodic && i_min > 0) continue;  // a one-shot's arming is consumed by its run
+            std::int64_t lb0, ub0;
+            arm_bounds(a, lb0, ub0);
+            std::int64_t slo = 0, shi = 0;
+            if (realtime(key)) shifts.range(a.t0, t, slo, shi);
+            const std::int64_t off = offset(key);
+            std::int64_t lb = kInf, ub_mono = -kInf;
+            if (i_min == 0) {  // it may be the arming's first run
+                lb = lb0;
+                ub_mono = std::max(a.t1, realtime(key) ? shifts.first_reach(ub0, off, a.t0, cfg.late_ns + kReclockNs) + kReclockNs : ub0 - off);
+            }
+            if (periodic && i_max >= 1) {  // it may be a later one
+                const Event& prev = *runs[j - 1];
+                if (ti.policy == TW_PERIOD_DELAY) {
+                    // the previous run's end (the library reads after it) plus the period
+                    std::int64_t plo = 0, phi = 0;
+                    if (realtime(key)) shifts.range(prev.t1, t, plo, phi);
+                    lb = std::min(lb, prev.own1 + plo + P);
+                } else {
+                    lb = std::min(lb, lb0 + static_cast<std::int64_t>(std::max<std::size_t>(i_min, 1)) * P);
+                }
+                ub_mono = std::max(ub_mono, prev.t1 + P + cfg.resolution_ns + (realtime(key) ? (shi - slo) + kReclockNs : 0));
+            }
+            if (!b.any || lb < b.lb) b.lb = lb, b.from = &a;
+            b.ub_mono = b.any ? std::max(b.ub_mono, ub_mono) : ub_mono;
+            b.any = true;
+        }
+        return b;
+    }
+
+    void check_timer(std::uint32_t key) {
+        const TimerInfo& ti = info(key);
+        const bool periodic = ti.period != 0;
+        std::vector<const Event*> arms, runs, releases, stops, all;
+        const Event* start = nullptr;
+        for (const std::size_t i : by_key[key]) {
+            const Event& e = ev[i];
+            if (e.flags & kStaleId) continue;  // the old timer of a stale id: judged on the slot's new timer
+            all.push_back(&e);
+            if (e.kind == kStart) start = &e;
+            if (is_arm(e)) arms.push_back(&e);
+            if (e.kind == kRun) runs.push_back(&e);
+            if (e.kind == kRelease) releases.push_back(&e);
+            if (e.kind == kStop) stops.push_back(&e);
+        }
+        if (start == nullptr) return;
+        // Release exactly once (start failures other than EINVAL/EFORKED too).
+        const bool started = start->result == TW_OK;
+        const bool hooked = started || start->result == TW_ESHUTDOWN || start->result == TW_EAGAIN ||
+                            start->result == TW_ENOMEM || start->result == -1;
+        if (hooked && releases.size() != 1) {
+            report(key, "release hook ran %zu times (start returned %d): exactly once is the contract", releases.size(),
+                   start->result);
+            return;
+        }
+        if (!hooked && !releases.empty()) {
+            report(key, "release hook ran although start returned %d", start->result);
+            return;
+        }
+        if (!started) {
+            if (!runs.empty()) report(key, "a timer whose start failed (%d) ran", start->result);
+            else if (!releases.empty() && releases[0]->t0 > start->t1)
+                report(key, "the release hook of a failed start ran after start returned");
+            return;
+        }
+        const Event& rel = *releases[0];
+        // Runs never overlap; release after the last run; nothing after shutdown.
+        for (std::size_t j = 0; j < runs.size(); ++j) {
+            if (j > 0 && runs[j]->t0 < runs[j - 1]->t1) {
+                report(key, "two runs overlap (entries at %.3f and %.3f ms)", ms(runs[j - 1]->t0), ms(runs[j]->t0));
+                return;
+            }
+            if (runs[j]->t1 > rel.t0) {
+                report(key, "a run at %.3f ms ended after the release hook began (%.3f ms)", ms(runs[j]->t0), ms(rel.t0));
+                return;
+            }
+            if (runs[j]->t0 > shutdown_t1) {
+                report(key, "a run at %.3f ms began after tw_runtime_shutdown returned", ms(runs[j]->t0));
+                return;
+            }
+            // Context: a queue's timers on a runner inside its queue, the others on workers.
+            // (oneTBB may lend a waiting shutdown thread to the arena: accepted there.)
+            const bool worker = runs[j]->tkind == kWorker || (runs[j]->tkind == kMain && runs[j]->in_op == kShutdown + 1);
+            if (ti.queue >= 0 ? runs[j]->queue != ti.queue : !worker) {
+                report(key, "run at %.3f ms on the wrong thread (thread kind %u, inside queue %d; expected %s %d)",
+                       ms(runs[j]->t0), runs[j]->tkind, runs[j]->queue, ti.queue >= 0 ? "queue" : "a worker", ti.queue);
+                return;
+            }
+        }
+        if (rel.t0 > shutdown_t1) {
+            report(key, "release hook after tw_runtime_shutdown returned");
+            return;
+        }
+        if (ti.queue >= 0 && rel.tkind == kWorker && rel.in_op == 0 && rel.queue < 0) {
+            report(key, "a queue-bound timer's release hook ran on a worker, outside any call");
+            return;
+        }
+        if (ti.queue >= 0 && rel.queue >= 0 && rel.queue != ti.queue && rel.in_op == 0) {
+            report(key, "a queue-bound timer's release hook ran inside another queue's run (%d)", rel.queue);
+            return;
+        }
+        // A one-shot runs once per arming at most (a reset of a pending one
+        // arms without adding a run).
+        if (!periodic && runs.size() > arms.size()) {
+            report(key, "a one-shot ran %zu times with %zu armings (start and resets that returned TW_OK)", runs.size(),
+                   arms.size());
+            return;
+        }
+        // Never early, and lateness.
+        for (std::size_t j = 0; j < runs.size(); ++j) {
+            const Event& r = *runs[j];
+            const Bound b = bounds(key, arms, runs, j, r.t0, start->t0);
+            if (!b.any) {
+                report(key, "run at %.3f ms serves no arming: a one-shot ran twice, or after a stop", ms(r.t0));
+                return;
+            }
+            std::int64_t slo = 0, shi = 0;
+            if (realtime(key)) shifts.range(b.from->t0, r.t0, slo, shi);
+            if (r.own0 + shi < b.lb) {
+                report(key, "EARLY: run at %.3f ms read its clock at %" PRId64 " (+ shift <= %" PRId64
+                            "), before the earliest deadline it may serve, %" PRId64 " (%.3f ms early)",
+                       ms(r.t0), r.own0, shi, b.lb, static_cast<double>(b.lb - r.own0 - shi) / 1e6);
+                return;
+            }
+            if (r.t0 > b.ub_mono + cfg.late_ns) {
+                report(key, "LATE: run at %.3f ms, %.3f ms after the latest time it was due (%.3f ms); --late is %.0f ms",
+                       ms(r.t0), static_cast<double>(r.t0 - b.ub_mono) / 1e6, ms(b.ub_mono),
+                       static_cast<double>(cfg.late_ns) / 1e6);
+                return;
+            }
+        }
+        // Stops.
+        for (const Event* s : stops) {
+            const bool own = (s->flags & kInCb) != 0;
+            if (s->result == TW_OK || ((s->flags & kSync) && s->result == TW_ENOENT && !own)) {
+                const bool sync = (s->flags & kSync) != 0 && !own;  // from its own callback it does not wait
+                for (std::size_t j = 0; j < runs.size(); ++j) {
+                    const Event& r = *runs[j];
+                    if (r.t0 <= s->t1) continue;
+                    // stop_sync: nothing runs after it returns. stop: a one-shot never
+                    // again; a periodic timer's run in progress (begun before the stop,
+                    // its callback's entry possibly after) is the last: a run whose
+                    // predecessor ended after the stop returned began after it.
+                    const bool bad = sync || !periodic || (j > 0 && runs[j - 1]->t1 > s->t1);
+                    if (bad) {
+                        report(key, "run at %.3f ms after %s returned %d at %.3f ms", ms(r.t0),
+                               (s->flags & kSync) ? "stop_sync" : "stop", s->result, ms(s->t1));
+                        return;
+                    }
+                }
+                for (const Event* a : arms)
+                    if (a->t0 > s->t1 && s->result == TW_OK) {
+                        report(key, "reset returned TW_OK at %.3f ms after a stop returned TW_OK at %.3f ms", ms(a->t1),
+                               ms(s->t1));
+                        return;
+                    }
+                if ((s->flags & kSync) && !own && (s->result == TW_OK || rel.t0 < s->t0) && rel.t1 > s->t1) {
+                    report(key, "stop_sync returned %d at %.3f ms before the release hook returned (%.3f ms)", s->result,
+                           ms(s->t1), ms(rel.t1));
+                    return;
+                }
+            }
+        }
+        // Lost: no stop could have ended it, its deadline passed long before the end, and it never ran.
+        bool maybe_stopped = false;
+        for (const Event* s : stops)
+            if (s->result == TW_OK) maybe_stopped = true;
+        if (ti.group != 0)
+            if (const auto it = group_stops.find(ti.group); it != group_stops.end())
+                for (const Event* g : it->second)
+                    if (g->t1 > start->t0) maybe_stopped = true;
+        if (!maybe_stopped && rel.t0 > cfg.final_ns) {
+            const Bound b = bounds(key, arms, runs, runs.size(), cfg.final_ns, start->t0);
+            if (b.any && cfg.final_ns > b.ub_mono + cfg.late_ns)
+                report(key, "LOST: due by %.3f ms at the latest, it had not run by the end of the load (%.3f ms)",
+                       ms(b.ub_mono), ms(cfg.final_ns));
+        }
+    }
+
+    void check_stale() {
+        for (const Event& e : ev)
+            if ((e.flags & kStaleId) && (e.kind == kStop || e.kind == kReset) && e.result != TW_ENOENT &&
+                e.result != TW_ESHUTDOWN)
+                report(e.key, "a %s on a stale id returned %d (TW_ENOENT expected)", kind_name(e.kind), e.result);
+    }
+
+    void check_groups() {
+        // Per group stop: how many of the group's timers it had to stop.
+        std::unordered_map<const Event*, std::int64_t> covered;
+        for (std::uint32_t k = 1; k <= timers.size(); ++k) {
+            const TimerInfo& ti = info(k);
+            if (ti.group == 0 || ti.clock == TW_CLOCK_REALTIME) continue;
+            const auto it = group_stops.find(ti.group);
+            if (it == group_stops.end()) continue;
+            const std::vector<const Event*>& gs = it->second;
+            std::vector<const Event*> arms, runs, ops;
+            for (const std::size_t i : by_key[k]) {
+                const Event& e = ev[i];
+                if (e.flags & kStaleId) continue;
+                if (is_arm(e)) arms.push_back(&e);
+                if (e.kind == kRun) runs.push_back(&e);
+                if (e.kind == kStart || e.kind == kStop || e.kind == kReset) ops.push_back(&e);
+            }
+            for (std::size_t ai = 0; ai < arms.size(); ++ai) {
+                const Event* a = arms[ai];
+                // The first group stop of the group that ends after the arming began: it
+                // must begin after the arming returned (else it may not see it).
+                const auto first = std::find_if(gs.begin(), gs.end(), [&](const Event* g) { return g->t1 > a->t0; });
+                if (first == gs.end() || (*first)->t0 <= a->t1) continue;
+                const Event* s = *first;
+                // Nothing else acted on the timer from the arming to the group stop's end.
+                bool busy = false;
+                for (const Event* o : ops)
+                    if (o != a && o->t1 > a->t0 && o->t0 < s->t1) busy = true;
+                if (busy) continue;
+                // Its deadline had not come when the group stop returned: no run of
+                // it could have begun (never early), so it was pending throughout.
+                std::int64_t lb, ub;
+                arm_bounds(*a, lb, ub);
+                if (lb - offset(k) <= s->t1 + 2'000'000) continue;
+                ++covered[s];
+                for (std::size_t j = 0; j < runs.size(); ++j) {
+                    const std::int64_t blb = j == 0 ? -kInf : runs[j - 1]->t1;
+                    if ((a->kind == kStart || blb > a->t1) && runs[j]->t0 > s->t1) {
+                        report(k, "GROUP: run at %.3f ms after tw_group_stop(%" PRIu64 ") [%.3f .. %.3f ms] that had to"
+                                  " stop it (armed at %.3f ms, not yet due, nothing else acted on it)",
+                               ms(runs[j]->t0), ti.group, ms(s->t0), ms(s->t1), ms(a->t1));
+                        break;
+                    }
+                }
+            }
+        }
+        for (auto& [g, gs] : group_stops)
+            for (const Event* s : gs) {
+                const auto c = covered.find(s);
+                if (c == covered.end()) continue;
+                bool overlapped = false;
+                for (const Event* o : gs)
+                    if (o != s && o->t0 < s->t1 && o->t1 > s->t0) overlapped = true;
+                if (!overlapped && s->result < c->second)
+                    report(0, "GROUP: tw_group_stop(%" PRIu64 ") [%.3f .. %.3f ms] returned %d, but %" PRId64
+                              " timers of the group were pending throughout it",
+                           g, ms(s->t0), ms(s->t1), s->result, c->second);
+            }
+    }
+
+    std::size_t run() {
+        std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.t0 < b.t0; });
+        base = ev.empty() ? 0 : ev.front().t0;
+        by_key.assign(timers.size() + 1, {});
+        for (std::size_t i = 0; i < ev.size(); ++i) {
+            const Event& e = ev[i];
+            if (e.key != 0 && e.key <= timers.size()) by_key[e.key].push_back(i);
+            if (e.kind == kShift) shifts.ch.push_back({e.t0, e.t1, e.own0, e.arg});
+            if (e.kind == kShutdown) shutdown_t0 = e.t0, shutdown_t1 = e.t1;
+            if (e.kind == kGroupStop && e.result >= 0) group_stops[static_cast<std::uint64_t>(e.arg)].push_back(&e);
+        }
+        for (const Event& e : ev) {
+            if (e.kind == kNested && e.result != TW_ESHUTDOWN && e.result < 0)
+                report(0, "a callback's tw_queue_run(q, 1, -1) returned %d", e.result);
+            if (e.kind == kQueueLeft && e.result != TW_ESHUTDOWN)
+                report(0, "a queue created (TW_OK at %.3f ms) while the runtime shut down was never closed: its"
+                          " tw_queue_run returned %d after shutdown, not TW_ESHUTDOWN",
+                       ms(e.t1), e.result);
+        }
+        check_stale();
+        for (std::uint32_t k = 1; k <= timers.size(); ++k) check_timer(k);
+        check_groups();
+        if (found > max_reports && max_reports > 0) std::printf("(%zu more violations not shown)\n", found - max_reports);
+        return found;
+    }
+};
+
+}  // namespace
+
+std::size_t check(const Config& cfg, const std::vector<TimerInfo>& timers, std::vector<Event> events,
+                  unsigned max_reports) {
+    Checker c(cfg, timers, std::move(events), max_reports);
+    return c.run();
+}
+
+}  // namespace stress::history
+
+// ---- the checker's own test ---------------------------------------------------------
+namespace stress::history {
+namespace {
+constexpr std::int64_t kMs = 1'000'000;
+struct Case {
+    const char* name;
+    std::size_t expect;  // violations expected (0 = a correct history)
+    std::vector<TimerInfo> timers;
+    std::vector<Event> ev;
+};
+Event op(Kind k, std::uint32_t key, std::int64_t t0, std::int64_t t1, int result, std::int64_t arg = 0, std::uint8_t flags = 0) {
+    Event e;
+    e.kind = k;
+    e.key = key;
+    e.id = key == 0 ? 0 : (std::uint64_t{key} << 40) | key;
+    e.t0 = t0 * kMs;
+    e.t1 = t1 * kMs;
+    e.own0 = e.t0;  // MONOTONIC: the own clock is CLOCK_MONOTONIC
+    e.own1 = e.t1;
+    e.result = result;
+    e.arg = arg * kMs;
+    e.flags = flags;
+    e.tkind = kProducer;
+    return e;
+}
+Event run_ev(std::uint32_t key, std::int64_t t0, std::int64_t t1) {
+    Event e = op(kRun, key, t0, t1, 0);
+    e.tkind = kWorker;
+    return e;
+}
+Event rel_ev(std::uint32_t key, std::int64_t t) {
+    Event e = op(kRelease, key, t, t, 0);
+    e.tkind = kWorker;
+    return e;
+}
+}  // namespace
+
+int selftest() {
+    const TimerInfo once{};
+    TimerInfo periodic{};
+    periodic.period = 10 * kMs;
+    TimerInfo grouped{};
+    grouped.group = 7;
+    const Event sd = op(kShutdown, 0, 900, 901, 0);
+    auto gstop = [](std::int64_t t0, std::int64_t t1, int result) {
+        Event e = op(kGroupStop, 0, t0, t1, result);
+        e.arg = 7;
+        return e;
+    };
+    std::vector<Case> cases = {
+        {"a correct one-shot", 0, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 13), rel_ev(1, 13), sd}},
+        {"a run before its deadline", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 9, 10), rel_ev(1, 10), sd}},
+        {"a run far past its deadline", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 700, 701), rel_ev(1, 701), sd}},
+        {"a one-shot that never ran", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), rel_ev(1, 900), sd}},
+        {"a run after stop returned TW_OK", 1, {once},
+         {op(kStart, 1, 0, 1, 0, 10), op(kStop, 1, 2, 3, 0), run_ev(1, 12, 13), rel_ev(1, 13), sd}},
+        {"a stopped one-shot", 0, {once}, {op(kStart, 1, 0, 1, 0, 10), op(kStop, 1, 2, 3, 0), rel_ev(1, 3), sd}},
+        {"a release hook run twice", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 13), rel_ev(1, 13), rel_ev(1, 14), sd}},
+        {"a reset from the callback, run again", 0, {once},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 14), op(kReset, 1, 13, 13, 0, 20, kInCb), run_ev(1, 34, 35), rel_ev(1, 35), sd}},
+        {"a one-shot run twice", 1, {once},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 14), run_ev(1, 34, 35), rel_ev(1, 35), sd}},
+        {"a periodic run in progress across its stop", 0, {periodic},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 11, 12), run_ev(1, 23, 24), op(kStop, 1, 22, 22, 0), rel_ev(1, 24), sd}},
+        {"a periodic run after the one in progress at its stop", 1, {periodic},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 11, 12), run_ev(1, 23, 24), op(kStop, 1, 22, 22, 0), run_ev(1, 33, 34),
+          rel_ev(1, 34), sd}},
+        {"a periodic run a period early", 1, {periodic},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 11, 12), run_ev(1, 15, 16), op(kStop, 1, 30, 30, 0), rel_ev(1, 30), sd}},
+        {"stop_sync returned before the hook did", 1, {once},
+         {op(kStart, 1, 0, 1, 0, 10), op(kStop, 1, 2, 3, 0, 0, kSync), rel_ev(1, 4), sd}},
+        {"a stale id acted on", 1, {once, once},
+         {op(kStart, 1, 0, 1, 0, 10), run_ev(1, 12, 13), rel_ev(1, 13), op(kStop, 1, 20, 21, 0, 0, kStaleId),
+          op(kStart, 2, 30, 31, 0, 10), run_ev(2, 42, 43), rel_ev(2, 43), sd}},
+        {"a group stop that missed a pending member", 2, {grouped},
+         {op(kStart, 1, 0, 1, 0, 100), gstop(10, 11, 0), run_ev(1, 101, 102), rel_ev(1, 102), sd}},
+        {"a group stop that stopped its member", 0, {grouped},
+         {op(kStart, 1, 0, 1, 0, 100), gstop(10, 11, 1), rel_ev(1, 11), sd}},
+        {"a run after shutdown", 1, {once}, {op(kStart, 1, 0, 1, 0, 10), sd, run_ev(1, 950, 951), rel_ev(1, 951)}},
+    };
+    // A wall-clock timer whose clock is stepped back before its deadline waits (correct);
+    // one stepped forward past its deadline that does not fire is late.
+    TimerInfo wall{};
+    wall.clock = TW_CLOCK_REALTIME;
+    auto shift = [](std::int64_t t, std::int64_t old_ms, std::int64_t new_ms) {
+        Event e = op(kShift, 0, t, t, 0, new_ms);
+        e.own0 = old_ms * kMs;
+        return e;
+    };
+    cases.push_back({"a wall-clock timer waits out a step back", 0, {wall},
+                     {op(kStart, 1, 0, 1, 0, 100), shift(50, 0, -1000), run_ev(1, 1101, 1102), rel_ev(1, 1102),
+                      op(kShutdown, 0, 1900, 1901, 0)}});
+    cases.push_back({"a wall-clock timer that missed a step forward", 1, {wall},
+                     {op(kStart, 1, 0, 1, 0, 3000), shift(50, 0, 2000), run_ev(1, 3001, 3002), rel_ev(1, 3002),
+                      op(kShutdown, 0, 3900, 3901, 0)}});
+    int bad = 0;
+    for (Case& c : cases) {
+        for (Event& e : c.ev)
+            if (e.kind == kRun || e.kind == kRelease) e.own0 = e.t0, e.own1 = e.t1;
+        Config cfg;
+        cfg.final_ns = 800 * kMs;
+        cfg.late_ns = 500 * kMs;
+        if (c.timers[0].clock == TW_CLOCK_REALTIME) cfg.final_ns = 3800 * kMs;
+        std::printf("-- %s (expect %zu)\n", c.name, c.expect);
+        const std::size_t got = check(cfg, c.timers, c.ev, 0);
+        if (got != c.expect) {
+            std::printf("SELFTEST FAILED: %s: %zu violation(s), expected %zu\n", c.name, got, c.expect);
+            check(cfg, c.timers, c.ev, 4);
+            ++bad;
+        }
+    }
+    std::printf("history checker selftest: %zu cases, %d failed\n", cases.size(), bad);
+    return bad == 0 ? 0 : 1;
+}
+
+}  // namespace stress::history
