@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #ifdef TW_TEST_BOOST_ASIO
+#include <utility>  // Boost 1.74's asio/awaitable.hpp needs std::exchange
 #include <boost/asio.hpp>
 namespace asio = boost::asio;
 #else
