@@ -34,7 +34,8 @@ struct Seen {
 template <class Ex>
 tickwheel::detached sleeper(tickwheel::Runtime* rt, tickwheel::asio_resumer<Ex>* on, tickwheel::Duration d,
                             std::stop_token st, Seen* s) {
-    s->why = co_await tickwheel::sleep_for(*rt, d, on->where(), std::move(st));
+    const wake w = co_await tickwheel::sleep_for(*rt, d, on->where(), std::move(st));
+    s->why = w;
     s->on_io = t_on_io;
     if constexpr (!std::is_same_v<Ex, asio::io_context::executor_type>)
         s->in_strand = on->executor().running_in_this_thread();

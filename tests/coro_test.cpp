@@ -66,24 +66,32 @@ void finish(Probe* p, wake w) {
     p->done.store(true);
 }
 
+// Each co_await is a statement of its own (g++ 12 keeps the awaiter of a
+// co_await inside an if/while condition on the stack: coroutines.md).
 tickwheel::detached sleeper(tickwheel::Runtime* rt, tickwheel::Duration d, tickwheel::resume_on where,
                             std::stop_token st, Probe* p) {
-    finish(p, co_await tickwheel::sleep_for(*rt, d, where, std::move(st)));
+    const wake w = co_await tickwheel::sleep_for(*rt, d, where, std::move(st));
+    finish(p, w);
 }
 tickwheel::detached deadline_sleeper(tickwheel::Runtime* rt, tickwheel::Duration d, tickwheel::Duration limit,
                                      Probe* p) {
-    finish(p, co_await tickwheel::with_deadline(*rt, limit, tickwheel::sleep_for(*rt, d)));
+    const wake w = co_await tickwheel::with_deadline(*rt, limit, tickwheel::sleep_for(*rt, d));
+    finish(p, w);
 }
 tickwheel::detached event_waiter(tickwheel::Runtime* rt, tickwheel::event* ev, tickwheel::resume_on where,
                                  tickwheel::Duration limit, Probe* p) {
-    if (limit > tickwheel::Duration::zero())
-        finish(p, co_await tickwheel::cancel_after(*rt, limit, ev->wait(*rt, where)));
-    else
-        finish(p, co_await ev->wait(*rt, where));
+    wake w;
+    if (limit > tickwheel::Duration::zero()) {
+        w = co_await tickwheel::cancel_after(*rt, limit, ev->wait(*rt, where));
+    } else {
+        w = co_await ev->wait(*rt, where);
+    }
+    finish(p, w);
 }
 tickwheel::detached throwing_sleeper(tickwheel::Runtime* rt, tickwheel::resume_on where, Probe* p) {
     try {
-        finish(p, co_await tickwheel::sleep_for(*rt, 1ms, where));
+        const wake w = co_await tickwheel::sleep_for(*rt, 1ms, where);
+        finish(p, w);
     } catch (const tickwheel::Error&) {
         p->threw = true;
         finish(p, wake::shutdown);

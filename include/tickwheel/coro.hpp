@@ -71,6 +71,11 @@
 ///    below). asio::awaitable<> does not (its await_transform admits only
 ///    Asio operations): use on_executor to resume tickwheel's coroutines on
 ///    an Asio thread instead.
+///  * g++ 12: write each co_await as a statement of its own (`auto why =
+///    co_await sleep_for(...);`). g++ 12 keeps the awaiter of a co_await
+///    inside an if/while condition on the stack, not in the frame (a crash
+///    once it resumes elsewhere), and destroys the members of a braced
+///    aggregate temporary awaiter twice. clang has neither bug.
 ///
 /// THE WAIT NODE'S OWNER RULES (in the style of src/runtime/timer_state.hpp's
 /// ground rules). A wait_node has one atomic state word, `state_`, of bits:
