@@ -54,8 +54,8 @@ void run_io(asio::io_context& io, const std::atomic<int>& done, int want) {
 }  // namespace
 
 TEST(CoroAsio, ResumesInsideIoContextRun) {
+    asio::io_context io;  // before the runtime: a worker may still be inside post() when the coroutine ran
     tickwheel::Runtime rt;
-    asio::io_context io;
     tickwheel::asio_resumer on_io(io.get_executor());
     Seen a, b;
     std::stop_source ss;
@@ -78,8 +78,8 @@ TEST(CoroAsio, ResumesInsideIoContextRun) {
 }
 
 TEST(CoroAsio, ResumesOnAStrand) {
+    asio::io_context io;  // before the runtime: a worker may still be inside post() when the coroutine ran
     tickwheel::Runtime rt;
-    asio::io_context io;
     using Strand = asio::strand<asio::io_context::executor_type>;
     tickwheel::asio_resumer<Strand> on_strand(asio::make_strand(io));
     Seen a;
@@ -97,8 +97,8 @@ TEST(CoroAsio, ResumesOnAStrand) {
 }
 
 TEST(CoroAsio, ShutdownPostsTheWakeUpToTheIoContext) {
-    auto rt = std::make_unique<tickwheel::Runtime>();
     asio::io_context io;
+    auto rt = std::make_unique<tickwheel::Runtime>();
     tickwheel::asio_resumer on_io(io.get_executor());
     Seen a;
     sleeper(rt.get(), &on_io, 1h, {}, &a);

@@ -63,7 +63,10 @@
 ///    frame may be destroyed by the resumed coroutine at once: nothing of
 ///    tickwheel touches the awaiter after the resumption (a stop callback or
 ///    a notify running at that moment on another thread is waited for in
-///    await_resume, before the co_await returns).
+///    await_resume, before the co_await returns). An executor (on_executor)
+///    must outlive more: the post() calls, which a worker may still be
+///    returning from when the coroutine already runs on the executor's
+///    thread -- keep it alive until the Runtime is shut down or destroyed.
 ///  * Task types. The awaitables follow the standard protocol
 ///    (await_ready/await_suspend(std::coroutine_handle<>)/await_resume) and
 ///    work with any coroutine type that lets its body co_await arbitrary
@@ -157,8 +160,8 @@ constexpr const char* to_string(wake w) noexcept {
 }
 
 /// Where a coroutine resumes after a co_await (see "Where it resumes").
-/// Trivially copyable, two words and a pointer; the Queue or executor
-/// object must outlive the waits that name it.
+/// Trivially copyable, two words and a pointer; the Queue must outlive the
+/// waits that name it, an executor object the runtime (see "Lifetimes").
 struct resume_on {
     /// Called on a worker with the coroutine to resume; must not throw.
     using post_fn = void (*)(void* obj, std::coroutine_handle<> h) noexcept;

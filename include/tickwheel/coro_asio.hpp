@@ -20,7 +20,9 @@
 /// that names it; the io_context must keep running (not be stopped,
 /// restarted without running, or destroyed) until those waits have resumed:
 /// a handler Asio destroys without running leaves its coroutine suspended
-/// forever (its frame leaks). post() allocates as Asio does (its recycling
+/// forever (its frame leaks). The executor's context must also outlive the
+/// Runtime (create the io_context first): the worker that posts may still be
+/// inside post() when the coroutine already runs on the Asio thread. post() allocates as Asio does (its recycling
 /// allocator, per thread); an allocation failure there is fatal
 /// (std::terminate: the wake-up cannot be lost silently).
 ///
