@@ -240,7 +240,10 @@ public:
     bool arm(std::coroutine_handle<> h) {
         h_ = h;
         if (st_.stop_possible()) stop_cb_.emplace(st_, stop_fn{this});  // before arming (capy#233)
-        const Duration now = rt_->now(clock_);
+        // A plain sleep_for needs no clock reading of its own: start() takes
+        // the delay (one reading fewer per wait).
+        const bool relative = has_delay_ && !has_limit_ && !has_limit_delay_;
+        const Duration now = relative ? Duration::zero() : rt_->now(clock_);
         const Duration far = now + kMaxDelay;
         Duration at = far;  // an event wait without a limit: only notify/stop/shutdown end it
         if (has_delay_)
@@ -259,7 +262,10 @@ public:
             o.queue = where_.queue;
             // A stop/notify before arming, or a re-post: a 0 ns timer (the
             // next tick, on the context; never inline).
-            o.deadline = TimePoint(post_now || signalled ? now : at);
+            if (relative)
+                o.delay = post_now || signalled ? Duration::zero() : std::clamp(delay_, Duration::zero(), kMaxDelay);
+            else
+                o.deadline = TimePoint(post_now || signalled ? now : at);
             std::error_code ec;
             const Timer t = rt_->start(o, detail::Callback(fire_fn{this}), ec);
             if (ec) {
