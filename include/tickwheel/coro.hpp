@@ -472,23 +472,36 @@ concept node_awaitable = requires(A& a) {
 /// The awaitable of sleep_for/sleep_until: co_await it once.
 class sleep_awaiter {
 public:
+    /// Use sleep_for()/sleep_until() to make one.
     sleep_awaiter(Runtime& rt, resume_on where, std::stop_token st) noexcept : node_(rt, where, std::move(st)) {}
+    /// Movable until co_awaited (with_deadline() takes it by value).
     sleep_awaiter(sleep_awaiter&&) noexcept = default;
+    /// Always false: the wake-up is never inline, even for a 0 ns sleep.
     bool await_ready() const noexcept { return false; }
+    /// Arms the timer; false (resume at once, with shutdown) only when the
+    /// runtime is shut down; throws Error for other start failures.
     bool await_suspend(std::coroutine_handle<> h) { return node_.arm(h); }
+    /// Why the coroutine was resumed.
     wake await_resume() noexcept { return node_.finish(); }
+    /// The wait's state (for with_deadline()); not an API.
     detail::wait_node& node() noexcept { return node_; }
 
 private:
     detail::wait_node node_;
 };
 
+/// The awaitable of event::wait(): co_await it once.
 class event::awaiter {
 public:
+    /// Use event::wait() to make one.
     awaiter(event& ev, Runtime& rt, resume_on where, std::stop_token st) noexcept
         : ev_(&ev), node_(rt, where, std::move(st)) {}
+    /// Movable until co_awaited (with_deadline() takes it by value).
     awaiter(awaiter&&) noexcept = default;
+    /// Always false: a set event resumes the coroutine posted, not inline.
     bool await_ready() const noexcept { return false; }
+    /// Registers as the event's waiter (Error(invalid_argument) if another
+    /// coroutine waits) and arms the timer, as sleep_awaiter does.
     bool await_suspend(std::coroutine_handle<> h) {
         const auto me = reinterpret_cast<std::uintptr_t>(&node_);
         std::uintptr_t w = ev_->word_.load(std::memory_order_acquire);
@@ -513,7 +526,9 @@ public:
             throw;
         }
     }
+    /// Why the coroutine was resumed (unregisters from the event first).
     wake await_resume() noexcept { return node_.finish(); }
+    /// The wait's state (for with_deadline()); not an API.
     detail::wait_node& node() noexcept { return node_; }
 
 private:
@@ -560,7 +575,7 @@ inline sleep_awaiter sleep_until(Runtime& rt, TimePoint tp, std::stop_token st) 
 }
 
 /// co_await with_deadline(rt, d, inner): `inner` (a tickwheel awaitable:
-/// sleep_for/sleep_until/event::wait) resumes with timed_out once `d` (from
+/// sleep_for(), sleep_until(), event.wait()) resumes with timed_out once `d` (from
 /// the co_await) has passed, if nothing ended it first; its own wake-ups
 /// (expired, notified, stopped, shutdown) are unchanged, and it resumes on
 /// the context it names. No second timer: the inner wait's timer takes the
@@ -569,14 +584,21 @@ inline sleep_awaiter sleep_until(Runtime& rt, TimePoint tp, std::stop_token st) 
 template <detail::node_awaitable Inner>
 class deadline_awaiter {
 public:
+    /// Use with_deadline()/cancel_after() to make one.
     deadline_awaiter(Runtime& rt, Inner inner) noexcept : rt_(&rt), inner_(std::move(inner)) {}
+    /// Movable until co_awaited (deadlines nest).
     deadline_awaiter(deadline_awaiter&&) noexcept = default;
+    /// Always false.
     bool await_ready() const noexcept { return false; }
+    /// Arms the inner wait with the earlier deadline; Error(invalid_argument)
+    /// if `rt` is not the inner wait's runtime.
     bool await_suspend(std::coroutine_handle<> h) {
         if (&inner_.node().runtime() != rt_) throw Error(errc::invalid_argument);
         return inner_.await_suspend(h);
     }
+    /// Why the coroutine was resumed (timed_out: this deadline passed first).
     wake await_resume() noexcept { return inner_.await_resume(); }
+    /// The wait's state (for nesting); not an API.
     detail::wait_node& node() noexcept { return inner_.node(); }
 
 private:
@@ -610,11 +632,17 @@ deadline_awaiter<std::remove_cvref_t<Inner>> cancel_after(Runtime& rt, Duration 
 /// exception escaping the body calls std::terminate. Any coroutine type
 /// that lets its body co_await standard awaitables works as well.
 struct detached {
+    /// The promise: eager, frees the frame at the end, terminates on an exception.
     struct promise_type {
+        /// An empty detached (nothing to join).
         detached get_return_object() noexcept { return {}; }
+        /// Runs at once, up to the first co_await.
         std::suspend_never initial_suspend() noexcept { return {}; }
+        /// Frees the frame when the body ends.
         std::suspend_never final_suspend() noexcept { return {}; }
+        /// co_return; (no value).
         void return_void() noexcept {}
+        /// An exception escaping the body: std::terminate().
         [[noreturn]] void unhandled_exception() noexcept { std::terminate(); }
     };
 };

@@ -44,11 +44,12 @@ namespace tickwheel {
 template <class Executor>
 class asio_resumer {
 public:
+    /// Resumes coroutines through `ex` (a copy is kept).
     explicit asio_resumer(Executor ex) : ex_(std::move(ex)) {}
     asio_resumer(const asio_resumer&) = delete;
     asio_resumer& operator=(const asio_resumer&) = delete;
 
-    /// The resume_on to pass to sleep_for/sleep_until/event::wait.
+    /// The resume_on to pass to sleep_for(), sleep_until(), event.wait().
     resume_on where() noexcept { return on_executor(this, &post_fn); }
     /// The executor.
     const Executor& executor() const noexcept { return ex_; }
