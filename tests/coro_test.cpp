@@ -36,8 +36,20 @@ void coro_hook(const std::atomic<std::uint32_t>& state) {
         std::this_thread::yield();
     }
 }
+// Parks the thread that has just decided a wake-up (DONE set, not yet
+// resumed), once, when armed.
+std::atomic<bool> g_park_decided{false};
+std::atomic<bool> g_parked_decided{false};
+std::atomic<bool> g_release_decided{false};
+void decided_hook(const std::atomic<std::uint32_t>&) {
+    if (!g_park_decided.exchange(false)) return;
+    g_parked_decided = true;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!g_release_decided.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+}
 }  // namespace
 #define TICKWHEEL_CORO_TEST_HOOK(state) coro_hook(state)
+#define TICKWHEEL_CORO_TEST_HOOK_DECIDED(state) decided_hook(state)
 #include "tickwheel/coro.hpp"
 
 using namespace std::chrono_literals;
@@ -475,4 +487,77 @@ TEST(Coro, ManualClockDrives100kCoroutinesThroughAnHourInDeadlineOrder) {
     const HourLog c = run_hour(43, 1000);
     EXPECT_NE(std::vector<std::int64_t>(a.at.begin(), a.at.begin() + 100),
               std::vector<std::int64_t>(c.at.begin(), c.at.begin() + 100));
+}
+
+// A notify is never lost, however it races with the waiter timing out: a
+// waiter loops on cancel_after(random 0-200 us, ev.wait()); another thread
+// notifies, then waits until the waiter has seen `notified` once more (in
+// the wait it raced with, or in the next one, from the kept set state).
+namespace {
+tickwheel::detached notified_counter(tickwheel::Runtime* rt, tickwheel::event* ev, std::atomic<long>* seen,
+                                     std::atomic<bool>* quit, std::atomic<long>* resumed, Probe* p) {
+    std::minstd_rand g(7);
+    while (!quit->load()) {
+        const auto limit = tickwheel::Duration(std::int64_t(g() % 200'000));
+        const wake w = co_await tickwheel::cancel_after(*rt, limit, ev->wait(*rt));
+        resumed->fetch_add(1);
+        if (w == wake::notified) seen->fetch_add(1);
+    }
+    finish(p, wake::stopped);
+}
+}  // namespace
+
+TEST(Coro, EventNotifyIsNeverLostWhileRacingTimeouts) {
+    tickwheel::Config c;
+    c.resolution = 50us;
+    tickwheel::Runtime rt(c);
+    tickwheel::event ev;
+    std::atomic<long> seen{0}, resumed{0};
+    std::atomic<bool> quit{false};
+    Probe p;
+    notified_counter(&rt, &ev, &seen, &quit, &resumed, &p);
+    constexpr long kRounds = 1000;
+    long lost_at = -1;
+    for (long i = 0; i < kRounds && lost_at < 0; ++i) {
+        ev.notify();
+        const auto end = std::chrono::steady_clock::now() + 5s;
+        while (seen.load() < i + 1) {
+            if (std::chrono::steady_clock::now() > end) {
+                lost_at = i;
+                break;
+            }
+            std::this_thread::yield();
+        }
+    }
+    EXPECT_EQ(lost_at, -1) << "notify number " << lost_at << " was lost";
+    EXPECT_EQ(seen.load(), kRounds);
+    quit = true;
+    ev.notify();
+    ASSERT_TRUE(wait_for(p));
+    EXPECT_GT(resumed.load(), kRounds);  // timeouts happened in between
+}
+
+// The window the test above rarely hits, forced: the wait timed out (DONE
+// set) but its coroutine has not resumed and unregistered yet when notify()
+// comes. The notify must be kept (the event stays set) for the next wait.
+TEST(Coro, NotifyAfterTheTimeoutWasDecidedIsKeptForTheNextWait) {
+    tickwheel::Runtime rt;
+    tickwheel::event ev;
+    Probe p;
+    g_parked_decided = false;
+    g_release_decided = false;
+    g_park_decided = true;
+    event_waiter(&rt, &ev, tickwheel::on_worker(), 2ms, &p);
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (!g_parked_decided.load() && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+    ASSERT_TRUE(g_parked_decided.load());
+    ev.notify();  // the waiter is still registered, its wake-up already decided
+    g_release_decided = true;
+    ASSERT_TRUE(wait_for(p));
+    EXPECT_EQ(p.why, wake::timed_out);
+    EXPECT_TRUE(ev.is_set()) << "the notify was lost";
+    Probe p2;
+    event_waiter(&rt, &ev, tickwheel::on_worker(), 1h, &p2);
+    ASSERT_TRUE(wait_for(p2, 2s));
+    EXPECT_EQ(p2.why, wake::notified);
 }

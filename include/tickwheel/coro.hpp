@@ -358,6 +358,9 @@ private:
                                              std::memory_order_acquire))
                 break;
         }
+#ifdef TICKWHEEL_CORO_TEST_HOOK_DECIDED
+        TICKWHEEL_CORO_TEST_HOOK_DECIDED(state_);  // tests park the resuming thread here
+#endif
         result_ = decide(old, cancelled ? wake::shutdown : (timed_out_wins_ ? wake::timed_out : wake::expired));
         const std::coroutine_handle<> h = h_;
         if (where_.post != nullptr)
