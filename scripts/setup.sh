@@ -20,6 +20,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # the documentation site (ctest docs_site, docs_site_screenshot): Sphinx with
   # MyST Markdown, Breathe over Doxygen's XML, the furo theme; headless Chromium
   want+=(python3-sphinx python3-myst-parser python3-breathe furo chromium)
+  # tickwheel/coro_asio.hpp's tests (coro_asio_test, coro_boost_asio_test) and
+  # bench/coro_bench's Asio steady_timer peer: standalone Asio and Boost.Asio
+  want+=(libasio-dev libboost-dev)
 fi
 
 # Node.js from NodeSource ships npm inside its nodejs package (and conflicts
