@@ -39,7 +39,18 @@ int queue_fd(const tw_queue* q) noexcept;
 int queue_run(tw_queue* q, std::size_t max, std::int64_t timeout_ns) noexcept;
 int queue_destroy(tw_queue* q) noexcept;
 int queue_get_stats(tw_queue* q, tw_queue_stats* out) noexcept;
+int runtimes_metrics(tw_runtime* const* rts, std::size_t n, char* buf, std::size_t cap) noexcept;
 const char* error_text(int err) noexcept;
+
+/// Records the detail of error `code` (a TW_E* value) of the call in
+/// progress on this thread, for tw_last_error_message() (exports.cpp):
+/// printf format, without the function's name (the exported function
+/// prefixes it). Failure paths only.
+void set_detail(int code, const char* fmt, ...) noexcept __attribute__((format(printf, 2, 3), cold));
+/// The C++ runtime's detail for error `code` (a TW_E* value) recorded on
+/// this thread, taken (see src/runtime/error_detail.hpp): true and copied
+/// into out if there is one.
+bool core_detail(int code, char* out, std::size_t cap) noexcept;
 std::uint32_t version() noexcept;
 
 }  // namespace tickwheel::capi

@@ -10,7 +10,7 @@ want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev
         python3-venv python3-setuptools python3-pip python3-wheel python3-wheel-whl nodejs doxygen
-        debhelper fakeroot lintian libuv1-dev)
+        debhelper fakeroot lintian libuv1-dev python3-prometheus-client)
   # the C peers of the benchmark suite, smoke-run by ctest bench_peer_*_smoke
   # (dpdk-dev pulls in every DPDK driver: ~225 packages, ~100 MB)
   want+=(libevent-dev dpdk-dev)

@@ -38,11 +38,19 @@ namespace {
 
 constexpr const char* kHist = "tickwheel_callback_lateness_seconds";
 
-prom::Exposition parse_or_fail(const std::string& text) {
+/// Parses one runtime's text strictly; every series must carry the
+/// runtime label, with one value (`name`, if given), which is then dropped.
+prom::Exposition parse_or_fail(const std::string& text, const char* name = nullptr) {
     prom::Exposition e;
     std::string error;
     const bool ok = prom::parse(text, e, error);
     EXPECT_TRUE(ok) << error << "\n---- text ----\n" << text;
+    std::vector<std::string> runtimes;
+    EXPECT_TRUE(prom::take_label(e, "runtime", runtimes, error)) << error;
+    EXPECT_EQ(runtimes.size(), 1u);
+    if (name != nullptr && !runtimes.empty()) {
+        EXPECT_EQ(runtimes[0], name);
+    }
     return e;
 }
 
@@ -532,6 +540,8 @@ TEST(MetricsConcurrency, ScrapesFromSeveralThreadsWhileTimersRunAreEachWellForme
                 prom::Exposition e;
                 std::string error;
                 bool ok = prom::parse(text, e, error);
+                std::vector<std::string> names;
+                ok = ok && prom::take_label(e, "runtime", names, error) && names.size() == 1;
                 // Counters never go back, from one scrape to the next.
                 const double started = e.value("tickwheel_timers_started_total").value_or(-1);
                 const double count = e.value("tickwheel_callback_lateness_seconds_count").value_or(-1);
