@@ -61,7 +61,8 @@
 ///    return bool (stop/reset: false = no such pending timer). Invalid
 ///    arguments, shutdown and the pending limit throw tickwheel::Error from
 ///    the throwing overloads; every operation also has a noexcept overload
-///    taking std::error_code&.
+///    taking std::error_code&. Since 1.5 Error::what() names the argument
+///    and the limit ("delay -5 ns is negative: ...: invalid argument").
 ///
 /// LINKING AND THE C++ ABI. This API works with the static library
 /// (tickwheel::tickwheel_static) and with the shared libtickwheel.so.1
