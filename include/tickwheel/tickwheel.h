@@ -71,7 +71,8 @@
  *  * Errors. Every function returning int returns TW_OK (0) or a negative
  *    TW_E* code; none aborts the process or lets an exception escape. When
  *    several checks fail, the code of the first one in the order documented
- *    at the function is returned.
+ *    at the function is returned. tw_last_error_message() (since 1.5) then
+ *    names the argument, its value and the limit.
  *  * Lifetime. A runtime pointer is valid from a successful
  *    tw_runtime_create() until tw_runtime_destroy() returns TW_OK. After
  *    tw_runtime_shutdown() it stays valid (calls return TW_ESHUTDOWN);
