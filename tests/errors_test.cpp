@@ -331,6 +331,44 @@ TEST(LastErrorMessage, ClearedBySuccessAndEnoentPerThreadAndNotByTheNonStatusFun
     EXPECT_EQ(last(), "");
 }
 
+TEST(LastErrorMessage, ThreadsFailingAndSucceedingConcurrentlyEachSeeTheirOwn) {
+    // Each thread's message is its own, whatever the others do meanwhile
+    // (the process-wide count of threads with a message set is shared; the
+    // text is not). Threads end with a message set: their count goes back.
+    CRuntime r;
+    tw_timer live;
+    ASSERT_EQ(tw_timer_start(r.rt, 3600000000000ull, 0, nop, nullptr, &live), TW_OK);
+    constexpr int kThreads = 4;
+    const int rounds = tw_test::kSanitized ? 300 : 3000;
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+            const std::uint64_t delay = TW_MAX_DELAY_NS + 1 + static_cast<std::uint64_t>(t);
+            const std::string want = "delay_ns " + std::to_string(delay) + " is above";
+            tw_timer_info info;
+            tw_timer_info_init(&info);
+            for (int i = 0; i < rounds; ++i) {
+                tw_timer id;
+                if (tw_timer_start(r.rt, delay, 0, nop, nullptr, &id) != TW_EINVAL ||
+                    std::string(tw_last_error_message()).find(want) == std::string::npos)
+                    bad.fetch_add(1);
+                if (tw_timer_query(r.rt, live, &info) != TW_OK || tw_last_error_message()[0] != '\0') bad.fetch_add(1);
+            }
+            tw_timer id;
+            (void)tw_timer_start(r.rt, delay, 0, nop, nullptr, &id);  // exits with its message set
+        });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(last(), "");
+    ASSERT_EQ(tw_timer_start(r.rt, TW_MAX_DELAY_NS + 1, 0, nop, nullptr, &live), TW_EINVAL);
+    EXPECT_FALSE(last().empty());
+    tw_timer_info info;
+    tw_timer_info_init(&info);
+    EXPECT_EQ(tw_timer_query(r.rt, 1, &info), TW_ENOENT);
+    EXPECT_EQ(last(), "");
+}
+
 // ---- tw_config.name and Config::name ---------------------------------------------------------------
 TEST(RuntimeName, CopiedAtCreateMadeUpWhenNullOrOlderAndUniqueInTheProcess) {
     std::vector<char> buf(32);
