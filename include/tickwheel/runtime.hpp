@@ -759,9 +759,10 @@ public:
     /// lock of the runtime (only oneTBB's brief internal one, for the worker
     /// count) and never blocks or delays a shard or a worker.
     /// Each value is a recent one (not one linearizable snapshot); read at
-    /// quiescence they equal stats(). Cost: O(shards + 65 stripes x (7
-    /// counters + 21 buckets)), about 4 KB of text plus 75 bytes per shard,
-    /// allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
+    /// quiescence they equal stats(). Cost: O(shards + queues + 65 stripes x
+    /// (7 counters + 21 buckets)), about 5 KB of text plus 120 bytes per
+    /// shard and 1.8 KB per live delivery queue (read under that queue's own
+    /// brief lock), allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
     std::string metrics() const;
     /// The metrics of several runtimes as ONE exposition: each family's
     /// `# HELP` and `# TYPE` lines once, then the samples of every runtime

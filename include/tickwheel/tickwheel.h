@@ -875,9 +875,10 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  one, for the worker count) and no shard or worker is blocked or
  *  delayed, so it can be scraped often. Each value is a
  *  recent one, not one linearizable snapshot; read at quiescence they
- *  equal tw_runtime_stats(). Cost: O(shards) plus a fixed part; about
- *  4 KB of text plus 75 bytes per shard, built in a heap-allocated buffer
- *  and then copied. Returns, in this order:
+ *  equal tw_runtime_stats(). Cost: O(shards + queues) plus a fixed part;
+ *  about 5 KB of text plus 120 bytes per shard and 1.8 KB per live
+ *  delivery queue (each queue's counters are read under that queue's own
+ *  brief lock), built in a heap-allocated buffer and then copied. Returns, in this order:
  *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.
  *   TW_EFORKED  in a fork() child of the process that created rt.
  *   TW_ENOMEM   out of memory, or the text is longer than INT_MAX bytes.
