@@ -46,6 +46,9 @@ function(dump out)
     message(FATAL_ERROR "abidw ${LIB} failed (${rc})")
   endif()
   string(REPLACE " path='${SOURCE_DIR}/" " path='" xml "${xml}")
+  # ccache with CCACHE_BASEDIR (as the helpers' builds use) compiles with paths
+  # relative to the build directory: ../../capi/exports.cpp. Same file.
+  string(REGEX REPLACE " path='(\\.\\./)+" " path='" xml "${xml}")
   file(WRITE "${out}" "${xml}")
 endfunction()
 

@@ -64,6 +64,13 @@ set(cxx_14
   "tickwheel::Runtime::reset_n(unsigned long const*, unsigned long, std::chrono::duration<long, std::ratio<1l, 1000000000l> >, std::error_code*, std::error_code&)"
   "tickwheel::Runtime::start_n_sized(tickwheel::StartOptions const*, unsigned long, unsigned long, tickwheel::detail::Callback*, tickwheel::Timer*, std::error_code*, std::error_code&)")
 list(APPEND cxx_expected ${cxx_14})
+# 1.5 (TICKWHEEL_CXX_1.5: Error's detail, Runtime::name(), the metrics of
+# several runtimes), by exact name too.
+set(cxx_15
+  "tickwheel::detail::take_error_detail[abi:cxx11](std::error_code const&)"
+  "tickwheel::Runtime::name[abi:cxx11]() const"
+  "tickwheel::Runtime::metrics[abi:cxx11](std::span<tickwheel::Runtime const* const, 18446744073709551615ul>)")
+list(APPEND cxx_expected ${cxx_15})
 
 execute_process(COMMAND "${NM}" -D --defined-only "${LIB}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -164,7 +171,10 @@ foreach(i RANGE ${last})
   endif()
   list(FIND cxx_13 "${dname}" at13)
   list(FIND cxx_14 "${dname}" at14)
-  if(at14 GREATER -1)
+  list(FIND cxx_15 "${dname}" at15)
+  if(at15 GREATER -1)
+    set(want TICKWHEEL_CXX_1.5)
+  elseif(at14 GREATER -1)
     set(want TICKWHEEL_CXX_1.4)
   elseif(at13 GREATER -1)
     set(want TICKWHEEL_CXX_1.3)

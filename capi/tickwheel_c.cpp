@@ -28,9 +28,14 @@
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "runtime/clock.hpp"
+#include "runtime/error_detail.hpp"
 #include "tickwheel/runtime.hpp"
+
+/// Records the detail of error `code` (printf format) and evaluates to code.
+#define TW_FAIL(code, ...) (::tickwheel::capi::set_detail((code), __VA_ARGS__), (code))
 
 namespace {
 
@@ -85,6 +90,7 @@ static_assert(TW_MAX_DELAY_NS == static_cast<std::uint64_t>(tickwheel::kMaxDelay
 // ABI 1 layouts (LP64). A change here is an ABI break: structs only grow at
 // their end, and these sizes (the minimum a caller may pass) never change.
 constexpr std::uint32_t kConfigSizeV1 = 32;
+constexpr std::uint32_t kConfigSizeV15 = 40;  // 1.5 appended `name`
 constexpr std::uint32_t kSpecSizeV1 = 56;
 constexpr std::uint32_t kStatsSizeV1 = 136;
 constexpr std::uint32_t kQueueStatsSizeV12 = 112;  // tw_queue_stats, new in 1.2
@@ -93,7 +99,8 @@ constexpr std::uint32_t kSpecSizeV13 = 88;
 constexpr std::uint32_t kTimerInfoSizeV13 = 64;  // tw_timer_info, new in 1.3
 constexpr std::uint32_t kMaxStructSize = 4096;
 #if UINTPTR_MAX == UINT64_MAX
-static_assert(sizeof(tw_config) == kConfigSizeV1 && offsetof(tw_config, max_timers) == 24);
+static_assert(offsetof(tw_config, max_timers) == 24 && offsetof(tw_config, name) == 32 &&
+              sizeof(tw_config) == kConfigSizeV15);  // 1.5
 static_assert(offsetof(tw_timer_spec, release) == 48 && kSpecSizeV1 == 56);
 static_assert(offsetof(tw_timer_spec, queue) == 56 && kSpecSizeV12 == 64);  // 1.2
 static_assert(sizeof(tw_timer_spec) == kSpecSizeV13 && offsetof(tw_timer_spec, period_policy) == 64 &&
@@ -149,24 +156,30 @@ int from_current_exception() noexcept {
     try {
         throw;
     } catch (const std::bad_alloc&) {
-        return TW_ENOMEM;
+        return TW_FAIL(TW_ENOMEM, "out of memory");
     } catch (const tickwheel::Error& e) {
-        return from_error_code(e.code());
+        // what() carries the C++ runtime's detail (taken by Error's constructor).
+        const int rc = from_error_code(e.code());
+        return TW_FAIL(rc, "%s", e.what());
     } catch (const std::system_error& e) {  // e.g. a thread could not be started
         const int rc = from_error_code(e.code());
-        return rc == TW_EINVAL ? TW_ENOMEM : rc;
+        return TW_FAIL(rc == TW_EINVAL ? TW_ENOMEM : rc, "could not start a thread: %s", e.what());
     } catch (...) {
-        return TW_EINVAL;
+        return TW_FAIL(TW_EINVAL, "an unexpected exception");
     }
 }
 
 /// TW_OK for a live runtime; TW_EINVAL for NULL; TW_EFORKED in a fork()
 /// child of its creator; TW_ESHUTDOWN for a shut-down one.
 int check_runtime(const tw_runtime* p) noexcept {
-    if (p == nullptr) return TW_EINVAL;
-    if (handle(p)->rt.is_forked()) return TW_EFORKED;
+    if (p == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
+    if (handle(p)->rt.is_forked()) [[unlikely]]
+        return TW_FAIL(TW_EFORKED, "the runtime \"%s\" was created in the parent of this fork() child",
+                       handle(p)->rt.name().c_str());
     const std::uint32_t s = handle(p)->state.load(std::memory_order_acquire);
-    return s == kShut ? TW_ESHUTDOWN : TW_OK;
+    if (s == kShut) [[unlikely]]
+        return TW_FAIL(TW_ESHUTDOWN, "the runtime \"%s\" is shut down", handle(p)->rt.name().c_str());
+    return TW_OK;
 }
 
 /// A size-prefixed input struct: at least the ABI-1 size, at most
@@ -182,11 +195,16 @@ bool in_size_ok(std::uint32_t size, std::uint32_t v1, std::size_t known,
 }
 
 int check_in_size(const void* p, std::uint32_t size, std::uint32_t v1, std::size_t known,
-                  std::initializer_list<std::uint32_t> sizes = {}) noexcept {
-    if (!in_size_ok(size, v1, known, sizes)) return TW_EINVAL;
+                  std::initializer_list<std::uint32_t> sizes = {}, const char* what = "size") noexcept {
+    if (!in_size_ok(size, v1, known, sizes))
+        return TW_FAIL(TW_EINVAL, "%s %u is not a size of this struct (%u, a later release's, or up to 4096 with a zeroed tail)",
+                       what, size, v1);
     const auto* bytes = static_cast<const unsigned char*>(p);
     for (std::size_t i = known; i < size; ++i)
-        if (bytes[i] != 0) return TW_EINVAL;
+        if (bytes[i] != 0)
+            return TW_FAIL(TW_EINVAL, "%s is %u: byte %zu, past the %zu this library knows, is not zero (a newer "
+                           "header's field this library cannot honour)",
+                           what, size, i, known);
     return TW_OK;
 }
 
@@ -200,6 +218,14 @@ T copy_in(const T* p) noexcept {
 
 tickwheel::Duration ns(std::uint64_t v) noexcept {
     return tickwheel::Duration(static_cast<tickwheel::Duration::rep>(v));
+}
+
+bool max_delay_ok(std::uint64_t v, const char* what) noexcept {
+    if (v <= TW_MAX_DELAY_NS) [[likely]]
+        return true;
+    tickwheel::capi::set_detail(TW_EINVAL, "%s %llu is above TW_MAX_DELAY_NS (%llu)", what,
+                                static_cast<unsigned long long>(v), static_cast<unsigned long long>(TW_MAX_DELAY_NS));
+    return false;
 }
 
 int stop_impl(tw_runtime* rt, tw_timer id, bool sync) noexcept {
@@ -222,20 +248,29 @@ void config_init(tw_config* cfg) noexcept {
 }
 
 int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
-    if (out == nullptr) return TW_EINVAL;
+    if (out == nullptr) return TW_FAIL(TW_EINVAL, "out is NULL");
     *out = nullptr;
     tw_config c;
     tw_config_init(&c);
     if (cfg != nullptr) {
-        if (const int rc = check_in_size(cfg, cfg->size, kConfigSizeV1, sizeof(tw_config)); rc != TW_OK)
+        if (const int rc = check_in_size(cfg, cfg->size, kConfigSizeV1, sizeof(tw_config), {}, "cfg->size");
+            rc != TW_OK)
             return rc;
         c = copy_in(cfg);
     }
-    if ((c.flags & ~(TW_PIN_SHARDS | TW_CONFIG_MANUAL_CLOCK)) != 0) return TW_EINVAL;
-    if (c.resolution_ns != 0 && (c.resolution_ns < 1000 || c.resolution_ns > 1000000000)) return TW_EINVAL;
-    if (c.max_timers > std::numeric_limits<std::size_t>::max()) return TW_EINVAL;
+    if (const std::uint32_t unknown = c.flags & ~(TW_PIN_SHARDS | TW_CONFIG_MANUAL_CLOCK); unknown != 0)
+        return TW_FAIL(TW_EINVAL, "flags 0x%x has unknown bits 0x%x (known: TW_PIN_SHARDS, TW_CONFIG_MANUAL_CLOCK)",
+                       c.flags, unknown);
+    if (c.shards > 256) return TW_FAIL(TW_EINVAL, "shards %u is above 256", c.shards);
+    if (c.workers > 4096) return TW_FAIL(TW_EINVAL, "workers %u is above 4096", c.workers);
+    if (c.resolution_ns != 0 && (c.resolution_ns < 1000 || c.resolution_ns > 1000000000))
+        return TW_FAIL(TW_EINVAL, "resolution_ns %llu is outside 1000 .. 1000000000 (1 us .. 1 s; 0 = 1 ms)",
+                       static_cast<unsigned long long>(c.resolution_ns));
+    if (c.max_timers > std::numeric_limits<std::size_t>::max())
+        return TW_FAIL(TW_EINVAL, "max_timers %llu is above SIZE_MAX", static_cast<unsigned long long>(c.max_timers));
     try {
         tickwheel::Config config;
+        if (c.name != nullptr) config.name = c.name;  // copied
         config.shards = c.shards;
         config.workers = c.workers;
         if (c.resolution_ns != 0) config.resolution = ns(c.resolution_ns);
@@ -267,7 +302,7 @@ void free_queues(Handle* h) noexcept {
 }
 
 int runtime_destroy(tw_runtime* rt) noexcept {
-    if (rt == nullptr) return TW_EINVAL;
+    if (rt == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
     if (handle(rt)->rt.is_forked()) {  // a fork() child: free the memory only (~Runtime runs nothing)
         free_queues(handle(rt));
         delete handle(rt);
@@ -283,7 +318,8 @@ int runtime_destroy(tw_runtime* rt) noexcept {
 
 int queue_create(tw_runtime* rt, tw_queue** out) noexcept {
     if (out != nullptr) *out = nullptr;
-    if (rt == nullptr || out == nullptr) return TW_EINVAL;
+    if (rt == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
+    if (out == nullptr) return TW_FAIL(TW_EINVAL, "out is NULL");
     if (const int rc = check_runtime(rt); rc != TW_OK) return rc;
     Handle* h = handle(rt);
     try {
@@ -299,22 +335,36 @@ int queue_create(tw_runtime* rt, tw_queue** out) noexcept {
     }
 }
 
-int queue_fd(const tw_queue* q) noexcept { return q == nullptr ? TW_EINVAL : cqueue(q)->q.fd(); }
+int queue_fd(const tw_queue* q) noexcept { return q == nullptr ? TW_FAIL(TW_EINVAL, "q is NULL") : cqueue(q)->q.fd(); }
 
 int queue_run(tw_queue* q, std::size_t max, std::int64_t timeout_ns) noexcept {
-    if (q == nullptr || max == 0) return TW_EINVAL;
+    if (q == nullptr) return TW_FAIL(TW_EINVAL, "q is NULL");
+    if (max == 0) return TW_FAIL(TW_EINVAL, "max is 0 (run at least one callback)");
     max = std::min<std::size_t>(max, static_cast<std::size_t>(std::numeric_limits<int>::max()));
     std::error_code ec;
     const std::size_t n = cqueue(q)->q.run(max, tickwheel::Duration(timeout_ns), ec);
-    return ec ? from_error_code(ec) : static_cast<int>(n);
+    if (!ec) return static_cast<int>(n);
+    const int rc = from_error_code(ec);
+    if (rc == TW_EDEADLK)
+        return TW_FAIL(rc, "called from inside one of the queue's own callbacks or release hooks (it would wait "
+                           "for itself)");
+    if (rc == TW_ESHUTDOWN)
+        return TW_FAIL(rc, "the runtime is shut down, or the queue was destroyed, and no callback ran");
+    if (rc == TW_EFORKED) return TW_FAIL(rc, "the queue was created in the parent of this fork() child");
+    return rc;
 }
 
 int queue_destroy(tw_queue* q) noexcept {
-    if (q == nullptr) return TW_EINVAL;
+    if (q == nullptr) return TW_FAIL(TW_EINVAL, "q is NULL");
     CQueue* cq = cqueue(q);
     std::error_code ec;
     cq->q.close(ec);  // would_deadlock from one of its callbacks: nothing done
-    if (ec) return from_error_code(ec);
+    if (ec) {
+        const int rc = from_error_code(ec);
+        if (rc == TW_EDEADLK)
+            return TW_FAIL(rc, "called from inside one of the queue's own callbacks or release hooks: nothing done");
+        return rc;
+    }
     {
         std::lock_guard<std::mutex> lock(cq->owner->queues_mu);
         cq->owner->queues.erase(cq);
@@ -324,10 +374,14 @@ int queue_destroy(tw_queue* q) noexcept {
 }
 
 int queue_get_stats(tw_queue* q, tw_queue_stats* out) noexcept {
-    if (q == nullptr || out == nullptr) return TW_EINVAL;
+    if (q == nullptr) return TW_FAIL(TW_EINVAL, "q is NULL");
+    if (out == nullptr) return TW_FAIL(TW_EINVAL, "out is NULL");
     const std::uint32_t size = out->size;
-    if (size < kQueueStatsSizeV12 || size > kMaxStructSize) return TW_EINVAL;
-    if (cqueue(q)->owner->rt.is_forked()) return TW_EFORKED;
+    if (size < kQueueStatsSizeV12 || size > kMaxStructSize)
+        return TW_FAIL(TW_EINVAL, "out->size %u is outside %u .. 4096 (use tw_queue_stats_init())", size,
+                       kQueueStatsSizeV12);
+    if (cqueue(q)->owner->rt.is_forked())
+        return TW_FAIL(TW_EFORKED, "the queue was created in the parent of this fork() child");
     const tickwheel::QueueStats st = cqueue(q)->q.stats();
     tw_queue_stats v;
     std::memset(&v, 0, sizeof v);
@@ -376,18 +430,33 @@ private:
 /// for anything tw_timer_start_ex() refuses without calling the hook
 /// (besides the size, the runtime and `out`, which its callers check).
 int options_from_spec(tw_runtime* rt, const tw_timer_spec& s, OwnClocks& own, tickwheel::StartOptions& o) noexcept {
-    if (s.callback == nullptr) return TW_EINVAL;
-    if (s.shard < -1) return TW_EINVAL;
-    if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
-    if (s.delay_ns > TW_MAX_DELAY_NS || s.period_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
-    if (s.period_policy > TW_PERIOD_BURST || s.leeway_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
-    if (s.clock != TW_CLOCK_MONOTONIC && s.clock != TW_CLOCK_BOOTTIME && s.clock != TW_CLOCK_REALTIME) return TW_EINVAL;
-    if (s.queue != nullptr && cqueue(s.queue)->owner != handle(rt)) return TW_EINVAL;  // another runtime's
+    if (s.callback == nullptr) return TW_FAIL(TW_EINVAL, "callback is NULL");
+    if (s.shard < -1) return TW_FAIL(TW_EINVAL, "shard %d is below -1", s.shard);
+    if (s.deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        return TW_FAIL(TW_EINVAL, "deadline_ns %llu is above INT64_MAX", static_cast<unsigned long long>(s.deadline_ns));
+    if (!max_delay_ok(s.delay_ns, "delay_ns") || !max_delay_ok(s.period_ns, "period_ns") ||
+        !max_delay_ok(s.leeway_ns, "leeway_ns"))
+        return TW_EINVAL;
+    if (s.period_policy > TW_PERIOD_BURST)
+        return TW_FAIL(TW_EINVAL, "period_policy %u is not TW_PERIOD_SKIP (0), TW_PERIOD_DELAY (1) or TW_PERIOD_BURST (2)",
+                       s.period_policy);
+    if (s.clock != TW_CLOCK_MONOTONIC && s.clock != TW_CLOCK_BOOTTIME && s.clock != TW_CLOCK_REALTIME)
+        return TW_FAIL(TW_EINVAL,
+                       "clock %d is not TW_CLOCK_MONOTONIC (0), TW_CLOCK_BOOTTIME (1) or TW_CLOCK_REALTIME (2)", s.clock);
+    if (s.queue != nullptr && cqueue(s.queue)->owner != handle(rt))  // another runtime's
+        return TW_FAIL(TW_EINVAL, "queue belongs to another runtime (\"%s\", not \"%s\")",
+                       cqueue(s.queue)->owner->rt.name().c_str(), handle(rt)->rt.name().c_str());
     o = tickwheel::StartOptions{};
     if (s.deadline_ns != 0) {
         // On the timer's own clock (the machine's: a manual runtime's clocks
         // are never ahead of it by more than what advance() added).
-        if (s.deadline_ns > own.now(s.clock) + TW_MAX_DELAY_NS) return TW_EINVAL;
+        if (const std::uint64_t now = own.now(s.clock); s.deadline_ns > now + TW_MAX_DELAY_NS)
+            return TW_FAIL(TW_EINVAL,
+                           "deadline_ns %llu is %llu ns after the runtime's clock %d reads now (%llu): above "
+                           "TW_MAX_DELAY_NS (%llu)",
+                           static_cast<unsigned long long>(s.deadline_ns),
+                           static_cast<unsigned long long>(s.deadline_ns - now), s.clock,
+                           static_cast<unsigned long long>(now), static_cast<unsigned long long>(TW_MAX_DELAY_NS));
         o.deadline = tickwheel::TimePoint(ns(s.deadline_ns));
     } else {
         o.delay = ns(s.delay_ns);
@@ -425,14 +494,17 @@ void timer_spec_init(tw_timer_spec* spec) noexcept {
 
 int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noexcept {
     if (out != nullptr) *out = 0;
-    if (spec == nullptr) return TW_EINVAL;
-    if (const int rc = check_in_size(spec, spec->size, kSpecSizeV1, sizeof(tw_timer_spec), {kSpecSizeV12}); rc != TW_OK)
+    if (spec == nullptr) return TW_FAIL(TW_EINVAL, "spec is NULL");
+    if (const int rc =
+            check_in_size(spec, spec->size, kSpecSizeV1, sizeof(tw_timer_spec), {kSpecSizeV12}, "spec->size");
+        rc != TW_OK)
         return rc;
     const tw_timer_spec s = copy_in(spec);
     // Every argument is checked before the timer takes arg over: TW_EINVAL
     // and TW_EFORKED leave it to the caller (no hook), see tickwheel.h.
     const int state = check_runtime(rt);
-    if (state == TW_EINVAL || out == nullptr) return TW_EINVAL;
+    if (state == TW_EINVAL) return state;
+    if (out == nullptr) return TW_FAIL(TW_EINVAL, "out is NULL");
     OwnClocks own(rt);
     tickwheel::StartOptions o;
     if (options_from_spec(rt, s, own, o) != TW_OK) return TW_EINVAL;
@@ -540,9 +612,11 @@ struct StartScratch {
 
 /// A batch call's arguments, as tickwheel.h lists them: TW_OK to go on.
 int check_batch(const tw_runtime* rt, const void* array, std::size_t n, const void* array2 = "") noexcept {
-    if (rt == nullptr || (n != 0 && (array == nullptr || array2 == nullptr)) ||
-        n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-        return TW_EINVAL;
+    if (rt == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
+    if (n != 0 && (array == nullptr || array2 == nullptr))
+        return TW_FAIL(TW_EINVAL, "an array is NULL while n is %zu", n);
+    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        return TW_FAIL(TW_EINVAL, "n %zu is above INT_MAX", n);
     return TW_OK;
 }
 
@@ -576,7 +650,10 @@ int timer_start_n(tw_runtime* rt, const tw_timer_spec* specs, std::size_t n, tw_
         std::memcpy(&stride, specs, sizeof stride);
         // The layout of the whole array (each spec's bytes are checked with it).
         if (stride % alignof(tw_timer_spec) != 0 || !in_size_ok(stride, kSpecSizeV1, sizeof(tw_timer_spec), {kSpecSizeV12}))
-            return TW_EINVAL;
+            return TW_FAIL(TW_EINVAL,
+                           "specs[0].size %u is not a tw_timer_spec size (56, 64, %zu, or larger with zeroed tails, "
+                           "a multiple of 8)",
+                           stride, sizeof(tw_timer_spec));
     }
     if (check_runtime(rt) == TW_EFORKED) {
         std::fill(out, out + n, tw_timer{0});
@@ -610,10 +687,9 @@ int timer_stop_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, int* result
 int timer_stop_sync(tw_runtime* rt, tw_timer id) noexcept { return stop_impl(rt, id, true); }
 
 int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept {
-    if (rt == nullptr) return TW_EINVAL;
     const int rc = check_runtime(rt);
     if (rc == TW_EINVAL) return rc;
-    if (delay_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (!max_delay_ok(delay_ns, "delay_ns")) return TW_EINVAL;
     if (rc != TW_OK) return rc;
     std::error_code ec;
     if (handle(rt)->rt.reset(id, ns(delay_ns), ec)) return TW_OK;
@@ -621,17 +697,17 @@ int timer_reset(tw_runtime* rt, tw_timer id, std::uint64_t delay_ns) noexcept {
 }
 
 int timer_reset_n(tw_runtime* rt, const tw_timer* ids, std::size_t n, std::uint64_t delay_ns, int* results) noexcept {
-    if (check_batch(rt, ids, n) != TW_OK || delay_ns > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (check_batch(rt, ids, n) != TW_OK || !max_delay_ok(delay_ns, "delay_ns")) return TW_EINVAL;
     return ids_batch(rt, ids, n, results,
                      [rt, d = ns(delay_ns)](std::span<const tw_timer> part, std::span<std::error_code> errs,
                                             std::error_code& ec) { return handle(rt)->rt.reset(part, d, errs, ec); });
 }
 
 int timer_reset_at(tw_runtime* rt, tw_timer id, std::uint64_t deadline_ns) noexcept {
-    if (rt == nullptr) return TW_EINVAL;
     const int rc = check_runtime(rt);
     if (rc == TW_EINVAL) return rc;
-    if (deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return TW_EINVAL;
+    if (deadline_ns > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        return TW_FAIL(TW_EINVAL, "deadline_ns %llu is above INT64_MAX", static_cast<unsigned long long>(deadline_ns));
     if (rc != TW_OK) return rc;
     std::error_code ec;
     if (handle(rt)->rt.reset_at(id, tickwheel::TimePoint(ns(deadline_ns)), ec)) return TW_OK;
@@ -639,9 +715,12 @@ int timer_reset_at(tw_runtime* rt, tw_timer id, std::uint64_t deadline_ns) noexc
 }
 
 int timer_query(tw_runtime* rt, tw_timer id, tw_timer_info* out) noexcept {
-    if (rt == nullptr || out == nullptr) return TW_EINVAL;
+    if (rt == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
+    if (out == nullptr) return TW_FAIL(TW_EINVAL, "out is NULL");
     const std::uint32_t size = out->size;
-    if (size < kTimerInfoSizeV13 || size > kMaxStructSize) return TW_EINVAL;
+    if (size < kTimerInfoSizeV13 || size > kMaxStructSize)
+        return TW_FAIL(TW_EINVAL, "out->size %u is outside %u .. 4096 (use tw_timer_info_init())", size,
+                       kTimerInfoSizeV13);
     const int rc = check_runtime(rt);
     if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
     const std::optional<tickwheel::TimerInfo> info = handle(rt)->rt.query(id);
@@ -665,7 +744,9 @@ int timer_query(tw_runtime* rt, tw_timer id, tw_timer_info* out) noexcept {
 }
 
 std::int64_t group_stop(tw_runtime* rt, std::uint64_t group, unsigned flags) noexcept {
-    if (rt == nullptr || group == 0 || (flags & ~TW_SYNC) != 0) return TW_EINVAL;
+    if (rt == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
+    if (group == 0) return TW_FAIL(TW_EINVAL, "group 0 names no group (groups are 1 .. UINT64_MAX)");
+    if ((flags & ~TW_SYNC) != 0) return TW_FAIL(TW_EINVAL, "flags 0x%x has bits other than TW_SYNC", flags);
     const int rc = check_runtime(rt);
     if (rc == TW_ESHUTDOWN) return 0;  // nothing is live after shutdown
     if (rc != TW_OK) return rc;
@@ -691,7 +772,12 @@ std::uint64_t runtime_now_ns(tw_runtime* rt, int clock) noexcept {
 int runtime_advance(tw_runtime* rt, std::uint64_t ns_) noexcept {
     const int rc = check_runtime(rt);
     if (rc != TW_OK) return rc;
-    if (!handle(rt)->rt.is_manual_clock() || ns_ > TW_MAX_DELAY_NS) return TW_EINVAL;
+    if (!handle(rt)->rt.is_manual_clock())
+        return TW_FAIL(TW_EINVAL,
+                       "the runtime \"%s\" has no manual clock (create it with TW_CONFIG_MANUAL_CLOCK in "
+                       "tw_config.flags)",
+                       handle(rt)->rt.name().c_str());
+    if (!max_delay_ok(ns_, "ns")) return TW_EINVAL;
     std::error_code ec;
     const std::size_t ran = handle(rt)->rt.advance(ns(ns_), ec);
     if (ec) return from_error_code(ec);
@@ -705,12 +791,13 @@ std::uint64_t now_ns(void) noexcept {
 }
 
 int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept {
-    if (rt == nullptr || out == nullptr) return TW_EINVAL;
+    if (rt == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
+    if (out == nullptr) return TW_FAIL(TW_EINVAL, "out is NULL");
     const int rc = check_runtime(rt);
     if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
-    if (out == nullptr) return TW_EINVAL;
     const std::uint32_t size = out->size;
-    if (size < kStatsSizeV1 || size > kMaxStructSize) return TW_EINVAL;
+    if (size < kStatsSizeV1 || size > kMaxStructSize)
+        return TW_FAIL(TW_EINVAL, "out->size %u is outside %u .. 4096 (use tw_stats_init())", size, kStatsSizeV1);
     try {
         const tickwheel::Stats st = handle(rt)->rt.stats();
         tw_stats v;
@@ -747,7 +834,8 @@ int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pend
                            std::uint64_t* inbox) noexcept {
     const int rc = check_runtime(rt);
     if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
-    if (shard >= handle(rt)->rt.shard_count()) return TW_EINVAL;
+    if (shard >= handle(rt)->rt.shard_count())
+        return TW_FAIL(TW_EINVAL, "shard %u is not below the shard count (%u)", shard, handle(rt)->rt.shard_count());
     try {
         const tickwheel::Stats st = handle(rt)->rt.stats();
         if (pending != nullptr) *pending = st.pending_per_shard.at(shard);
@@ -758,24 +846,51 @@ int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pend
     }
 }
 
+/// Copies `text` into buf as snprintf() would; its length, or TW_ENOMEM.
+int copy_text(const std::string& text, char* buf, std::size_t cap) noexcept {
+    if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        return TW_FAIL(TW_ENOMEM, "the text is %zu bytes: longer than INT_MAX", text.size());
+    if (cap > 0) {
+        const std::size_t n = std::min(text.size(), cap - 1);
+        std::memcpy(buf, text.data(), n);
+        buf[n] = '\0';
+    }
+    return static_cast<int>(text.size());
+}
+
 int runtime_metrics(tw_runtime* rt, char* buf, std::size_t cap) noexcept {
-    if (buf == nullptr && cap > 0) return TW_EINVAL;
+    if (buf == nullptr && cap > 0) return TW_FAIL(TW_EINVAL, "buf is NULL while cap is %zu", cap);
     if (cap > 0) buf[0] = '\0';  // what an error leaves
-    if (rt == nullptr) return TW_EINVAL;
     const int rc = check_runtime(rt);
     if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
     try {
-        const std::string text = handle(rt)->rt.metrics();
-        if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) return TW_ENOMEM;
-        if (cap > 0) {
-            const std::size_t n = std::min(text.size(), cap - 1);
-            std::memcpy(buf, text.data(), n);
-            buf[n] = '\0';
-        }
-        return static_cast<int>(text.size());
+        return copy_text(handle(rt)->rt.metrics(), buf, cap);
     } catch (...) {
         return from_current_exception();
     }
+}
+
+int runtimes_metrics(tw_runtime* const* rts, std::size_t n, char* buf, std::size_t cap) noexcept {
+    if (buf == nullptr && cap > 0) return TW_FAIL(TW_EINVAL, "buf is NULL while cap is %zu", cap);
+    if (cap > 0) buf[0] = '\0';  // what an error leaves
+    if (rts == nullptr && n > 0) return TW_FAIL(TW_EINVAL, "rts is NULL while n is %zu", n);
+    try {
+        std::vector<const tickwheel::Runtime*> list;
+        list.reserve(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (rts[i] == nullptr) return TW_FAIL(TW_EINVAL, "rts[%zu] is NULL", i);
+            const int rc = check_runtime(rts[i]);
+            if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
+            list.push_back(&handle(rts[i])->rt);
+        }
+        return copy_text(tickwheel::Runtime::metrics(list), buf, cap);
+    } catch (...) {
+        return from_current_exception();
+    }
+}
+
+bool core_detail(int code, char* out, std::size_t cap) noexcept {
+    return tickwheel::rt::take_error_detail(-code, out, cap);
 }
 
 const char* error_text(int err) noexcept {

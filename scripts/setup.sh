@@ -10,7 +10,7 @@ want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev
         python3-venv python3-setuptools python3-pip python3-wheel python3-wheel-whl nodejs doxygen
-        debhelper fakeroot lintian libuv1-dev man-db)
+        debhelper fakeroot lintian libuv1-dev man-db python3-prometheus-client)
   # the Python binding's compiled extension and its wheel (ctest capi_python*,
   # scripts/build-wheel.sh): pybind11's headers, CPython's headers, patchelf
   want+=(pybind11-dev python3-dev patchelf)

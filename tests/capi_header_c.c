@@ -7,7 +7,8 @@
 #define TW_CHECK(name, cond) typedef char tw_check_##name[(cond) ? 1 : -1]
 
 #if UINTPTR_MAX == UINT64_MAX
-TW_CHECK(config_size, sizeof(tw_config) == 32);
+TW_CHECK(config_size, sizeof(tw_config) == 40); /* 32 in 1.0; 1.5: `name` */
+TW_CHECK(config_name, offsetof(tw_config, name) == 32);
 TW_CHECK(spec_size, sizeof(tw_timer_spec) == 88); /* 56 in 1.0; 64 in 1.2 (`queue`); 1.3: policy, leeway, group */
 TW_CHECK(spec_queue, offsetof(tw_timer_spec, queue) == 56);
 TW_CHECK(spec_policy, offsetof(tw_timer_spec, period_policy) == 64);
@@ -25,7 +26,7 @@ TW_CHECK(stats_last, offsetof(tw_stats, lateness_samples) == 128);
 TW_CHECK(timer_is_u64, sizeof(tw_timer) == 8);
 TW_CHECK(max_delay, TW_MAX_DELAY_NS == ((uint64_t)1 << 60));
 TW_CHECK(codes, TW_OK == 0 && TW_EINVAL == -22 && TW_ENOMEM == -12 && TW_ENOENT == -2 &&
-                    TW_EAGAIN == -11 && TW_ESHUTDOWN == -108 && TW_EDEADLK == -35);
+                    TW_EAGAIN == -11 && TW_ESHUTDOWN == -108 && TW_EDEADLK == -35 && TW_EFORKED == -1001);
 TW_CHECK(version, TW_VERSION == ((TW_VERSION_MAJOR << 16) | (TW_VERSION_MINOR << 8) | TW_VERSION_PATCH));
 
 static void cb(void *arg, tw_timer id) {
@@ -46,7 +47,9 @@ int tw_header_c_compiles(void) {
     int rc = 0;
     tw_config_init(&cfg);
     cfg.flags = TW_PIN_SHARDS;
+    cfg.name = "a runtime"; /* 1.5 */
     rc |= tw_runtime_create(&cfg, &rt);
+    rc |= tw_last_error_message()[0] != '\0'; /* 1.5 */
     rc |= tw_timer_start(rt, 1000, 0, cb, NULL, &id);
     tw_timer_spec_init(&spec);
     spec.callback = cb;
@@ -56,13 +59,14 @@ int tw_header_c_compiles(void) {
     rc |= tw_timer_reset(rt, id, 10);
     rc |= tw_timer_stop(rt, id);
     rc |= tw_timer_stop_sync(rt, id);
-    st.size = sizeof st;
+    tw_stats_init(&st); /* 1.5 */
     rc |= tw_runtime_stats(rt, &st);
     rc |= tw_runtime_shard_stats(rt, 0, &a, &b);
     {
         char text[64];
         rc |= tw_runtime_metrics(rt, text, sizeof text);
         rc |= tw_runtime_metrics(rt, NULL, 0);
+        rc |= tw_runtimes_metrics(&rt, 1, text, sizeof text); /* 1.5 */
     }
     {
         tw_queue *q = NULL;
@@ -72,7 +76,7 @@ int tw_header_c_compiles(void) {
         rc |= tw_timer_start_ex(rt, &spec, &id);
         rc |= tw_queue_fd(q);
         rc |= tw_queue_run(q, (size_t)16, (int64_t)-1);
-        qs.size = sizeof qs;
+        tw_queue_stats_init(&qs); /* 1.5 */
         rc |= tw_queue_get_stats(q, &qs);
         rc |= tw_queue_destroy(q);
     }

@@ -165,7 +165,8 @@ TEST(CApiConfig, CreateNullConfigMeansDefaults) {
 }
 
 TEST(CApiConfig, CreateWrongSizeIsEinval) {
-    for (std::uint32_t size : {0u, 4u, 8u, static_cast<std::uint32_t>(sizeof(tw_config) - 8),
+    // Below the 1.0 size (32), inside 1.5's `name` (33 .. 39), above 4096.
+    for (std::uint32_t size : {0u, 4u, 8u, 31u, 33u, static_cast<std::uint32_t>(sizeof(tw_config) - 4),
                                static_cast<std::uint32_t>(sizeof(tw_config) - 1), 4097u, 0xFFFFFFFFu}) {
         tw_config cfg;
         tw_config_init(&cfg);
@@ -1286,6 +1287,6 @@ TEST(CApiMisc, CodesAreNegatedErrno) {
 
 TEST(CApiMisc, Version) {
     EXPECT_EQ(tw_version(), static_cast<std::uint32_t>(TW_VERSION));
-    EXPECT_EQ(tw_version(), (1u << 16) | (4u << 8) | 0u);
+    EXPECT_EQ(tw_version(), (1u << 16) | (5u << 8) | 0u);
     EXPECT_EQ(TW_ABI_VERSION, 1);
 }

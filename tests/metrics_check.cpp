@@ -8,6 +8,7 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "prometheus_text.hpp"
 
@@ -24,6 +25,16 @@ int main() {
     std::string error;
     if (!prom::parse(text, e, error)) {
         std::fprintf(stderr, "metrics_check: %s\n---- text ----\n%s", error.c_str(), text.c_str());
+        return 1;
+    }
+    // Every series carries the runtime's name (1.5): one runtime here.
+    std::vector<std::string> runtimes;
+    if (!prom::take_label(e, "runtime", runtimes, error) || runtimes.size() != 1) {
+        std::fprintf(stderr, "metrics_check: %s (%zu runtime names)\n", error.c_str(), runtimes.size());
+        return 1;
+    }
+    if (!e.value("tickwheel_build_info", {{"version", TICKWHEEL_VERSION}})) {
+        std::fprintf(stderr, "metrics_check: no tickwheel_build_info{version=\"%s\"}\n", TICKWHEEL_VERSION);
         return 1;
     }
     auto need = [&](const char* name) {

@@ -14,7 +14,8 @@
 // of its lines together; counters named *_total with values >= 0; a
 // histogram's samples are <f>_bucket{le=...}, <f>_sum and <f>_count, its
 // buckets strictly increasing in le, cumulative (non-decreasing), ending
-// in le="+Inf" equal to _count. No series (name + label set) twice.
+// in le="+Inf" equal to _count (per label set without le: one histogram per
+// runtime). No series (name + label set) twice.
 #pragma once
 
 #include <cmath>
@@ -269,37 +270,65 @@ inline bool parse(std::string_view text, Exposition& out, std::string& error) {
                 if (s.labels.count("le") != 0) return fail(f.name + ": le label outside a histogram");
             continue;
         }
-        const Sample* sum = nullptr;
-        const Sample* count = nullptr;
-        std::vector<const Sample*> buckets;
+        // One histogram per label set (without le): e.g. one per runtime.
+        struct Series {
+            const Sample* sum = nullptr;
+            const Sample* count = nullptr;
+            std::vector<const Sample*> buckets;
+        };
+        std::map<std::map<std::string, std::string>, Series> series;
         for (const Sample& s : f.samples) {
+            std::map<std::string, std::string> key = s.labels;
+            key.erase("le");
+            Series& x = series[key];
             if (s.name == f.name + "_sum") {
-                if (!s.labels.empty()) return fail(f.name + "_sum with labels (not supported here)");
-                sum = &s;
+                if (s.labels.count("le") != 0) return fail(f.name + "_sum with an le label");
+                x.sum = &s;
             } else if (s.name == f.name + "_count") {
-                if (!s.labels.empty()) return fail(f.name + "_count with labels (not supported here)");
-                count = &s;
+                if (s.labels.count("le") != 0) return fail(f.name + "_count with an le label");
+                x.count = &s;
             } else {
-                if (s.labels.size() != 1 || s.labels.count("le") != 1)
-                    return fail(f.name + "_bucket needs exactly the le label");
-                buckets.push_back(&s);
+                if (s.labels.count("le") != 1) return fail(f.name + "_bucket needs the le label");
+                x.buckets.push_back(&s);
             }
         }
-        if (sum == nullptr || count == nullptr || buckets.empty())
-            return fail(f.name + ": missing _sum, _count or _bucket");
-        double last_le = -HUGE_VAL, last_n = 0;
-        for (const Sample* b : buckets) {
-            double le = 0;
-            if (!parse_value(b->labels.at("le"), le) || std::isnan(le)) return fail(f.name + ": bad le");
-            if (!(le > last_le)) return fail(f.name + ": le not increasing at " + b->labels.at("le"));
-            if (!(b->value >= last_n)) return fail(f.name + ": buckets not cumulative at le=" + b->labels.at("le"));
-            last_le = le;
-            last_n = b->value;
+        for (const auto& [key, x] : series) {
+            if (x.sum == nullptr || x.count == nullptr || x.buckets.empty())
+                return fail(f.name + ": missing _sum, _count or _bucket");
+            double last_le = -HUGE_VAL, last_n = 0;
+            for (const Sample* b : x.buckets) {
+                double le = 0;
+                if (!parse_value(b->labels.at("le"), le) || std::isnan(le)) return fail(f.name + ": bad le");
+                if (!(le > last_le)) return fail(f.name + ": le not increasing at " + b->labels.at("le"));
+                if (!(b->value >= last_n)) return fail(f.name + ": buckets not cumulative at le=" + b->labels.at("le"));
+                last_le = le;
+                last_n = b->value;
+            }
+            if (x.buckets.back()->labels.at("le") != "+Inf") return fail(f.name + ": the last bucket is not le=\"+Inf\"");
+            if (x.buckets.back()->value != x.count->value) return fail(f.name + ": +Inf bucket != _count");
+            if (!(x.sum->value >= 0)) return fail(f.name + ": negative _sum");
         }
-        if (buckets.back()->labels.at("le") != "+Inf") return fail(f.name + ": the last bucket is not le=\"+Inf\"");
-        if (buckets.back()->value != count->value) return fail(f.name + ": +Inf bucket != _count");
-        if (!(sum->value >= 0)) return fail(f.name + ": negative _sum");
     }
+    return true;
+}
+
+/// Checks that every sample of `e` carries the label `label` and removes
+/// it; the distinct values seen go to `values` (in order of first
+/// appearance). False (with `error`) if a sample lacks it.
+inline bool take_label(Exposition& e, const std::string& label, std::vector<std::string>& values, std::string& error) {
+    values.clear();
+    for (Family& f : e.families)
+        for (Sample& s : f.samples) {
+            const auto it = s.labels.find(label);
+            if (it == s.labels.end()) {
+                error = "series " + s.name + " has no " + label + " label";
+                return false;
+            }
+            bool seen = false;
+            for (const std::string& v : values) seen = seen || v == it->second;
+            if (!seen) values.push_back(it->second);
+            s.labels.erase(it);
+        }
     return true;
 }
 

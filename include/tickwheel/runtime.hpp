@@ -61,7 +61,8 @@
 ///    return bool (stop/reset: false = no such pending timer). Invalid
 ///    arguments, shutdown and the pending limit throw tickwheel::Error from
 ///    the throwing overloads; every operation also has a noexcept overload
-///    taking std::error_code&.
+///    taking std::error_code&. Since 1.5 Error::what() names the argument
+///    and the limit ("delay -5 ns is negative: ...: invalid argument").
 ///
 /// LINKING AND THE C++ ABI. This API works with the static library
 /// (tickwheel::tickwheel_static) and with the shared libtickwheel.so.1
@@ -165,15 +166,36 @@ struct std::is_error_code_enum<tickwheel::errc> : std::true_type {};
 
 namespace tickwheel {
 
+namespace detail {
+/// The detail the library recorded on this thread for its most recent
+/// failure, if that failure's code is `ec` (then it is taken: a second call
+/// returns ""); "" otherwise. What Error(ec) puts in what(). Any thread.
+/// Since 1.5 (TICKWHEEL_CXX_1.5).
+TW_CXX_API std::string take_error_detail(const std::error_code& ec);
+}  // namespace detail
+
 /// Thrown by the throwing overloads. Its vtable and type information are
 /// defined in the library (the destructor is the key function), so it is
 /// caught by type on either side of the shared library.
+///
+/// what() names the argument and the limit (since 1.5): e.g. "delay
+/// 1000000000000000000000 ns is above kMaxDelay (1152921504606846976 ns):
+/// invalid argument", "max_timers (100) timers are alive: pending timer
+/// limit reached" -- the detail the failing call recorded on this thread,
+/// then the code's message. code() is the errc, as before.
 class TW_CXX_API Error : public std::system_error {
 public:
-    /// An Error carrying make_error_code(e).
-    explicit Error(errc e) : std::system_error(make_error_code(e)) {}
-    /// An Error carrying `ec` (as a non-throwing overload reported it).
-    explicit Error(std::error_code ec) : std::system_error(ec) {}
+    /// An Error carrying make_error_code(e) (and the detail the library's
+    /// last failure on this thread recorded for e, if any).
+    explicit Error(errc e) : Error(make_error_code(e)) {}
+    /// An Error carrying `ec` (as a non-throwing overload reported it), with
+    /// the detail the library recorded for that failure on this thread, if
+    /// any (detail::take_error_detail()).
+    explicit Error(std::error_code ec) : Error(ec, detail::take_error_detail(ec)) {}
+    /// An Error carrying `ec` whose what() is "<detail>: <ec.message()>"
+    /// (just the message for an empty detail). Since 1.5.
+    Error(std::error_code ec, const std::string& detail)
+        : std::system_error(detail.empty() ? std::system_error(ec) : std::system_error(ec, detail)) {}
     /// Copyable, as exceptions are.
     Error(const Error&) = default;
     /// Copyable, as exceptions are.
@@ -228,6 +250,13 @@ struct Config {
     bool manual_clock = false;
     /// Padding; must stay 0. (Keeps the struct free of tail padding.)
     std::uint8_t reserved[7] = {};
+    /// The runtime's name: the `runtime="<name>"` label of every series of
+    /// metrics() (and name() returns it). Empty (default) = a name made up
+    /// at construction, unique in the process: "tickwheel-1",
+    /// "tickwheel-2", ... in creation order. Any text (label values are
+    /// escaped); copied. Two runtimes may be given the same name (their
+    /// metrics then collide: don't). Since 1.5 (tw_config.name).
+    std::string name;
 };
 
 /// A snapshot of counters. Counters are totals since creation.
@@ -407,7 +436,8 @@ public:
     Timer start_periodic(Duration period, F&& f) {
         if (period <= Duration::zero()) {
             detail::Callback released(std::forward<F>(f));  // released on failure, as by start()
-            throw Error(errc::invalid_argument);
+            throw Error(make_error_code(errc::invalid_argument),
+                        "period " + std::to_string(period.count()) + " ns: a periodic timer needs a period >= 1 ns");
         }
         StartOptions o;
         o.delay = period;
@@ -631,8 +661,25 @@ public:
     std::size_t advance(Duration d, std::error_code& ec) noexcept;
     /// Clock `c` now, as ns since that clock's epoch: the machine's clock,
     /// or a manual runtime's virtual one. Zero for a value outside
-    /// TimerClock. Any thread. Since 1.3.
+    /// TimerClock. Any thread. Since 1.3. (clock_now() gives it as a
+    /// TimePoint, the form deadlines take.)
     Duration now(TimerClock c) const noexcept;
+    /// THE "now" to compute deadlines from: this runtime's clock `c` (by
+    /// default the monotonic one, the clock of StartOptions::deadline and
+    /// start_at()) as a TimePoint -- the machine's clock for a real
+    /// runtime, the virtual one for a manual runtime (Config::manual_clock).
+    /// So
+    ///
+    ///     rt.start_at(rt.clock_now() + 30s, f);
+    ///
+    /// fires 30 s from now on either kind of runtime: on a manual one, at
+    /// the advance() that crosses 30 s of virtual time. (The static
+    /// Runtime::now() reads the machine's clock, which a manual runtime's
+    /// virtual clock does not follow: a deadline computed from it is wrong
+    /// there.) For a timer on another clock (StartOptions::clock), pass that
+    /// clock. Any thread; a vDSO read (or an atomic load on a manual
+    /// runtime). Since 1.5 (inline: no new symbol).
+    TimePoint clock_now(TimerClock c = TimerClock::monotonic) const noexcept { return TimePoint(now(c)); }
     /// True for a runtime created with Config::manual_clock. Since 1.3.
     bool is_manual_clock() const noexcept;
 
@@ -713,15 +760,39 @@ public:
     /// 10 s (exact counts, not interpolated); its `_count` is
     /// Stats::lateness_samples and its `_sum` the total lateness.
     ///
+    /// Since 1.5: every series carries the label `runtime="<name()>"`
+    /// (first; the value escaped as the format says: backslash, double
+    /// quote and newline), so the series of several runtimes in one process
+    /// never collide; each live delivery queue's statistics are exported
+    /// (tickwheel_queue_*, labelled `queue="<n>"`, n the queue's slot: unique
+    /// among the runtime's live queues); and `tickwheel_build_info{runtime=
+    /// "...",version="1.5.0"} 1`. Two runtimes' texts concatenated form one
+    /// exposition (each text repeats the `# HELP`/`# TYPE` lines of its
+    /// families: Prometheus and prometheus_client's parser take the
+    /// repetition, with the same help and type; the series stay distinct).
+    /// For one text where each family appears once, use
+    /// metrics(std::span<const Runtime* const>).
+    ///
     /// Any thread, concurrently, also from inside a callback or release hook,
     /// and after shutdown() (the final values). Reads atomics: it takes no
     /// lock of the runtime (only oneTBB's brief internal one, for the worker
     /// count) and never blocks or delays a shard or a worker.
     /// Each value is a recent one (not one linearizable snapshot); read at
-    /// quiescence they equal stats(). Cost: O(shards + 65 stripes x (7
-    /// counters + 21 buckets)), about 4 KB of text plus 75 bytes per shard,
-    /// allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
+    /// quiescence they equal stats(). Cost: O(shards + queues + 65 stripes x
+    /// (7 counters + 21 buckets)), about 5 KB of text plus 120 bytes per
+    /// shard and 1.8 KB per live delivery queue (read under that queue's own
+    /// brief lock), allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
     std::string metrics() const;
+    /// The metrics of several runtimes as ONE exposition: each family's
+    /// `# HELP` and `# TYPE` lines once, then the samples of every runtime
+    /// (in the order given, each labelled with its own `runtime`), as
+    /// metrics() writes them for one -- the text for a /metrics endpoint of
+    /// a process with a library's runtime and the application's. Give each
+    /// runtime once, with distinct names (or else their series collide).
+    /// Any thread, as metrics(). Throws Error(invalid_argument) for a null
+    /// pointer, Error(forked) if one of them was created before a fork()
+    /// (in the child), std::bad_alloc. Since 1.5 (TICKWHEEL_CXX_1.5).
+    static std::string metrics(std::span<const Runtime* const> runtimes);
     /// The number of shards (Config::shards, or the online CPUs for 0). Any thread.
     unsigned shard_count() const noexcept;
     /// The callbacks that can run at once: Config::workers, whatever other
@@ -734,8 +805,16 @@ public:
     unsigned worker_count() const noexcept;
     /// The tick (Config::resolution): deadlines are rounded up to it. Any thread.
     Duration resolution() const noexcept;
-    /// The runtime's clock: steady_clock::now().
+    /// The MACHINE's CLOCK_MONOTONIC: steady_clock::now(), whatever the
+    /// runtime. Not the runtime's clock: on a manual runtime
+    /// (Config::manual_clock) `start_at(Runtime::now() + 30s, f)` fires at
+    /// the next advance(), 30 s early in virtual time. Compute deadlines from
+    /// rt.clock_now() (the runtime's clock, real or manual) instead.
     static TimePoint now() noexcept { return Clock::now(); }
+    /// The runtime's name (Config::name, or the one made up for it: see
+    /// there): the value of the `runtime` label of its metrics. Any
+    /// thread. Since 1.5 (TICKWHEEL_CXX_1.5).
+    const std::string& name() const noexcept;
 
     /// True in a child process created by fork() after this runtime was
     /// created (see "Fork" above). Any thread.

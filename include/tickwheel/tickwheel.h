@@ -71,7 +71,8 @@
  *  * Errors. Every function returning int returns TW_OK (0) or a negative
  *    TW_E* code; none aborts the process or lets an exception escape. When
  *    several checks fail, the code of the first one in the order documented
- *    at the function is returned.
+ *    at the function is returned. tw_last_error_message() (since 1.5) then
+ *    names the argument, its value and the limit.
  *  * Lifetime. A runtime pointer is valid from a successful
  *    tw_runtime_create() until tw_runtime_destroy() returns TW_OK. After
  *    tw_runtime_shutdown() it stays valid (calls return TW_ESHUTDOWN);
@@ -84,7 +85,7 @@
  * @anchor tw_abi_policy
  * ABI policy. The shared library's SONAME carries the ABI major version
  * (libtickwheel.so.1); only tw_* symbols are exported, with symbol version
- * TICKWHEEL_1. Within one ABI major version: no function is removed or
+ * TICKWHEEL_1 (later additions: TICKWHEEL_1.1 .. TICKWHEEL_1.5). Within one ABI major version: no function is removed or
  * changes its signature or meaning; error codes and flag values keep their
  * values; a struct with a leading `size` field only grows AT ITS END, the
  * caller stores sizeof(struct) in `size` (the *_init() functions do), and
@@ -104,7 +105,7 @@
 /** The major version of this header (see TW_VERSION). */
 #define TW_VERSION_MAJOR 1
 /** The minor version of this header (see TW_VERSION). */
-#define TW_VERSION_MINOR 4
+#define TW_VERSION_MINOR 5
 /** The patch version of this header (see TW_VERSION). */
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */
@@ -156,7 +157,11 @@ extern "C" {
 #define TW_ENOENT (-2)      /**< no such pending timer: fired, stopped, stale, 0 or never existed */
 #define TW_EAGAIN (-11)     /**< tw_config.max_timers timers are alive */
 #define TW_ESHUTDOWN (-108) /**< the runtime is shut down (or shutting down) */
-#define TW_EDEADLK (-35)    /**< shutdown/destroy called from one of the runtime's callbacks */
+/** would deadlock: tw_runtime_shutdown()/tw_runtime_destroy() called from one of
+ *  the runtime's callbacks or from a release hook; tw_queue_run()/tw_queue_destroy()
+ *  called from inside one of that queue's own callbacks or release hooks;
+ *  tw_runtime_advance() called from inside one of its runtime's callbacks */
+#define TW_EDEADLK (-35)
 #define TW_EFORKED (-1001)  /**< the runtime was created in the parent of this fork() child */
 
 /** The longest delay, period or deadline distance accepted: 2^60 ns (about
@@ -203,6 +208,16 @@ typedef struct tw_config {
     uint32_t flags;         /**< TW_PIN_SHARDS, TW_CONFIG_MANUAL_CLOCK; unknown bits are TW_EINVAL */
     uint64_t resolution_ns; /**< the tick; 0 = 1 ms; else 1000 (1 us) .. 1000000000 (1 s) */
     uint64_t max_timers;    /**< live (started, not yet released) timers; 0 = unlimited */
+    /** Since 1.5. The runtime's name: the `runtime="<name>"` label of every
+        series of tw_runtime_metrics(), and the name error messages
+        (tw_last_error_message()) give it. Copied at tw_runtime_create():
+        the string need not outlive the call. NULL (default) = a name the
+        runtime makes up, unique in the process: "tickwheel-1",
+        "tickwheel-2", ... in creation order. Any bytes (label values are
+        escaped). Give two runtimes of one process different names, or their
+        metrics collide. A caller built against an older header (a smaller
+        size) gets the made-up name. */
+    const char *name;
 } tw_config;
 
 /** Sets every field to its default (all zero) and size to sizeof(tw_config)
@@ -221,10 +236,11 @@ TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
 
 /** Creates a runtime and starts its threads; cfg NULL = all defaults.
  *  Returns, checked in this order:
- *  @retval TW_EINVAL  out is NULL; cfg->size is below sizeof(tw_config) of ABI 1, or
- *              above it with a non-zero byte past the fields this library
- *              knows, or above 4096; unknown flags; shards > 256;
- *              workers > 4096; resolution_ns outside 1 us .. 1 s.
+ *  @retval TW_EINVAL  out is NULL; cfg->size is below sizeof(tw_config) of ABI 1 (32),
+ *              between it and the 1.5 size (40), above that with a non-zero
+ *              byte past the fields this library knows, or above 4096;
+ *              unknown flags; shards > 256; workers > 4096; resolution_ns
+ *              outside 1 us .. 1 s. (tw_last_error_message() names which.)
  *  @retval TW_ENOMEM  out of memory, or a thread could not be started.
  *  @retval TW_OK      *out holds the new runtime.
  *
@@ -688,7 +704,17 @@ typedef struct tw_queue_stats {
     /** @} */
 } tw_queue_stats;
 
-/** Fills *out as tw_runtime_stats() does (set out->size first; it comes
+/** Sets every field to 0 and size to sizeof(tw_queue_stats) as this
+ *  header defines it, ready for tw_queue_get_stats(). Does nothing if st
+ *  is NULL. Inline; any thread. Since 1.5. */
+static inline void tw_queue_stats_init(tw_queue_stats *st) TW_NOEXCEPT {
+    size_t i;
+    if (st == NULL) return;
+    for (i = 0; i < sizeof *st; ++i) ((unsigned char *)st)[i] = 0;
+    st->size = (uint32_t)sizeof *st;
+}
+
+/** Fills *out as tw_runtime_stats() does (set out->size first, e.g. with tw_queue_stats_init(); it comes
  *  back as the bytes filled). Any thread, also from a callback and after
  *  shutdown (final values). Returns TW_EINVAL (q or out NULL, out->size
  *  below the 1.2 size or above 4096), TW_EFORKED (in a fork() child), or
@@ -697,8 +723,14 @@ TW_API int tw_queue_get_stats(tw_queue *q, tw_queue_stats *out) TW_NOEXCEPT;
 /** @} */
 
 /* ---- observation ---------------------------------------------------------------- */
-/** The runtime's clock: CLOCK_MONOTONIC, in nanoseconds. The scale of
- *  tw_timer_spec.deadline_ns. */
+/** The MACHINE's CLOCK_MONOTONIC in nanoseconds -- whatever the runtime:
+ *  the scale of tw_timer_spec.deadline_ns, but not a manual runtime's
+ *  virtual clock (TW_CONFIG_MANUAL_CLOCK), which it does not follow. To
+ *  compute a deadline, read the runtime's own clock:
+ *  `spec.deadline_ns = tw_runtime_now_ns(rt, TW_CLOCK_MONOTONIC) + 30000000000u;`
+ *  is 30 s from now on a real and on a manual runtime, where
+ *  `tw_now_ns() + 30 s` fires at the next tw_runtime_advance() of a manual
+ *  one (its clocks stand still from creation). Any thread; a vDSO read. */
 TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT;
 
 /* ---- clocks (since 1.3, TICKWHEEL_1.3) ---------------------------------------- */
@@ -716,14 +748,18 @@ TW_API uint64_t tw_now_ns(void) TW_NOEXCEPT;
 #define TW_CLOCK_REALTIME 2
 /** @} */
 
-/** The machine's clock `clock` (TW_CLOCK_*) in nanoseconds; 0 for an unknown
- *  clock. Any thread; a vDSO read. */
+/** The MACHINE's clock `clock` (TW_CLOCK_*) in nanoseconds; 0 for an unknown
+ *  clock. Not a manual runtime's virtual clock: compute deadlines from
+ *  tw_runtime_now_ns() (see tw_now_ns()). Any thread; a vDSO read. */
 TW_API uint64_t tw_now_ns_clock(int clock) TW_NOEXCEPT;
 
 /** Clock `clock` of runtime rt in nanoseconds: the machine's for a real
  *  runtime, the virtual one for a runtime created with
- *  TW_CONFIG_MANUAL_CLOCK. 0 for NULL rt, an unknown clock, or in a fork()
- *  child. Any thread. */
+ *  TW_CONFIG_MANUAL_CLOCK. THE "now" to compute absolute deadlines from
+ *  (tw_timer_spec.deadline_ns, tw_timer_reset_at()): right on either kind
+ *  of runtime, e.g.
+ *  `tw_timer_reset_at(rt, id, tw_runtime_now_ns(rt, TW_CLOCK_MONOTONIC) + 30000000000u)`.
+ *  0 for NULL rt, an unknown clock, or in a fork() child. Any thread. */
 TW_API uint64_t tw_runtime_now_ns(tw_runtime *rt, int clock) TW_NOEXCEPT;
 
 /** A manual runtime (TW_CONFIG_MANUAL_CLOCK): moves its three clocks forward
@@ -779,7 +815,18 @@ typedef struct tw_stats {
     /** @} */
 } tw_stats;
 
-/** Fills *out. Set out->size = sizeof(tw_stats) first; on return it holds
+/** Sets every field to 0 and size to sizeof(tw_stats) as this header
+ *  defines it, ready for tw_runtime_stats(). Does nothing if st is NULL.
+ *  Inline (see "Struct initialisers" in the @ref tw_contract "contract");
+ *  any thread. Since 1.5. */
+static inline void tw_stats_init(tw_stats *st) TW_NOEXCEPT {
+    size_t i;
+    if (st == NULL) return;
+    for (i = 0; i < sizeof *st; ++i) ((unsigned char *)st)[i] = 0;
+    st->size = (uint32_t)sizeof *st;
+}
+
+/** Fills *out. Set out->size = sizeof(tw_stats) first (tw_stats_init()); on return it holds
  *  the number of bytes filled (min of the caller's and the library's size;
  *  bytes beyond that, up to the caller's size, are zeroed). Works after
  *  tw_runtime_shutdown() too (final counters). Returns, in this order:
@@ -809,6 +856,21 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  to tw_stats.lateness_samples; one "# HELP" and one "# TYPE" line before
  *  each family's samples; no timestamps; every line ends in '\n'.
  *
+ *  Since 1.5: every series carries the label runtime="<name>" (first;
+ *  tw_config.name or the made-up one, escaped as the format says:
+ *  backslash, double quote and newline), so several runtimes in one
+ *  process never emit the same series; each live delivery queue's
+ *  statistics are exported, labelled queue="<n>" (n: the queue's slot,
+ *  unique among the runtime's live queues): tickwheel_queue_due,
+ *  tickwheel_queue_runners, tickwheel_queue_delivered_total,
+ *  tickwheel_queue_ran_total and the p99 and max of its signal and run
+ *  lateness (tickwheel_queue_{signal,run}_lateness_{p99,max}_seconds);
+ *  and tickwheel_build_info{runtime="...",version="1.5.0"} 1. Two
+ *  runtimes' texts concatenated form one exposition that Prometheus and
+ *  the prometheus_client parser accept (each text repeats the "# HELP" and
+ *  "# TYPE" lines of its families, identically; the series stay distinct);
+ *  for a text with each family once, use tw_runtimes_metrics().
+ *
  *  Like snprintf(): writes at most cap - 1 bytes of the text and a
  *  terminating NUL into buf (nothing when cap is 0), and returns the
  *  length of the WHOLE text (without the NUL), whatever cap is: the text
@@ -823,9 +885,10 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  one, for the worker count) and no shard or worker is blocked or
  *  delayed, so it can be scraped often. Each value is a
  *  recent one, not one linearizable snapshot; read at quiescence they
- *  equal tw_runtime_stats(). Cost: O(shards) plus a fixed part; about
- *  4 KB of text plus 75 bytes per shard, built in a heap-allocated buffer
- *  and then copied. Returns, in this order:
+ *  equal tw_runtime_stats(). Cost: O(shards + queues) plus a fixed part;
+ *  about 5 KB of text plus 120 bytes per shard and 1.8 KB per live
+ *  delivery queue (each queue's counters are read under that queue's own
+ *  brief lock), built in a heap-allocated buffer and then copied. Returns, in this order:
  *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.
  *   TW_EFORKED  in a fork() child of the process that created rt.
  *   TW_ENOMEM   out of memory, or the text is longer than INT_MAX bytes.
@@ -834,13 +897,57 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  Since ABI 1.1 (symbol version TICKWHEEL_1.1). */
 TW_API int tw_runtime_metrics(tw_runtime *rt, char *buf, size_t cap) TW_NOEXCEPT;
 
+/** The metrics of n runtimes as ONE exposition: each family's "# HELP"
+ *  and "# TYPE" lines once, then the samples of every runtime (in the
+ *  order of rts, each labelled runtime="<its name>"), otherwise exactly as
+ *  tw_runtime_metrics() writes them for one runtime, and with its buffer
+ *  contract (snprintf-like: returns the whole length; retry while it is
+ *  >= cap). For a /metrics endpoint of a process with several runtimes (a
+ *  library's and the application's): give each once, with distinct names.
+ *  Any thread, as tw_runtime_metrics(). Returns, in this order:
+ *   TW_EINVAL   buf is NULL and cap > 0; rts is NULL and n > 0; an rts[i] is NULL.
+ *   TW_EFORKED  in a fork() child of the process that created one of them.
+ *   TW_ENOMEM   out of memory, or the text is longer than INT_MAX bytes.
+ *   >= 0        the length of the whole text (n == 0: an empty text, 0).
+ *  Since 1.5 (TICKWHEEL_1.5). */
+TW_API int tw_runtimes_metrics(tw_runtime *const *rts, size_t n, char *buf, size_t cap) TW_NOEXCEPT;
+
 /** A static, human-readable description of a TW_* code (TW_OK included);
- *  never NULL, also for unknown codes ("unknown error"). */
+ *  never NULL, also for unknown codes ("unknown error"). Does not touch
+ *  tw_last_error_message(). */
 TW_API const char *tw_strerror(int err) TW_NOEXCEPT;
 
 /** The library's version: (major << 16) | (minor << 8) | patch. Compare with
  *  TW_VERSION to detect a header/library mismatch. */
 TW_API uint32_t tw_version(void) TW_NOEXCEPT;
+
+/** The detail of the most recent tw_* call on this thread that returned an
+ *  error: names the function, the argument and the limit, e.g.
+ *  "tw_timer_start: delay_ns 1152921504606846977 is above TW_MAX_DELAY_NS
+ *  (1152921504606846976)", "tw_runtime_advance: the runtime \"tickwheel-1\"
+ *  has no manual clock (...)", "tw_timer_start_ex: the runtime
+ *  \"tickwheel-2\" is shut down". "" after a call that succeeded or whose
+ *  error has no detail (TW_ENOENT: an answer, not a mistake). Never NULL;
+ *  the text lives in thread-local storage, valid until the next tw_* call
+ *  on this thread (copy it to keep it). Per thread: a callback's calls on a
+ *  worker never change the caller's.
+ *
+ *  Which calls set it: every function returning a status (int, int64_t)
+ *  sets it when it returns an error (negative) and clears it when it
+ *  succeeds (>= 0; for a batch, also when some elements failed). The
+ *  functions that return no status -- tw_last_error_message() itself,
+ *  tw_strerror(), tw_version(), tw_now_ns(), tw_now_ns_clock(),
+ *  tw_runtime_now_ns() and the *_init() helpers -- leave it alone, so
+ *  `fprintf(stderr, "%s (%s)\n", tw_strerror(rc), tw_last_error_message())`
+ *  works in either order of evaluation.
+ *
+ *  Every TW_EINVAL has a detail (which argument, its value, the limit);
+ *  TW_ESHUTDOWN, TW_EFORKED and TW_EDEADLK name the runtime or the case;
+ *  TW_EAGAIN the limit; TW_ENOMEM what ran out. The wording is for people
+ *  and may change; test the return code, not the text. Cost: a success
+ *  reads one thread-local byte (and clears the text only if it was set);
+ *  an error formats the text. Any thread. Since 1.5 (TICKWHEEL_1.5). */
+TW_API const char *tw_last_error_message(void) TW_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

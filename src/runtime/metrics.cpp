@@ -6,8 +6,11 @@
 #include <charconv>
 #include <string_view>
 
+#include "runtime/delivery_queue.hpp"
+#include "runtime/error_detail.hpp"
 #include "runtime/runtime_core.hpp"
 #include "tickwheel/runtime.hpp"
+#include "tickwheel/tickwheel.h"
 
 namespace tickwheel {
 
@@ -52,15 +55,6 @@ public:
     void sample(std::string_view name, std::string_view labels, std::uint64_t value) {
         sample(name, labels, number(value));
     }
-    /// A family of one unlabelled sample.
-    void single(std::string_view name, std::string_view type, std::string_view help, std::uint64_t value) {
-        family(name, type, help);
-        sample(name, {}, value);
-    }
-    void single(std::string_view name, std::string_view type, std::string_view help, std::string_view value) {
-        family(name, type, help);
-        sample(name, {}, value);
-    }
 
     static std::string number(std::uint64_t v) {
         char buf[24];
@@ -74,15 +68,60 @@ private:
 
 std::string seconds_of_ns(std::uint64_t ns) { return format_seconds(ns / kNsPerS, ns % kNsPerS); }
 
-/// One gauge per shard, labelled {shard="i"}.
-void per_shard(Writer& w, std::string_view name, std::string_view help, const std::vector<std::uint64_t>& values) {
-    w.family(name, "gauge", help);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        std::string labels = "shard=\"";
-        labels += Writer::number(i);
-        labels += '"';
-        w.sample(name, labels, values[i]);
-    }
+/// One runtime's snapshot with its `runtime="..."` label text.
+struct Source {
+    const MetricsSnapshot* s;
+    std::string label;  // runtime="<escaped name>"
+};
+
+/// `base` plus `,key="value"` (value needs no escaping: numbers, "+Inf").
+std::string with(const std::string& base, std::string_view key, std::string_view value) {
+    std::string l = base;
+    l += ',';
+    l += key;
+    l += "=\"";
+    l += value;
+    l += '"';
+    return l;
+}
+
+/// A family: its header once, then every source's samples (`each` writes
+/// one source's).
+template <class Each>
+void family(Writer& w, const std::vector<Source>& src, std::string_view name, std::string_view type,
+            std::string_view help, Each&& each) {
+    w.family(name, type, help);
+    for (const Source& x : src) each(*x.s, x.label);
+}
+
+/// A family of one sample per runtime; `value(s)` is a number or a string.
+template <class Value>
+void single(Writer& w, const std::vector<Source>& src, std::string_view name, std::string_view type,
+            std::string_view help, Value&& value) {
+    family(w, src, name, type, help,
+           [&](const MetricsSnapshot& s, const std::string& l) { w.sample(name, l, value(s)); });
+}
+
+/// One gauge per shard, labelled {runtime="...",shard="i"}.
+void per_shard(Writer& w, const std::vector<Source>& src, std::string_view name, std::string_view help,
+               std::vector<std::uint64_t> MetricsSnapshot::*values) {
+    family(w, src, name, "gauge", help, [&](const MetricsSnapshot& s, const std::string& l) {
+        const std::vector<std::uint64_t>& v = s.*values;
+        for (std::size_t i = 0; i < v.size(); ++i) w.sample(name, with(l, "shard", Writer::number(i)), v[i]);
+    });
+}
+
+/// One sample per live queue, labelled {runtime="...",queue="slot"}; no
+/// family at all while no runtime has a queue (a family has samples).
+template <class Value>
+void per_queue(Writer& w, const std::vector<Source>& src, std::string_view name, std::string_view type,
+               std::string_view help, Value&& value) {
+    bool any = false;
+    for (const Source& x : src) any = any || !x.s->queues.empty();
+    if (!any) return;
+    family(w, src, name, type, help, [&](const MetricsSnapshot& s, const std::string& l) {
+        for (const QueueSnapshot& q : s.queues) w.sample(name, with(l, "queue", Writer::number(q.slot)), value(q));
+    });
 }
 
 }  // namespace
@@ -102,8 +141,25 @@ std::string format_seconds(std::uint64_t s, std::uint64_t ns) {
     return out;
 }
 
+std::string escape_label_value(std::string_view v) {
+    std::string out;
+    out.reserve(v.size());
+    for (const char c : v) {
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == '"')
+            out += "\\\"";
+        else if (c == '\n')
+            out += "\\n";
+        else
+            out += c;
+    }
+    return out;
+}
+
 MetricsSnapshot take_metrics_snapshot(const RuntimeCore& core) {
     MetricsSnapshot s;
+    s.name = core.config.name;
     s.shards = static_cast<std::uint32_t>(core.shards.size());
     s.workers = core.dispatcher->concurrency();
     s.shut_down = core.shut_down.load(std::memory_order_acquire);
@@ -127,57 +183,125 @@ MetricsSnapshot take_metrics_snapshot(const RuntimeCore& core) {
     s.callback_exceptions = c.sum(kCallbackExceptions);
     s.cancelled_at_shutdown = c.sum(kCancelledAtShutdown);
     s.lateness = core.lateness.export_snapshot();
+    if (core.queues.in_use()) {
+        core.queues.for_each([&](const DeliveryQueue& q) {
+            if (q.destroyed()) return;
+            const QueueCounters qc = q.counters();
+            QueueSnapshot x;
+            x.slot = q.slot();
+            x.due = qc.due;
+            x.delivered = qc.delivered;
+            x.ran = qc.ran;
+            x.runners = qc.runners;
+            x.signal_p99_ns = qc.signal.p99;
+            x.signal_max_ns = qc.signal.max;
+            x.run_p99_ns = qc.run.p99;
+            x.run_max_ns = qc.run.max;
+            s.queues.push_back(x);
+        });
+    }
     return s;
 }
 
-std::string format_metrics(const MetricsSnapshot& s) {
+std::string format_metrics(const MetricsSnapshot* const* snaps, std::size_t n) {
+    if (n == 0) return {};  // no runtime: no family (a family without samples is not written)
+    std::vector<Source> src;
+    src.reserve(n);
+    std::size_t shards = 0, queues = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        src.push_back({snaps[i], "runtime=\"" + escape_label_value(snaps[i]->name) + '"'});
+        shards += snaps[i]->pending_per_shard.size();
+        queues += snaps[i]->queues.size();
+    }
     std::string out;
-    out.reserve(4096 + 160 * s.pending_per_shard.size());
+    out.reserve(5120 * n + 200 * shards + 800 * queues);
     Writer w(out);
+    using S = const MetricsSnapshot&;
 
+    // ---- build ----
+    family(w, src, "tickwheel_build_info", "gauge", "The tickwheel library's version (label version; always 1).",
+           [&](S, const std::string& l) {
+               const std::string version = Writer::number(TW_VERSION_MAJOR) + '.' + Writer::number(TW_VERSION_MINOR) +
+                                           '.' + Writer::number(TW_VERSION_PATCH);
+               w.sample("tickwheel_build_info", with(l, "version", version), std::uint64_t{1});
+           });
     // ---- counters ----
-    w.single("tickwheel_timers_started_total", "counter", "Timers started.", s.started);
-    w.single("tickwheel_timers_fired_total", "counter",
-             "Callback runs (a periodic timer counts each run).", s.fired);
-    w.single("tickwheel_timers_stopped_total", "counter",
-             "Stop calls that cancelled a timer (C++ stop() returned true, C TW_OK).", s.stopped);
-    w.single("tickwheel_timers_reset_total", "counter", "Reset calls that re-armed a pending timer.", s.reset);
-    w.single("tickwheel_timers_cancelled_at_shutdown_total", "counter",
-             "Timers still pending when the runtime was shut down.", s.cancelled_at_shutdown);
-    w.single("tickwheel_callback_exceptions_total", "counter", "C++ exceptions thrown by callbacks.",
-             s.callback_exceptions);
+    single(w, src, "tickwheel_timers_started_total", "counter", "Timers started.", [](S s) { return s.started; });
+    single(w, src, "tickwheel_timers_fired_total", "counter", "Callback runs (a periodic timer counts each run).",
+           [](S s) { return s.fired; });
+    single(w, src, "tickwheel_timers_stopped_total", "counter",
+           "Stop calls that cancelled a timer (C++ stop() returned true, C TW_OK).", [](S s) { return s.stopped; });
+    single(w, src, "tickwheel_timers_reset_total", "counter", "Reset calls that re-armed a pending timer.",
+           [](S s) { return s.reset; });
+    single(w, src, "tickwheel_timers_cancelled_at_shutdown_total", "counter",
+           "Timers still pending when the runtime was shut down.", [](S s) { return s.cancelled_at_shutdown; });
+    single(w, src, "tickwheel_callback_exceptions_total", "counter", "C++ exceptions thrown by callbacks.",
+           [](S s) { return s.callback_exceptions; });
 
     // ---- gauges ----
-    w.single("tickwheel_timers_live", "gauge", "Timers started and not yet released.", s.live);
-    std::uint64_t pending = 0;
-    for (const std::uint64_t n : s.pending_per_shard) pending += n;
-    w.single("tickwheel_timers_pending", "gauge", "Timers filed in the shards' wheels (all shards).", pending);
-    w.single("tickwheel_timer_slots", "gauge",
-             "Timer records ever allocated, 64 bytes each: the memory high-water mark.", s.slots);
-    per_shard(w, "tickwheel_shard_pending", "Timers filed in the shard's wheel.", s.pending_per_shard);
-    per_shard(w, "tickwheel_shard_inbox", "Requests queued to the shard (approximate).", s.inbox_per_shard);
-    w.single("tickwheel_shards", "gauge", "Shards (timing wheels, one driver thread each).", s.shards);
-    w.single("tickwheel_workers", "gauge", "Callbacks that can run at once.", s.workers);
-    w.single("tickwheel_resolution_seconds", "gauge", "The tick: deadlines are rounded up to it.",
-             seconds_of_ns(s.resolution_ns));
-    w.single("tickwheel_shut_down", "gauge", "1 once the runtime is shut down, else 0.", s.shut_down ? 1 : 0);
-    w.single("tickwheel_callback_lateness_max_seconds", "gauge",
-             "The largest callback lateness seen since the runtime was created.",
-             seconds_of_ns(s.lateness.max));
+    single(w, src, "tickwheel_timers_live", "gauge", "Timers started and not yet released.", [](S s) { return s.live; });
+    single(w, src, "tickwheel_timers_pending", "gauge", "Timers filed in the shards' wheels (all shards).", [](S s) {
+        std::uint64_t pending = 0;
+        for (const std::uint64_t v : s.pending_per_shard) pending += v;
+        return pending;
+    });
+    single(w, src, "tickwheel_timer_slots", "gauge",
+           "Timer records ever allocated, 64 bytes each: the memory high-water mark.", [](S s) { return s.slots; });
+    per_shard(w, src, "tickwheel_shard_pending", "Timers filed in the shard's wheel.",
+              &MetricsSnapshot::pending_per_shard);
+    per_shard(w, src, "tickwheel_shard_inbox", "Requests queued to the shard (approximate).",
+              &MetricsSnapshot::inbox_per_shard);
+    single(w, src, "tickwheel_shards", "gauge", "Shards (timing wheels, one driver thread each).",
+           [](S s) { return std::uint64_t{s.shards}; });
+    single(w, src, "tickwheel_workers", "gauge", "Callbacks that can run at once.",
+           [](S s) { return std::uint64_t{s.workers}; });
+    single(w, src, "tickwheel_resolution_seconds", "gauge", "The tick: deadlines are rounded up to it.",
+           [](S s) { return seconds_of_ns(s.resolution_ns); });
+    single(w, src, "tickwheel_shut_down", "gauge", "1 once the runtime is shut down, else 0.",
+           [](S s) { return std::uint64_t{s.shut_down ? 1u : 0u}; });
+    single(w, src, "tickwheel_callback_lateness_max_seconds", "gauge",
+           "The largest callback lateness seen since the runtime was created.",
+           [](S s) { return seconds_of_ns(s.lateness.max); });
 
     // ---- the lateness histogram ----
     constexpr std::string_view kHist = "tickwheel_callback_lateness_seconds";
-    w.family(kHist, "histogram", "Callback start minus the timer's deadline (rounded up to the tick).");
     const std::string bucket = std::string(kHist) + "_bucket";
-    std::uint64_t cumulative = 0;
-    for (unsigned i = 0; i < LatencyHistogram::kExportBounds; ++i) {
-        cumulative += s.lateness.bucket[i];
-        w.sample(bucket, "le=\"" + seconds_of_ns(LatencyHistogram::kExportBoundsNs[i]) + '"', cumulative);
-    }
-    cumulative += s.lateness.bucket[LatencyHistogram::kExportBounds];
-    w.sample(bucket, "le=\"+Inf\"", cumulative);  // == the count: the buckets' sum
-    w.sample(std::string(kHist) + "_sum", {}, format_seconds(s.lateness.sum_s, s.lateness.sum_ns));
-    w.sample(std::string(kHist) + "_count", {}, cumulative);
+    family(w, src, kHist, "histogram", "Callback start minus the timer's deadline (rounded up to the tick).",
+           [&](S s, const std::string& l) {
+               std::uint64_t cumulative = 0;
+               for (unsigned i = 0; i < LatencyHistogram::kExportBounds; ++i) {
+                   cumulative += s.lateness.bucket[i];
+                   w.sample(bucket, with(l, "le", seconds_of_ns(LatencyHistogram::kExportBoundsNs[i])), cumulative);
+               }
+               cumulative += s.lateness.bucket[LatencyHistogram::kExportBounds];
+               w.sample(bucket, with(l, "le", "+Inf"), cumulative);  // == the count: the buckets' sum
+               w.sample(std::string(kHist) + "_sum", l, format_seconds(s.lateness.sum_s, s.lateness.sum_ns));
+               w.sample(std::string(kHist) + "_count", l, cumulative);
+           });
+
+    // ---- delivery queues (since 1.5) ----
+    using Q = const QueueSnapshot&;
+    per_queue(w, src, "tickwheel_queue_due", "gauge", "Callbacks due on the delivery queue and not yet run.",
+              [](Q q) { return q.due; });
+    per_queue(w, src, "tickwheel_queue_runners", "gauge", "Threads inside the delivery queue's run call.",
+              [](Q q) { return q.runners; });
+    per_queue(w, src, "tickwheel_queue_delivered_total", "counter",
+              "Due timers handed to the delivery queue (a stop or reset may take one back).",
+              [](Q q) { return q.delivered; });
+    per_queue(w, src, "tickwheel_queue_ran_total", "counter", "Callbacks run by the delivery queue's run call.",
+              [](Q q) { return q.ran; });
+    per_queue(w, src, "tickwheel_queue_signal_lateness_p99_seconds", "gauge",
+              "Deadline to the queue's fd becoming readable: 99th percentile.",
+              [](Q q) { return seconds_of_ns(q.signal_p99_ns); });
+    per_queue(w, src, "tickwheel_queue_signal_lateness_max_seconds", "gauge",
+              "Deadline to the queue's fd becoming readable: the largest.",
+              [](Q q) { return seconds_of_ns(q.signal_max_ns); });
+    per_queue(w, src, "tickwheel_queue_run_lateness_p99_seconds", "gauge",
+              "Deadline to the callback's start on the queue's thread: 99th percentile.",
+              [](Q q) { return seconds_of_ns(q.run_p99_ns); });
+    per_queue(w, src, "tickwheel_queue_run_lateness_max_seconds", "gauge",
+              "Deadline to the callback's start on the queue's thread: the largest.",
+              [](Q q) { return seconds_of_ns(q.run_max_ns); });
     return out;
 }
 
@@ -185,8 +309,33 @@ std::string format_metrics(const MetricsSnapshot& s) {
 
 std::string Runtime::metrics() const {
     const rt::RuntimeCore& core = *core_;
-    if (core.forked()) throw Error(errc::forked);
+    if (core.forked()) {
+        rt::set_error_detail(errc::forked, "the runtime \"%s\" was created in the parent of this fork() child",
+                             core.config.name.c_str());
+        throw Error(errc::forked);
+    }
     return rt::format_metrics(rt::take_metrics_snapshot(core));
 }
+
+std::string Runtime::metrics(std::span<const Runtime* const> runtimes) {
+    std::vector<rt::MetricsSnapshot> snaps;
+    snaps.reserve(runtimes.size());
+    for (const Runtime* r : runtimes) {
+        if (r == nullptr) throw Error(make_error_code(errc::invalid_argument), "metrics: a null Runtime pointer");
+        const rt::RuntimeCore& core = *r->core_;
+        if (core.forked()) {
+            rt::set_error_detail(errc::forked, "the runtime \"%s\" was created in the parent of this fork() child",
+                                 core.config.name.c_str());
+            throw Error(errc::forked);
+        }
+        snaps.push_back(rt::take_metrics_snapshot(core));
+    }
+    std::vector<const rt::MetricsSnapshot*> ptrs;
+    ptrs.reserve(snaps.size());
+    for (const rt::MetricsSnapshot& s : snaps) ptrs.push_back(&s);
+    return rt::format_metrics(ptrs.data(), ptrs.size());
+}
+
+const std::string& Runtime::name() const noexcept { return core_->config.name; }
 
 }  // namespace tickwheel

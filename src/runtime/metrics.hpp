@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/counters.hpp"
@@ -25,8 +27,16 @@ namespace tickwheel::rt {
 
 struct RuntimeCore;
 
-/// Everything the exposition shows, read once.
+/// One delivery queue's share of the exposition.
+struct QueueSnapshot {
+    std::uint32_t slot = 0;  // the `queue` label: unique among the runtime's live queues
+    std::uint64_t due = 0, delivered = 0, ran = 0, runners = 0;
+    std::uint64_t signal_p99_ns = 0, signal_max_ns = 0, run_p99_ns = 0, run_max_ns = 0;
+};
+
+/// Everything the exposition shows of one runtime, read once.
 struct MetricsSnapshot {
+    std::string name;  // the `runtime` label (unescaped)
     std::uint32_t shards = 0;
     std::uint32_t workers = 0;
     bool shut_down = false;
@@ -42,17 +52,29 @@ struct MetricsSnapshot {
     std::uint64_t callback_exceptions = 0;
     std::uint64_t cancelled_at_shutdown = 0;
     LatencyHistogram::Export lateness;
+    std::vector<QueueSnapshot> queues;  // the live delivery queues, by slot
 };
 
-/// Reads a snapshot of `core` (see above). Allocates the two per-shard
-/// vectors (std::bad_alloc).
+/// Reads a snapshot of `core` (see above). Allocates the per-shard and
+/// per-queue vectors (std::bad_alloc). Each live queue's counters are read
+/// under that queue's own brief lock.
 MetricsSnapshot take_metrics_snapshot(const RuntimeCore& core);
 
-/// The exposition text of a snapshot: `# HELP` and `# TYPE` lines before
-/// each family's samples, metric names prefixed `tickwheel_`, counters
-/// ending in `_total`, durations in seconds, no timestamps, '\n' line ends
-/// (the last line too). Allocates the string (std::bad_alloc).
-std::string format_metrics(const MetricsSnapshot& s);
+/// The exposition text of one or more runtimes' snapshots: each family
+/// once -- its `# HELP` and `# TYPE` lines, then the samples of every
+/// snapshot in order, each labelled `runtime="<name>"` first --, metric
+/// names prefixed `tickwheel_`, counters ending in `_total`, durations in
+/// seconds, no timestamps, '\n' line ends (the last line too). Allocates
+/// the string (std::bad_alloc).
+std::string format_metrics(const MetricsSnapshot* const* s, std::size_t n);
+inline std::string format_metrics(const MetricsSnapshot& s) {
+    const MetricsSnapshot* one = &s;
+    return format_metrics(&one, 1);
+}
+
+/// `v` escaped as a label value of the text format 0.0.4: backslash,
+/// double quote and line feed as \\, \" and \n. Exposed for the tests.
+std::string escape_label_value(std::string_view v);
 
 /// Exact decimal seconds of `s` + `ns` / 1e9 (ns < 1e9), without trailing
 /// zeros: "0", "0.000005", "2.5", "12.000345001". Exposed for the tests.

@@ -16,6 +16,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "runtime/error_detail.hpp"
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_ops.hpp"
@@ -61,7 +62,8 @@ Error::~Error() = default;  // the key function: Error's vtable and typeinfo liv
 namespace {
 constexpr std::size_t kConfigSizeV1 = 64;
 constexpr std::size_t kConfigSizeV13 = 72;  // 1.3 appended `manual_clock` (+ padding)
-static_assert(sizeof(Config) == kConfigSizeV13, "a new Config size: add it to read_config");
+constexpr std::size_t kConfigSizeV15 = 104;  // 1.5 appended `name`
+static_assert(sizeof(Config) == kConfigSizeV15, "a new Config size: add it to read_config");
 constexpr std::size_t kStartOptionsSizeV1 = 32;
 constexpr std::size_t kStartOptionsSizeV12 = 40;  // 1.2 appended `queue`
 constexpr std::size_t kStartOptionsSizeV13 = 64;  // 1.3 appended `leeway`, `group`, `clock`, `reserved`
@@ -103,7 +105,7 @@ static_assert(offsetof(StartOptions, deadline) == 0 && offsetof(StartOptions, de
               offsetof(StartOptions, policy) == 28 && offsetof(StartOptions, queue) == 32 &&
               offsetof(StartOptions, leeway) == 40 && offsetof(StartOptions, group) == 48 &&
               offsetof(StartOptions, clock) == 56 && offsetof(StartOptions, reserved) == 60);
-static_assert(offsetof(Config, manual_clock) == 64);
+static_assert(offsetof(Config, manual_clock) == 64 && offsetof(Config, name) == 72);
 static_assert(offsetof(TimerInfo, state) == 0 && offsetof(TimerInfo, shard) == 4 &&
               offsetof(TimerInfo, deadline) == 8 && offsetof(TimerInfo, period) == 16 &&
               offsetof(TimerInfo, leeway) == 24 && offsetof(TimerInfo, group) == 32 &&
@@ -134,15 +136,23 @@ void copy_within(T& to, const T& from, std::size_t size, M T::*... members) {
 }
 
 Config read_config(const Config* p, std::size_t size) {
-    if (p == nullptr || (size != kConfigSizeV1 && size != kConfigSizeV13)) throw Error(errc::invalid_argument);
-    if (size == sizeof(Config)) {
-        for (const std::uint8_t b : p->reserved)
-            if (b != 0) throw Error(errc::invalid_argument);
-        return *p;
+    if (p == nullptr || (size != kConfigSizeV1 && size != kConfigSizeV13 && size != kConfigSizeV15)) {
+        rt::set_error_detail(errc::invalid_argument,
+                             "Config of %zu bytes: not a size of a released 1.x layout (64, 72, 104; a header "
+                             "newer than the library?)",
+                             size);
+        throw Error(errc::invalid_argument);
     }
+    if (size >= kConfigSizeV13)
+        for (const std::uint8_t b : p->reserved)
+            if (b != 0) {
+                rt::set_error_detail(errc::invalid_argument, "Config::reserved is not all zero");
+                throw Error(errc::invalid_argument);
+            }
+    if (size == sizeof(Config)) return *p;
     Config c;  // a caller built against an older 1.x header: its fields, then our defaults
     copy_within(c, *p, size, &Config::shards, &Config::workers, &Config::resolution, &Config::pin_shards,
-                &Config::max_timers, &Config::on_callback_error, &Config::manual_clock);
+                &Config::max_timers, &Config::on_callback_error, &Config::manual_clock, &Config::name);
     return c;
 }
 
@@ -191,13 +201,28 @@ unsigned online_cpus() noexcept {
     return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
 
+std::atomic<std::uint64_t> runtimes_named{0};
+
 Config validated(Config c) {
     using namespace std::chrono;
+    if (c.shards > Id::kMaxShards) {
+        set_error_detail(errc::invalid_argument, "shards %u is above %u", c.shards, unsigned{Id::kMaxShards});
+        throw Error(errc::invalid_argument);
+    }
+    if (c.workers > 4096) {
+        set_error_detail(errc::invalid_argument, "workers %u is above 4096", c.workers);
+        throw Error(errc::invalid_argument);
+    }
+    if (c.resolution < microseconds(1) || c.resolution > seconds(1)) {
+        set_error_detail(errc::invalid_argument, "resolution %lld ns is outside 1 us .. 1 s (1000 .. 1000000000 ns)",
+                         static_cast<long long>(c.resolution.count()));
+        throw Error(errc::invalid_argument);
+    }
     if (c.shards == 0) c.shards = online_cpus();
     if (c.workers == 0) c.workers = online_cpus();
-    if (c.shards > Id::kMaxShards || c.workers > 4096 || c.resolution < microseconds(1) ||
-        c.resolution > seconds(1))
-        throw Error(errc::invalid_argument);
+    // Made-up names count every unnamed runtime of the process: unique.
+    if (c.name.empty())
+        c.name = "tickwheel-" + std::to_string(runtimes_named.fetch_add(1, std::memory_order_relaxed) + 1);
     return c;
 }
 
@@ -578,7 +603,14 @@ std::atomic<std::uint32_t> next_thread_seq{0};
 errc start_args(const RuntimeCore& core, const StartOptions& o, Readings& readings, tick_t& tick,
                 std::uint64_t& period, std::int64_t& own_deadline) noexcept {
     const TickClock& clock = core.clock;
-    if (static_cast<std::uint32_t>(o.clock) >= kClocks || o.reserved != 0) return errc::invalid_argument;
+    if (static_cast<std::uint32_t>(o.clock) >= kClocks) {
+        set_error_detail(errc::invalid_argument, "clock %u is not a TimerClock (0 .. 2)", static_cast<unsigned>(o.clock));
+        return errc::invalid_argument;
+    }
+    if (o.reserved != 0) {
+        set_error_detail(errc::invalid_argument, "StartOptions::reserved is %u, not 0", o.reserved);
+        return errc::invalid_argument;
+    }
     const auto cid = static_cast<ClockId>(o.clock);
     const std::int64_t mono = readings.mono();
     const std::int64_t now = readings.now(cid);
@@ -586,15 +618,38 @@ errc start_args(const RuntimeCore& core, const StartOptions& o, Readings& readin
     std::int64_t deadline;
     if (o.deadline != TimePoint{}) {
         deadline = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count();
-        if (deadline > now && deadline - now > kMaxDelay.count()) return errc::invalid_argument;
+        if (deadline > now && deadline - now > kMaxDelay.count()) {
+            set_error_detail(errc::invalid_argument,
+                             "deadline %lld ns is %lld ns after the runtime's clock reads now (%lld): above kMaxDelay "
+                             "(%lld ns)",
+                             static_cast<long long>(deadline), static_cast<long long>(deadline - now),
+                             static_cast<long long>(now), static_cast<long long>(kMaxDelay.count()));
+            return errc::invalid_argument;
+        }
     } else {
-        if (o.delay < Duration::zero() || o.delay > kMaxDelay) return errc::invalid_argument;
+        if (o.delay < Duration::zero() || o.delay > kMaxDelay) {
+            set_error_detail(errc::invalid_argument, "delay %lld ns is %s kMaxDelay (%lld ns)",
+                             static_cast<long long>(o.delay.count()),
+                             o.delay < Duration::zero() ? "negative: not within 0 .." : "above",
+                             static_cast<long long>(kMaxDelay.count()));
+            return errc::invalid_argument;
+        }
         deadline = now + o.delay.count();
     }
-    if (o.period < Duration::zero() || o.period > kMaxDelay) return errc::invalid_argument;
+    if (o.period < Duration::zero() || o.period > kMaxDelay) {
+        set_error_detail(errc::invalid_argument, "period %lld ns is %s kMaxDelay (%lld ns)",
+                         static_cast<long long>(o.period.count()),
+                         o.period < Duration::zero() ? "negative: not within 0 .." : "above",
+                         static_cast<long long>(kMaxDelay.count()));
+        return errc::invalid_argument;
+    }
     tick = readings.deadline_tick(clock, deadline - offset);
     own_deadline = deadline;
-    if (tick > Ctl::kMaxDeadline) return errc::invalid_argument;
+    if (tick > Ctl::kMaxDeadline) {
+        set_error_detail(errc::invalid_argument, "deadline %lld ns is beyond the wheel's range",
+                         static_cast<long long>(deadline));
+        return errc::invalid_argument;
+    }
     period = o.period > Duration::zero() ? clock.period_ticks(static_cast<std::uint64_t>(o.period.count())) : 0;
     return errc{};
 }
@@ -609,12 +664,27 @@ bool RuntimeCore::queue_slot(const Queue* q, std::uint16_t& slot) const noexcept
 
 errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Callback& cb, Readings& now,
                 StartPlan& plan) noexcept {
-    if (!cb) return errc::invalid_argument;
-    if (static_cast<std::uint32_t>(o.policy) > static_cast<std::uint32_t>(PeriodPolicy::burst) ||
-        o.leeway < Duration::zero() || o.leeway > kMaxDelay)
+    if (!cb) {
+        set_error_detail(errc::invalid_argument, "the callback is empty");
         return errc::invalid_argument;
+    }
+    if (static_cast<std::uint32_t>(o.policy) > static_cast<std::uint32_t>(PeriodPolicy::burst)) {
+        set_error_detail(errc::invalid_argument, "policy %u is not a PeriodPolicy (0 .. 2)",
+                         static_cast<unsigned>(o.policy));
+        return errc::invalid_argument;
+    }
+    if (o.leeway < Duration::zero() || o.leeway > kMaxDelay) {
+        set_error_detail(errc::invalid_argument, "leeway %lld ns is %s kMaxDelay (%lld ns)",
+                         static_cast<long long>(o.leeway.count()),
+                         o.leeway < Duration::zero() ? "negative: not within 0 .." : "above",
+                         static_cast<long long>(kMaxDelay.count()));
+        return errc::invalid_argument;
+    }
     plan.queue_slot = 0;
-    if (o.queue != nullptr && !core.queue_slot(o.queue, plan.queue_slot)) return errc::invalid_argument;
+    if (o.queue != nullptr && !core.queue_slot(o.queue, plan.queue_slot)) {
+        set_error_detail(errc::invalid_argument, "the queue belongs to another runtime or was closed");
+        return errc::invalid_argument;
+    }
     if (const errc bad = start_args(core, o, now, plan.tick, plan.period, plan.own_deadline); bad != errc{}) return bad;
     // Default placement: the calling thread's own shard, assigned
     // round-robin on its first start (measured against CPU-local,
@@ -763,6 +833,8 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         if (rt::read_start_options(opts, opts_size, ours))
             return start_sized(&ours, sizeof(StartOptions), std::move(cb), ec);
         rt::RuntimeCore::release_unstarted(cb);
+        rt::set_error_detail(errc::invalid_argument, "StartOptions of %zu bytes: not a size of a released 1.x layout",
+                             opts_size);
         ec = make_error_code(errc::invalid_argument);
         return Timer{};
     }
@@ -810,6 +882,16 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         return errc{};
     }();
     if (e != errc{}) {
+        // The detail of the errors not checked in plan_start (cold).
+        if (e == errc::limit_reached)
+            rt::set_error_detail(e, "max_timers (%zu) timers are alive", core.max_timers);
+        else if (e == errc::shutting_down)
+            rt::set_error_detail(e, "the runtime \"%s\" is shut down or shutting down", core.config.name.c_str());
+        else if (e == errc::forked)
+            rt::set_error_detail(e, "the runtime \"%s\" was created in the parent of this fork() child",
+                                 core.config.name.c_str());
+        else if (e == errc::no_memory)
+            rt::set_error_detail(e, "no memory for a timer record or its start request");
         rt::RuntimeCore::release_unstarted(cb);  // the release hook runs even on failure, outside the guard
         ec = make_error_code(e);
         return Timer{};
@@ -947,12 +1029,18 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
     const std::int64_t mono = at.mono();
     const std::int64_t now = at.now(cid);
     if (absolute && value > now && value - now > kMaxDelay.count()) {
+        set_error_detail(errc::invalid_argument,
+                         "deadline %lld ns is %lld ns after the timer's clock reads now (%lld): above kMaxDelay (%lld ns)",
+                         static_cast<long long>(value), static_cast<long long>(value - now), static_cast<long long>(now),
+                         static_cast<long long>(kMaxDelay.count()));
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
     const std::int64_t deadline_ns = absolute ? value : now + value;
     const tick_t tick = at.deadline_tick(core.clock, deadline_ns - (now - mono));
     if (tick > Ctl::kMaxDeadline) {
+        set_error_detail(errc::invalid_argument, "deadline %lld ns is beyond the wheel's range",
+                         static_cast<long long>(deadline_ns));
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
@@ -1018,10 +1106,14 @@ bool Runtime::reset(std::uint64_t id, Duration delay, std::error_code& ec) noexc
     rt::RuntimeCore& core = *core_;
     ec.clear();
     if (core.forked()) {
-        ec = make_error_code(errc::forked);
+        rt::set_forked(ec);
         return false;
     }
     if (delay < Duration::zero() || delay > kMaxDelay) {
+        rt::set_error_detail(errc::invalid_argument, "delay %lld ns is %s kMaxDelay (%lld ns)",
+                             static_cast<long long>(delay.count()),
+                             delay < Duration::zero() ? "negative: not within 0 .." : "above",
+                             static_cast<long long>(kMaxDelay.count()));
         ec = make_error_code(errc::invalid_argument);
         return false;
     }
@@ -1032,7 +1124,7 @@ bool Runtime::reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec
     rt::RuntimeCore& core = *core_;
     ec.clear();
     if (core.forked()) {
-        ec = make_error_code(errc::forked);
+        rt::set_forked(ec);
         return false;
     }
     return reset_one(core, id, std::chrono::duration_cast<Duration>(deadline.time_since_epoch()).count(), true, ec);
@@ -1043,18 +1135,34 @@ std::size_t Runtime::advance(Duration d, std::error_code& ec) noexcept {
     rt::RuntimeCore& core = *core_;
     ec.clear();
     if (core.forked()) {
-        ec = make_error_code(errc::forked);
+        rt::set_forked(ec);
         return 0;
     }
-    if (!core.clocks.manual() || d < Duration::zero() || d > kMaxDelay) {
+    if (!core.clocks.manual()) {
+        rt::set_error_detail(errc::invalid_argument,
+                             "advance on the runtime \"%s\", which has no manual clock (Config::manual_clock, "
+                             "TW_CONFIG_MANUAL_CLOCK)",
+                             core.config.name.c_str());
+        ec = make_error_code(errc::invalid_argument);
+        return 0;
+    }
+    if (d < Duration::zero() || d > kMaxDelay) {
+        rt::set_error_detail(errc::invalid_argument, "advance of %lld ns is %s kMaxDelay (%lld ns)",
+                             static_cast<long long>(d.count()),
+                             d < Duration::zero() ? "negative: not within 0 .." : "above",
+                             static_cast<long long>(kMaxDelay.count()));
         ec = make_error_code(errc::invalid_argument);
         return 0;
     }
     if (rt::inside_callback_of(&core)) {
+        rt::set_error_detail(errc::would_deadlock,
+                             "advance called from inside one of the runtime's callbacks (it runs them itself)");
         ec = make_error_code(errc::would_deadlock);
         return 0;
     }
     if (core.shutting_down.load(std::memory_order_acquire)) {
+        rt::set_error_detail(errc::shutting_down, "the runtime \"%s\" is shut down or shutting down",
+                             core.config.name.c_str());
         ec = make_error_code(errc::shutting_down);
         return 0;
     }
@@ -1073,10 +1181,11 @@ std::size_t Runtime::stop_group(std::uint64_t group, bool sync, std::error_code&
     rt::RuntimeCore& core = *core_;
     ec.clear();
     if (core.forked()) {
-        ec = make_error_code(errc::forked);
+        rt::set_forked(ec);
         return 0;
     }
     if (group == 0) {
+        rt::set_error_detail(errc::invalid_argument, "group 0 names no group (groups are 1 .. 2^64 - 1)");
         ec = make_error_code(errc::invalid_argument);
         return 0;
     }
@@ -1179,10 +1288,12 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
     rt::RuntimeCore& core = *core_;
     ec.clear();
     if (core.forked()) {
-        ec = make_error_code(errc::forked);
+        rt::set_forked(ec);
         return;
     }
     if (rt::inside_callback_of(&core) || rt::t_release_depth != 0) {
+        rt::set_error_detail(errc::would_deadlock, "shutdown called from inside %s: it would wait for itself",
+                             rt::t_release_depth != 0 ? "a release hook" : "one of the runtime's callbacks");
         ec = make_error_code(errc::would_deadlock);
         return;
     }

@@ -8,7 +8,10 @@
  * is queried, moved to an absolute deadline and stopped with its group; a
  * wall-clock timer on a manual-clock runtime fires inside tw_runtime_advance;
  * and the batch calls (TICKWHEEL_1.4) start, re-arm and stop three timers,
- * a refused spec and a stale id among them. */
+ * a refused spec and a stale id among them; and the pinned 1.5 API
+ * (TICKWHEEL_1.5): tw_config.name labels the metrics, and
+ * tw_last_error_message() names the argument and the limit of a refused
+ * delay, and is "" after a success. */
 #define _POSIX_C_SOURCE 200809L
 #include <poll.h>
 #include <stdatomic.h>
@@ -33,6 +36,7 @@ int main(void) {
     tw_config_init(&cfg);
     cfg.shards = 1;
     cfg.workers = 1;
+    cfg.name = "consumer";
     tw_runtime *rt = NULL;
     int rc = tw_runtime_create(&cfg, &rt);
     if (rc != TW_OK) {
@@ -59,13 +63,36 @@ int main(void) {
     char *text = len > 0 ? malloc((size_t)len + 1) : NULL;
     if (len <= 0 || text == NULL || tw_runtime_metrics(rt, &one, 1) != len || one != '\0' ||
         tw_runtime_metrics(rt, text, (size_t)len + 1) < len ||
-        strstr(text, "tickwheel_timers_started_total 1\n") == NULL) {
+        strstr(text, "tickwheel_timers_started_total{runtime=\"consumer\"} 1\n") == NULL ||
+        strstr(text, "tickwheel_build_info{runtime=\"consumer\",version=\"") == NULL) {
         fprintf(stderr, "consumer: tw_runtime_metrics: %d\n%s\n", len, text != NULL ? text : "");
         free(text);
         tw_runtime_destroy(rt);
         return 1;
     }
     free(text);
+    /* The pinned error detail (1.5). */
+    {
+        tw_timer bad = 0;
+        const char *msg;
+        if (tw_timer_start(rt, TW_MAX_DELAY_NS + 1, 0, on_fire, &fired, &bad) != TW_EINVAL) {
+            fprintf(stderr, "consumer: a delay above TW_MAX_DELAY_NS was not TW_EINVAL\n");
+            tw_runtime_destroy(rt);
+            return 1;
+        }
+        msg = tw_last_error_message();
+        if (msg == NULL || strstr(msg, "tw_timer_start") == NULL || strstr(msg, "delay_ns") == NULL ||
+            strstr(msg, "TW_MAX_DELAY_NS") == NULL || strstr(msg, "1152921504606846977") == NULL) {
+            fprintf(stderr, "consumer: tw_last_error_message: \"%s\"\n", msg != NULL ? msg : "(null)");
+            tw_runtime_destroy(rt);
+            return 1;
+        }
+        if (tw_timer_stop(rt, id) != TW_ENOENT || tw_last_error_message()[0] != '\0') {
+            fprintf(stderr, "consumer: after TW_ENOENT: \"%s\"\n", tw_last_error_message());
+            tw_runtime_destroy(rt);
+            return 1;
+        }
+    }
     /* The pinned delivery-queue calls. */
     tw_queue *q = NULL;
     atomic_int on_queue = 0;

@@ -5,6 +5,7 @@
 // periodic, stop, stop_sync, reset, an exception thrown inside the library
 // (caught here by type) and stats all behaved.
 #include <atomic>
+#include <string>
 #include <chrono>
 #include <cstdio>
 #include <system_error>
@@ -113,7 +114,14 @@ int main() {
         check(false, "reset with a negative delay was accepted");
     } catch (const tickwheel::Error& e) {
         check(e.code() == tickwheel::errc::invalid_argument, "reset(-1ms): errc::invalid_argument");
+        // 1.5: what() names the argument and the limit.
+        const std::string what = e.what();
+        check(what.find("delay -1000000 ns") != std::string::npos && what.find("kMaxDelay") != std::string::npos,
+              "reset(-1ms): what() names the delay and kMaxDelay");
     }
+    // 1.5: a start_at() deadline from the runtime's own clock, and its name.
+    check(rt.clock_now() >= tickwheel::Runtime::now() - 1s, "clock_now() of a real runtime is the machine's");
+    check(rt.name().rfind("tickwheel-", 0) == 0, "a made-up name");
 
     // The last callable is released right after its run.
     check(wait_for([&] { return rt.stats().live == 0; }), "stats: nothing live");

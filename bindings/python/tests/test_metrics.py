@@ -51,7 +51,11 @@ def parse(text):
         assert fam_name == current, "sample outside its family: " + where
         fam = families[fam_name]
         assert fam["type"] and fam["help"], "sample before HELP/TYPE: " + where
-        labels = tuple(sorted(LABEL_RE.findall(m.group(2) or "")))
+        # Every series carries runtime="<name>" (1.5): one runtime per text
+        # here, so it is checked and dropped from the key.
+        all_labels = LABEL_RE.findall(m.group(2) or "")
+        assert any(k == "runtime" for k, _ in all_labels), "no runtime label: " + where
+        labels = tuple(sorted(l for l in all_labels if l[0] != "runtime"))
         assert (name, labels) not in fam["samples"], "duplicate series: " + where
         fam["samples"][(name, labels)] = float(m.group(3))
     for name, fam in families.items():
