@@ -106,7 +106,9 @@
 //                                  | (+1 per run begun, the late Extra of a
 //                                  | re-armed one-shot)
 //  Extra::missed                   | start (FREE: 0); the shard, for a record in
-//                                  | or just popped from its wheel (Fire/Skip)
+//                                  | or just popped from its wheel (Fire/Skip),
+//                                  | also one a stop just CANCELLED: the shard
+//                                  | still holds it until it unlinks it
 //  Extra::owed (tagged: gen24)     | start (FREE); the shard (+skipped); the BURST
 //                                  | worker owning RUNNING (-1 per catch-up run);
 //                                  | reset: a CAS that keeps only its own tag
@@ -471,13 +473,15 @@ inline void running(const Record& r, const char* field) noexcept {
     }
 }
 /// Fields the shard writes for a record it holds in (or just popped from)
-/// its wheel: the record is live (not FREE, not CANCELLED) for its generation.
+/// its wheel: the record is not FREE and of its generation. It may be
+/// RELEASING or CANCELLED: a stop's CAS can land between the shard's own CAS
+/// (skip_period) and its write, and the record stays the shard's -- never
+/// recycled -- until the shard itself unlinks it on the Cancel message.
 inline void shard_live(const Record& r, const char* field) noexcept {
     if constexpr (kCheckOwners) {
         const Word c = TimerState::load(r);
-        const State s = Ctl::state(c);
-        if (s == State::Free || s == State::Cancelled || Ctl::gen10(c) != (r.gen() & Ctl::kGenMask))
-            owner_violation(field, "written by the shard for a live record of its wheel", c);
+        if (Ctl::state(c) == State::Free || Ctl::gen10(c) != (r.gen() & Ctl::kGenMask))
+            owner_violation(field, "written by the shard for a record of its wheel", c);
     }
 }
 }  // namespace owner
