@@ -387,14 +387,24 @@ TEST(QueueCreateVsShutdown, AQueueCreatedDuringShutdownIsClosed) {
     });
     ASSERT_TRUE(wait_until([] { return g_eventfd_park.parked.load(); }));
     std::atomic<int> sd_rc{1000};
-    std::thread sd([&] { sd_rc = tw_runtime_shutdown(rt); });
+    std::atomic<bool> sd_done{false};
+    std::thread sd([&] {
+        sd_rc = tw_runtime_shutdown(rt);
+        sd_done = true;
+    });
     // Shutdown has begun once a start is refused.
     Probe probe;
-    ASSERT_TRUE(wait_until([&] {
+    const bool began = wait_until([&] {
         const tw_timer_spec s = spec_for(probe, nullptr, 3600 * 1000 * kMs);
         tw_timer id = 0;
         return tw_timer_start_ex(rt, &s, &id) == TW_ESHUTDOWN;
-    }));
+    });
+    EXPECT_TRUE(began);
+    // A shutdown that does not wait for the parked create ends now (the old
+    // code: it closed the queues it knew of, and returned). One that does
+    // (a create is registered like a start) cannot end before the release:
+    // this bounded wait then only gives up. Nothing below depends on which.
+    (void)wait_until([&] { return sd_done.load(); }, std::chrono::milliseconds(500));
     g_eventfd_park.release();
     creator.join();
     sd.join();
@@ -480,16 +490,17 @@ TEST(QueueDestroyVsStarts, ARegisteredStartIsWaitedForAndCancelled) {
     // The destroy is claimed once a start bound to q is refused (q is
     // closing: TW_ESHUTDOWN, the hook ran).
     std::vector<std::unique_ptr<Probe>> probes;
-    ASSERT_TRUE(wait_until([&] {
+    const bool claimed = wait_until([&] {
         probes.push_back(std::make_unique<Probe>());
         const tw_timer_spec s = spec_for(*probes.back(), q, 3600 * 1000 * kMs);
         tw_timer id = 0;
         return tw_timer_start_ex(rt, &s, &id) == TW_ESHUTDOWN;
-    }));
+    });
     go = true;
     starter.join();
     destroyer.join();
     tickwheel::rt::test_hooks::in_window.store(nullptr);
+    EXPECT_TRUE(claimed) << "a start bound to a queue being destroyed was not refused with TW_ESHUTDOWN";
     EXPECT_EQ(start_rc.load(), TW_OK);
     EXPECT_EQ(destroy_rc.load(), TW_OK);
     EXPECT_EQ(p.released.load(), 1) << "destroy cancelled the start it waited for";

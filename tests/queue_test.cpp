@@ -694,6 +694,9 @@ struct DueRace {
 
     template <class Call>
     [[nodiscard]] bool park_in(char what, Call call) {
+        // Not parked yet (a previous test left it set: waiting for it would
+        // return before this thread armed the hook).
+        Park::parked = false;
         parked = std::thread([this, what, call] {
             Park::arm(std::this_thread::get_id(), what);
             rc.store(call());
