@@ -92,6 +92,7 @@ bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t n
         for (std::size_t i = 0; i < n; ++i) {
             if (!is_live(items[i])) continue;
             TW_OWNER_ASSERT(live_.find(items[i].rec) == live_.end());  // one live item per bound record
+            TW_OWNER_ASSERT(bound_here(*items[i].rec));
             live_.insert_or_assign(items[i].rec, Live{items[i].gen, seq_ + inserted});
             ++inserted;
         }
@@ -117,11 +118,15 @@ bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t n
     return true;
 }
 
+bool DeliveryQueue::bound_here(const Record& r) const noexcept {
+    return (r.flags() & Record::kHasQueue) != 0 && HandleTable::queue_slot_of(r) == slot_;
+}
+
 void DeliveryQueue::undue_locked(const Record& r) noexcept {
     if (closed_) return;
     const auto it = live_.find(&r);
     if (it == live_.end()) return;  // not delivered yet: deliver() drops it
-    TW_OWNER_ASSERT(it->second.gen == r.gen());
+    TW_OWNER_ASSERT(it->second.gen == r.gen() && bound_here(r));
     live_.erase(it);
     if (live_.empty()) drain_fd_locked();
 }
@@ -170,6 +175,7 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
         // DISPATCHED of a bound timer: the episode cannot end and start
         // again between the check above and this CAS.
         if (!core.begin_run(item)) continue;
+        TW_OWNER_ASSERT(bound_here(*item.rec));  // RUNNING: the run owns the record now
         ++running_;
         const std::int64_t start_ns = core.clocks.mono();
         const std::int64_t due_ns = core.clock.tick_start_ns(item.due);

@@ -206,6 +206,8 @@ private:
             return a.fire.due != b.fire.due ? a.fire.due > b.fire.due : a.seq > b.seq;
         }
     };
+    /// Owner-rule checks: r's binding names this queue's slot.
+    bool bound_here(const Record& r) const noexcept;
     void signal_locked() noexcept;   // write the eventfd (a new edge)
     void drain_fd_locked() noexcept;  // read it back to 0 (not readable)
 

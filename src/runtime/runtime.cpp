@@ -800,7 +800,9 @@ public:
     }
     /// The CAS took the timer out of DISPATCHED: its item is no longer live.
     void left_dispatched(const Record& r) noexcept {
-        if (q_ != nullptr) q_->undue_locked(r);
+        if (q_ == nullptr) return;
+        TW_OWNER_ASSERT(lock_.owns_lock());  // the CAS out of DISPATCHED was made under q's mutex
+        q_->undue_locked(r);
     }
 
 private:
