@@ -802,6 +802,7 @@ public:
     void left_dispatched(const Record& r) noexcept {
         if (q_ == nullptr) return;
         TW_OWNER_ASSERT(lock_.owns_lock());  // the CAS out of DISPATCHED was made under q's mutex
+        test_hooks::window(&r, 'u');
         q_->undue_locked(r);
     }
 

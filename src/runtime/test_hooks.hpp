@@ -23,7 +23,10 @@ namespace tickwheel::rt::test_hooks {
 /// about to take the queue's transition mutex, before its CAS (issue 20:
 /// every way out of DISPATCHED of a bound timer is taken under that mutex;
 /// a test parks a run inside begin_run's window, 'b', and shows that such a
-/// stop or reset, past 'q', waits for the run's CAS).
+/// stop or reset, past 'q', waits for the run's CAS); 'u' when such a stop
+/// or reset has taken the timer out of DISPATCHED by its CAS and is about
+/// to tell the queue (still holding the mutex: nobody can end the timer,
+/// recycle its record and bind it to another queue in between).
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
