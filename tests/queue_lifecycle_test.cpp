@@ -43,9 +43,15 @@ struct LibcPark {
     std::atomic<bool> armed{false};
     std::atomic<bool> parked{false};
     std::atomic<bool> go{false};
-    void arm(std::thread::id t) {
+    /// On the test's thread, before the thread to park starts (a stale
+    /// `parked` from an earlier test would let the test go on too early).
+    void reset() {
+        armed = false;
         parked = false;
         go = false;
+    }
+    /// On the thread to park.
+    void arm(std::thread::id t) {
         who = t;
         armed = true;
     }
@@ -459,6 +465,7 @@ TEST(QueueCreateVsShutdown, AQueueCreatedDuringShutdownIsClosed) {
     tw_runtime* rt = make_runtime();
     std::atomic<int> create_rc{1000};
     tw_queue* q = nullptr;
+    g_eventfd_park.reset();
     std::thread creator([&] {
         g_eventfd_park.arm(std::this_thread::get_id());
         create_rc = tw_queue_create(rt, &q);
@@ -517,6 +524,7 @@ TEST(QueueDestroyVsStarts, AStartInFlightFailsAndNeverRunsInTheNextQueue) {
     tw_queue* q = make_queue(rt);
     Probe p;
     std::atomic<int> start_rc{1000};
+    g_clock_park.reset();
     std::thread starter([&] {
         const tw_timer_spec s = spec_for(p, q, kMs);
         g_clock_park.arm(std::this_thread::get_id());
