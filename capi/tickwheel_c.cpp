@@ -517,9 +517,11 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
         handle(rt)->rt.start(o, tickwheel::detail::Callback(CFunctor(s.callback, s.arg, s.release)), ec);
     if (ec) {
         // The callable was released inside start(). Its arguments were all
-        // checked above, so the error is one of the hook-running ones.
+        // checked above, so the error is one of the hook-running ones; an
+        // invalid_argument then says that s.queue's destroy began while this
+        // start was in flight (its queue is closing): TW_ESHUTDOWN.
         const int rc = from_error_code(ec);
-        return rc == TW_EINVAL ? TW_ENOMEM : rc;
+        return rc == TW_EINVAL ? (s.queue != nullptr ? TW_ESHUTDOWN : TW_ENOMEM) : rc;
     }
     *out = t.id();
     return TW_OK;

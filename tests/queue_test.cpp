@@ -378,29 +378,47 @@ TEST(QueueStop, ADueNotYetRunTimerIsStoppedExactly) {
     EXPECT_EQ(tw_queue_destroy(q), TW_OK);
 }
 
+// A due, not yet run timer is reset: it is taken back (not due, the fd not
+// readable, a run finds nothing) and runs once at its new deadline, with
+// its lateness from that deadline. On a manual clock, so that each step is
+// checked whatever the machine's load (the real clock's version of this
+// test could only skip its checks when descheduled past the deadline).
 TEST(QueueReset, ADueTimerIsReArmed) {
-    RtPtr rt = make_runtime();
+    tw_config c;
+    tw_config_init(&c);
+    c.flags |= TW_CONFIG_MANUAL_CLOCK;
+    tw_runtime* raw = nullptr;
+    ASSERT_EQ(tw_runtime_create(&c, &raw), TW_OK);
+    RtPtr rt(raw);
     tw_queue* q = make_queue(rt.get());
     Probe p;
-    const tw_timer id = start_on(rt.get(), q, p, 0);
-    ASSERT_TRUE(readable(tw_queue_fd(q), 10000));
-    const std::uint64_t t = tw_now_ns();
+    p.home = std::this_thread::get_id();
+    tw_timer_spec s;
+    tw_timer_spec_init(&s);
+    s.delay_ns = kMs;
+    s.callback = probe_cb;
+    s.arg = &p;
+    s.release = probe_release;
+    s.queue = q;
+    tw_timer id = 0;
+    ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
+    ASSERT_EQ(tw_runtime_advance(rt.get(), kMs), 0);  // due, delivered, not run
+    ASSERT_TRUE(readable(tw_queue_fd(q)));
+    ASSERT_EQ(queue_stats(q).due, 1u);
     ASSERT_EQ(tw_timer_reset(rt.get(), id, 30 * kMs), TW_OK);
-    p.deadline_ns = t + 30 * kMs;
-    // Taken back: not due (unless this thread was descheduled past the new
-    // deadline, as a loaded machine may do).
-    const bool looked = readable(tw_queue_fd(q));
-    const int ran = tw_queue_run(q, 8, 0);
-    if (tw_now_ns() < p.deadline_ns) {
-        EXPECT_FALSE(looked) << "taken back";
-        EXPECT_EQ(ran, 0);
-        ASSERT_TRUE(readable(tw_queue_fd(q), 10000));
-    }
-    EXPECT_GE(tw_now_ns(), p.deadline_ns);
-    EXPECT_EQ(ran + tw_queue_run(q, 8, 0), 1);
+    EXPECT_FALSE(readable(tw_queue_fd(q))) << "taken back";
+    EXPECT_EQ(queue_stats(q).due, 0u);
+    EXPECT_EQ(tw_queue_run(q, 8, 0), 0);
+    ASSERT_EQ(tw_runtime_advance(rt.get(), 29 * kMs), 0);
+    EXPECT_FALSE(readable(tw_queue_fd(q))) << "not before its new deadline";
+    EXPECT_EQ(tw_queue_run(q, 8, 0), 0);
+    ASSERT_EQ(tw_runtime_advance(rt.get(), kMs), 0);
+    EXPECT_TRUE(readable(tw_queue_fd(q)));
+    EXPECT_EQ(tw_queue_run(q, 8, 0), 1);
     EXPECT_EQ(p.runs.load(), 1);
-    EXPECT_EQ(p.early.load(), 0);
     EXPECT_EQ(p.released.load(), 1);
+    EXPECT_EQ(queue_stats(q).run_max_ns, 0u) << "lateness from the new deadline";
+    EXPECT_FALSE(readable(tw_queue_fd(q)));
     EXPECT_EQ(tw_queue_destroy(q), TW_OK);
 }
 
@@ -628,13 +646,21 @@ TEST(QueueShutdown, RuntimeDestroyFreesQueuesStillAlive) {
 // Parks the thread `who` the first time it reaches the hook point `what`
 // (src/runtime/test_hooks.hpp: 'b' a run's DISPATCHED -> RUNNING, 'c' a
 // stop's cancel, 'r' a reset, each after its load and before its CAS) until
-// released, so that another thread acts in exactly that window.
+// released, so that another thread acts in exactly that window. Every way
+// out of DISPATCHED of a bound timer is taken under its queue's transition
+// mutex (delivery_queue.hpp, issue 20): a thread parked at 'b' holds it (a
+// run), and so does one parked at 'c' or 'r' (a stop or reset of a bound
+// timer); the other side waits for its CAS.
 struct Park {
     static inline std::atomic<std::thread::id> who{};
     static inline std::atomic<char> what{0};
     static inline std::atomic<bool> parked{false};
     static inline std::atomic<bool> go{false};
+    // Another thread reached hook point 'q' (a stop or reset of a bound
+    // timer about to take its queue's transition mutex, before its CAS).
+    static inline std::atomic<bool> seen_q{false};
     static void hook(const void*, char w) {
+        if (w == 'q' && std::this_thread::get_id() != who.load()) seen_q.store(true);
         if (w != what.load() || std::this_thread::get_id() != who.load() || parked.load()) return;
         parked.store(true);
         while (!go.load()) std::this_thread::yield();
@@ -642,6 +668,7 @@ struct Park {
     static void arm(std::thread::id t, char w) {
         parked = false;
         go = false;
+        seen_q = false;
         what = w;
         who = t;
         tickwheel::rt::test_hooks::in_window.store(&Park::hook);
@@ -667,6 +694,9 @@ struct DueRace {
 
     template <class Call>
     [[nodiscard]] bool park_in(char what, Call call) {
+        // Not parked yet (a previous test left it set: waiting for it would
+        // return before this thread armed the hook).
+        Park::parked = false;
         parked = std::thread([this, what, call] {
             Park::arm(std::this_thread::get_id(), what);
             rc.store(call());
@@ -682,51 +712,88 @@ struct DueRace {
     }
 };
 
-// A stop lands between a run's pop of the due item and its DISPATCHED ->
-// RUNNING: the stop wins, the run finds the item stale, nothing runs, and
-// the queue counts nothing due (the fd is not readable).
-TEST(QueueRace, StopInsideARunsBeginWindowWins) {
+// A stop lands inside a run's begin window (after the run popped the due
+// item, before its DISPATCHED -> RUNNING): it waits for the run's CAS (the
+// queue's transition mutex), so the run wins, the one-shot runs once, and
+// the stop reports TW_ENOENT. (On a4e5bb9 the stop's CAS got in first: the
+// run found its item stale. Either order is exact; the mutex is what makes
+// a stale item impossible to accept again, see QueueDeliveryItems in
+// queue_lifecycle_test.cpp.)
+TEST(QueueRace, StopInsideARunsBeginWindowWaitsForTheRun) {
     DueRace r;
     ASSERT_TRUE(readable(tw_queue_fd(r.q), 10000));
     ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
-    EXPECT_EQ(tw_timer_stop(r.rt.get(), r.id), TW_OK);
-    EXPECT_EQ(r.p.released.load(), 1);
+    std::atomic<int> stop_rc{1000};
+    std::thread stopper([&] { stop_rc = tw_timer_stop(r.rt.get(), r.id); });
+    ASSERT_TRUE(wait_until([] { return Park::seen_q.load(); })) << "the stop reached its queue's mutex";
     r.release();
-    EXPECT_EQ(r.rc.load(), 0) << "the item was stale";
-    EXPECT_EQ(r.p.runs.load(), 0);
+    stopper.join();
+    EXPECT_EQ(r.rc.load(), 1);
+    EXPECT_EQ(r.p.runs.load(), 1);
+    EXPECT_EQ(stop_rc.load(), TW_ENOENT);
+    EXPECT_EQ(r.p.released.load(), 1);
     EXPECT_EQ(queue_stats(r.q).due, 0u);
     EXPECT_FALSE(readable(tw_queue_fd(r.q)));
     EXPECT_EQ(tw_queue_destroy(r.q), TW_OK);
 }
 
-// The other order: a run begins inside a stop's cancel window. The run wins
-// (the one-shot runs once), the stop reports TW_ENOENT, and nothing is
-// counted due twice or left due.
-TEST(QueueRace, RunInsideAStopsCancelWindowWins) {
+// The other order: a run begins while a stop is inside its cancel window.
+// The stop holds the queue's transition mutex: the run waits for its CAS,
+// so the stop wins (TW_OK, the hook once), the run finds no live item and
+// runs nothing, and nothing is left due.
+TEST(QueueRace, RunInsideAStopsCancelWindowWaitsForTheStop) {
     DueRace r;
     ASSERT_TRUE(readable(tw_queue_fd(r.q), 10000));
     ASSERT_TRUE(r.park_in('c', [&r] { return tw_timer_stop(r.rt.get(), r.id); }));
-    EXPECT_EQ(tw_queue_run(r.q, 8, 0), 1);
-    EXPECT_EQ(r.p.runs.load(), 1);
+    std::atomic<int> run_rc{1000};
+    std::thread runner([&] { run_rc = tw_queue_run(r.q, 8, 0); });
     r.release();
-    EXPECT_EQ(r.rc.load(), TW_ENOENT);
+    runner.join();
+    EXPECT_EQ(r.rc.load(), TW_OK);
     EXPECT_EQ(r.p.released.load(), 1);
+    EXPECT_EQ(r.p.runs.load(), 0);
+    EXPECT_EQ(run_rc.load(), 0);
     EXPECT_EQ(queue_stats(r.q).due, 0u);
     EXPECT_FALSE(readable(tw_queue_fd(r.q)));
     EXPECT_EQ(tw_queue_destroy(r.q), TW_OK);
 }
 
-// A reset lands inside a run's begin window: the timer is re-armed, the run
-// finds its item stale, and the timer later runs once, at its new deadline.
-TEST(QueueRace, ResetInsideARunsBeginWindowReArms) {
+// A reset lands inside a run's begin window: it waits for the run's CAS,
+// finds the one-shot running (not its own callback: not re-armed) and
+// reports TW_ENOENT; the timer runs once.
+TEST(QueueRace, ResetInsideARunsBeginWindowWaitsForTheRun) {
     DueRace r;
     ASSERT_TRUE(readable(tw_queue_fd(r.q), 10000));
     ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
-    r.p.deadline_ns = tw_now_ns() + 20 * kMs;
-    EXPECT_EQ(tw_timer_reset(r.rt.get(), r.id, 20 * kMs), TW_OK);
-    EXPECT_EQ(queue_stats(r.q).due, 0u);
+    std::atomic<int> reset_rc{1000};
+    std::thread resetter([&] { reset_rc = tw_timer_reset(r.rt.get(), r.id, 20 * kMs); });
+    ASSERT_TRUE(wait_until([] { return Park::seen_q.load(); })) << "the reset reached its queue's mutex";
     r.release();
-    EXPECT_EQ(r.rc.load(), 0);
+    resetter.join();
+    EXPECT_EQ(r.rc.load(), 1);
+    EXPECT_EQ(reset_rc.load(), TW_ENOENT);
+    EXPECT_EQ(r.p.runs.load(), 1);
+    EXPECT_EQ(r.p.early.load(), 0);
+    EXPECT_EQ(r.p.released.load(), 1);
+    EXPECT_EQ(queue_stats(r.q).due, 0u);
+    EXPECT_EQ(tw_queue_destroy(r.q), TW_OK);
+}
+
+// A run begins while a reset of its due timer is inside its window: the
+// reset wins (the timer is taken back, re-armed), the run finds no live
+// item, and the timer later runs once, at its new deadline.
+TEST(QueueRace, RunInsideAResetsWindowWaitsAndTheTimerRunsLater) {
+    DueRace r;
+    ASSERT_TRUE(readable(tw_queue_fd(r.q), 10000));
+    const std::uint64_t before = tw_now_ns();
+    ASSERT_TRUE(r.park_in('r', [&r] { return tw_timer_reset(r.rt.get(), r.id, 20 * kMs); }));
+    std::atomic<int> run_rc{1000};
+    std::thread runner([&] { run_rc = tw_queue_run(r.q, 8, 0); });
+    r.p.deadline_ns = before + 20 * kMs;  // a lower bound of the reset's deadline
+    r.release();
+    runner.join();
+    EXPECT_EQ(r.rc.load(), TW_OK);
+    EXPECT_EQ(run_rc.load(), 0);
     EXPECT_EQ(r.p.runs.load(), 0);
     EXPECT_EQ(tw_queue_run(r.q, 8, static_cast<std::int64_t>(kWait.count())), 1);
     EXPECT_EQ(r.p.runs.load(), 1);
@@ -761,6 +828,7 @@ TEST(QueueRace, ProducersStopAndResetWhileTwoQueuesRun) {
         });
     ASSERT_TRUE(wait_until([&] { return ready.load() == 2; }));
     std::atomic<int> stops_ok{0};
+    std::atomic<int> resets_ok{0};
     std::vector<std::thread> producers;
     for (int t = 0; t < kProducers; ++t)
         producers.emplace_back([&, t] {
@@ -786,13 +854,22 @@ TEST(QueueRace, ProducersStopAndResetWhileTwoQueuesRun) {
                 } else if (r == 1) {
                     if (tw_timer_stop_sync(rt.get(), victim) == TW_OK) stops_ok.fetch_add(1);
                 } else if (r == 2) {
-                    // The earliest start allowed is now the earlier of the
-                    // old deadline and this reset's (computed before it).
-                    const std::uint64_t delay = (rnd() % 2) * kMs;
+                    // A reset that succeeded took the timer back before it
+                    // ran (a one-shot re-arms only then): its earliest start
+                    // allowed is now this reset's deadline, whose lower
+                    // bound `at` is read before the call -- later or earlier
+                    // than the old one. A run between the reset's CAS and
+                    // this store is already past `at`. A failed reset
+                    // (TW_ENOENT: it ran or was stopped) changes nothing.
+                    const std::uint64_t delay = (rnd() % 3) * kMs;
                     Probe& vp = *probes[t][static_cast<std::size_t>(&victim - ids.data())];
                     const std::uint64_t at = tw_now_ns() + delay;
-                    if (at < vp.deadline_ns.load()) vp.deadline_ns.store(at);
-                    (void)tw_timer_reset(rt.get(), victim, delay);
+                    const int rc = tw_timer_reset(rt.get(), victim, delay);
+                    EXPECT_TRUE(rc == TW_OK || rc == TW_ENOENT) << rc;
+                    if (rc == TW_OK) {
+                        vp.deadline_ns.store(at);
+                        resets_ok.fetch_add(1);
+                    }
                 }
             }
         });
@@ -814,6 +891,8 @@ TEST(QueueRace, ProducersStopAndResetWhileTwoQueuesRun) {
             runs += p->runs.load();
         }
     EXPECT_EQ(runs + stops_ok.load(), total);
+    EXPECT_GT(resets_ok.load(), 0) << "no reset ever took a timer back: the test exercised nothing";
+    EXPECT_EQ(rt_stats(rt.get()).reset, static_cast<std::uint64_t>(resets_ok.load()));
     for (tw_queue* q : qs) {
         EXPECT_EQ(queue_stats(q).due, 0u);
         EXPECT_FALSE(readable(tw_queue_fd(q)));

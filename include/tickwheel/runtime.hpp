@@ -334,7 +334,10 @@ struct StartOptions {
     /// run, destroys the callable) on the thread that calls it; nullptr
     /// (default) = the runtime's workers. It must be a live (not closed)
     /// Queue of this runtime: another runtime's, or a closed one, is
-    /// errc::invalid_argument. Since 1.2.
+    /// errc::invalid_argument -- also when the queue's close() begins while
+    /// the start is in flight (since 1.5: the start then fails, its callable
+    /// destroyed, or it returns a timer that close() waits for and cancels;
+    /// it never runs in a queue created later). Since 1.2.
     Queue* queue = nullptr;
     /// How late the callback may run: it runs in [deadline, deadline + leeway
     /// + the usual lateness], never before the deadline. Timers whose windows
@@ -733,6 +736,13 @@ public:
     /// release hook (a callable's destructor run by a runtime: on a worker,
     /// inside a stop, inside a shutdown, or when a start fails), it throws
     /// Error(would_deadlock) and does nothing. In a fork() child: forked.
+    /// Order (since 1.5): starts and Queue constructions in flight end
+    /// (later ones fail with shutting_down); every Queue is closed, so that
+    /// threads waiting in Queue::run() -- a callback on a worker, of another
+    /// queue or of an advance() among them -- return shutting_down before
+    /// anything is waited for; an advance() in progress stops before its
+    /// next callback (later ones fail with shutting_down); then workers and
+    /// queue callbacks in progress are waited for; then the sweep.
     void shutdown();
     /// As shutdown(), without exceptions: `ec` is cleared, or set to
     /// would_deadlock or forked (nothing done).

@@ -253,7 +253,16 @@ TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT
  *  which returns TW_OK again, and tw_runtime_destroy(), which frees it).
  *  Timers still pending are cancelled and their release hooks run on this
  *  thread; callbacks in progress are waited for; all threads are joined.
- *  Concurrent callers all wait for the end. Returns:
+ *  Concurrent callers all wait for the end. In this order (since 1.5):
+ *  starts and tw_queue_create() calls in flight end (later ones fail with
+ *  TW_ESHUTDOWN; a queue such a create returned is closed by this call);
+ *  every delivery queue is closed -- threads waiting in tw_queue_run(), a
+ *  callback on a worker, of another queue or of a tw_runtime_advance()
+ *  among them, return TW_ESHUTDOWN -- before anything is waited for; an
+ *  advance in progress stops before its next callback; then workers and
+ *  callbacks in progress in tw_queue_run() are waited for; then the pending
+ *  timers are cancelled. So a callback waiting in tw_queue_run(q, n, -1)
+ *  never keeps shutdown from returning. Returns:
  *  @retval TW_EINVAL   rt is NULL.
  *  @retval TW_EFORKED  in a fork() child of the process that created rt: nothing done.
  *  @retval TW_EDEADLK  called from one of this runtime's callbacks, or from inside a
@@ -379,7 +388,9 @@ TW_API void tw_timer_spec_init(tw_timer_spec *spec) TW_NOEXCEPT;
  *                 period_policy or clock unknown; leeway_ns >
  *                 TW_MAX_DELAY_NS.
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
- *  @retval TW_ESHUTDOWN  as tw_timer_start() (hook called).
+ *  @retval TW_ESHUTDOWN  as tw_timer_start() (hook called); or (since 1.5)
+ *                 spec->queue's tw_queue_destroy() began while this start
+ *                 was in flight (hook called; see tw_queue_destroy()).
  *  @retval TW_EAGAIN     as tw_timer_start() (hook called).
  *  @retval TW_ENOMEM     as tw_timer_start() (hook called).
  *  @retval TW_OK         *out holds the new timer's id.
@@ -623,7 +634,10 @@ TW_API int64_t tw_group_stop(tw_runtime *rt, uint64_t group, unsigned flags) TW_
  *  @retval TW_ENOMEM     out of memory, of file descriptors (EMFILE/ENFILE)
  *                 or of queue slots (8191 alive).
  *  @retval TW_OK         *out holds the queue.
- *  On failure *out (if out is not NULL) is set to NULL. */
+ *  On failure *out (if out is not NULL) is set to NULL. Ordered against
+ *  tw_runtime_shutdown() like a start (since 1.5): a create that races a
+ *  shutdown either fails with TW_ESHUTDOWN or returns a queue that the
+ *  shutdown closes (its fd readable for good, tw_queue_run() TW_ESHUTDOWN). */
 TW_API int tw_queue_create(tw_runtime *rt, tw_queue **out) TW_NOEXCEPT;
 
 /** The queue's Linux eventfd. It polls readable (POLLIN/EPOLLIN) while at
@@ -655,9 +669,15 @@ TW_API int tw_queue_fd(const tw_queue *q) TW_NOEXCEPT;
  *  @retval TW_EDEADLK    called from inside one of q's own callbacks or
  *                 release hooks (at any depth of nesting).
  *  @retval TW_ESHUTDOWN  the runtime is shut down (or shut down while this
- *                 call waited), or q was destroyed while this call waited,
- *                 and no callback ran.
- *  @retval >= 0          the number of callbacks run (at most INT_MAX). */
+ *                 call waited, also from inside a callback of a worker, of
+ *                 another queue or of an advance: shutdown closes every
+ *                 queue before it waits for anything), or q was destroyed
+ *                 while this call waited, and no callback ran.
+ *  @retval >= 0          the number of callbacks run (at most INT_MAX).
+ *  A timer reset while due and not yet run leaves the queue: only its run
+ *  at the new deadline happens, in its place in deadline order, its
+ *  lateness counted from that deadline (since 1.5; before, its old
+ *  delivery could run it early in the order). */
 TW_API int tw_queue_run(tw_queue *q, size_t max, int64_t timeout_ns) TW_NOEXCEPT;
 
 /** Destroys q: every timer still bound to it is cancelled as by
@@ -666,7 +686,11 @@ TW_API int tw_queue_run(tw_queue *q, size_t max, int64_t timeout_ns) TW_NOEXCEPT
  *  waited for, threads waiting in tw_queue_run(q) return, and q and its fd
  *  are freed. No thread may start a timer on q, or enter tw_queue_run(q),
  *  once this is called; using q after it returned is undefined (like
- *  free()). After tw_runtime_shutdown() it only frees q (the shutdown
+ *  free()). A start on q already in flight when this is called (it read
+ *  q before) is ordered against it (since 1.5): it either fails with
+ *  TW_ESHUTDOWN (its release hook runs once, its callback never) or
+ *  returns TW_OK with a timer this call waits for and cancels; its
+ *  callback never runs in a queue created later in q's place. After tw_runtime_shutdown() it only frees q (the shutdown
  *  cancelled its timers); in a fork() child of the process that created q
  *  it frees it without running any hook. tw_runtime_destroy() destroys the
  *  queues still alive. Cost: O(timer slots of the runtime). Returns:

@@ -239,6 +239,8 @@ std::size_t start_batch(RuntimeCore& core, Runtime* self, const StartOptions* op
                 const StartOptions* o = element(j, copy);
                 p[j].e = o == nullptr ? errc::invalid_argument : plan_start(core, *o, cbs[base + j], now, p[j].plan);
                 if (p[j].e == errc{} && down) p[j].e = errc::shutting_down;
+                // Bound to a queue whose destroy began: as in start().
+                if (p[j].e == errc{} && !queue_still_bindable(core, p[j].plan)) p[j].e = errc::invalid_argument;
             }
             // 2. The limit, then the records.
             if (core.max_timers != 0) reserve_live(core, p, m);

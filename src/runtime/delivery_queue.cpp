@@ -7,18 +7,27 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <new>
+#include <cstdio>
+#include <cstdlib>
 #include <system_error>
 #include <thread>
 
 #include "runtime/clock.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/test_hooks.hpp"
+#include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
 
+void queue_owner_rule_broken(const char* what, const char* file, int line) noexcept {
+    std::fprintf(stderr, "tickwheel: owner rule broken (%s) at %s:%d\n", what, file, line);
+    std::abort();
+}
+
 // ---- DeliveryQueue -----------------------------------------------------------------
-DeliveryQueue::DeliveryQueue(RuntimeCore& core, std::uint16_t slot)
-    : core_(&core), slot_(slot), epoch_(fork_epoch()) {
+DeliveryQueue::DeliveryQueue(RuntimeCore& core, std::uint16_t slot, std::uint32_t slot_gen)
+    : core_(&core), slot_(slot), slot_gen_(slot_gen), epoch_(fork_epoch()) {
     fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     // EMFILE, ENFILE, ENOMEM: out of a resource, as the C API reports it.
     if (fd_ < 0) throw Error(errc::no_memory);
@@ -42,11 +51,6 @@ bool DeliveryQueue::closed() const noexcept {
     return closed_;
 }
 
-bool DeliveryQueue::destroyed() const noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
-    return destroyed_;
-}
-
 void DeliveryQueue::signal_locked() noexcept {
     const std::uint64_t one = 1;
     // Non-blocking: fails only when the counter would overflow (never: it
@@ -67,29 +71,67 @@ void DeliveryQueue::drain_fd_locked() noexcept {
 bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_ || core_ == nullptr) return true;  // being cancelled: dropped
+    // Which items are live: their timer is still DISPATCHED under their
+    // generation. Every way out of DISPATCHED of a timer bound to an open
+    // queue is taken under mu_ (held here), and the shard delivers an item
+    // before it can make its timer DISPATCHED again: so DISPATCHED now means
+    // "in the episode this item was made for".
+    const auto is_live = [](const FireItem& f) noexcept {
+        const Word c = TimerState::load(*f.rec);
+        return Ctl::state(c) == State::Dispatched && Ctl::gen10(c) == (f.gen & Ctl::kGenMask) &&
+               f.rec->gen() == f.gen;
+    };
+    std::size_t taken = 0;
+    for (std::size_t i = 0; i < n; ++i) taken += is_live(items[i]) ? 1 : 0;
+    if (taken == 0) return true;
     try {
-        heap_.reserve(heap_.size() + n);
+        heap_.reserve(heap_.size() + taken);
+        live_.reserve(live_.size() + taken);
     } catch (...) {
         return false;
     }
+    std::size_t inserted = 0;
+    try {
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!is_live(items[i])) continue;
+            TW_OWNER_ASSERT(live_.find(items[i].rec) == live_.end());  // one live item per bound record
+            TW_OWNER_ASSERT(bound_here(*items[i].rec));
+            live_.insert_or_assign(items[i].rec, Live{items[i].gen, seq_ + inserted});
+            ++inserted;
+        }
+    } catch (...) {
+        for (std::size_t i = 0, k = 0; i < n && k < inserted; ++i)
+            if (is_live(items[i])) {
+                live_.erase(items[i].rec);
+                ++k;
+            }
+        return false;
+    }
     for (std::size_t i = 0; i < n; ++i) {
+        if (!is_live(items[i])) continue;
         heap_.push_back(Item{items[i], seq_++});
         std::push_heap(heap_.begin(), heap_.end(), Later{});
         const std::int64_t due_ns = core_->clock.tick_start_ns(items[i].due);
         signal_lateness_.record(now_ns > due_ns ? static_cast<std::uint64_t>(now_ns - due_ns) : 0);
     }
-    delivered_ += n;
-    due_ += static_cast<std::int64_t>(n);
-    // One new edge per batch (EPOLLET users), and readable while due_ > 0.
-    if (due_ > 0) signal_locked();
+    delivered_ += taken;
+    // One new edge per batch (EPOLLET users), and readable while an item is live.
+    signal_locked();
     if (waiting_ != 0) cv_.notify_all();
     return true;
 }
 
-void DeliveryQueue::undue() noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
+bool DeliveryQueue::bound_here(const Record& r) const noexcept {
+    return (r.flags() & Record::kHasQueue) != 0 && HandleTable::queue_slot_of(r) == slot_;
+}
+
+void DeliveryQueue::undue_locked(const Record& r) noexcept {
     if (closed_) return;
-    if (--due_ <= 0) drain_fd_locked();
+    const auto it = live_.find(&r);
+    if (it == live_.end()) return;  // not delivered yet: deliver() drops it
+    TW_OWNER_ASSERT(it->second.gen == r.gen() && bound_here(r));
+    live_.erase(it);
+    if (live_.empty()) drain_fd_locked();
 }
 
 bool DeliveryQueue::running_on_this_thread() const noexcept {
@@ -101,7 +143,7 @@ bool DeliveryQueue::running_on_this_thread() const noexcept {
 std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexcept {
     using Steady = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lock(mu_);
-    if (destroyed_) return -static_cast<std::int64_t>(errc::invalid_argument);
+    if (destroyed()) return -static_cast<std::int64_t>(errc::invalid_argument);
     if (closed_ || core_ == nullptr) return -static_cast<std::int64_t>(errc::shutting_down);
     RuntimeCore& core = *core_;
     ++runners_;
@@ -122,13 +164,21 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
             continue;
         }
         std::pop_heap(heap_.begin(), heap_.end(), Later{});
-        const FireItem item = heap_.back().fire;
+        const Item top = heap_.back();
         heap_.pop_back();
-        lock.unlock();
-        const bool mine = core.begin_run(item);  // DISPATCHED -> RUNNING, unless a stop/reset got there first
-        lock.lock();
-        if (!mine) continue;  // stale: not counted in due_, never runs
-        if (!closed_ && --due_ <= 0) drain_fd_locked();
+        const FireItem& item = top.fire;
+        // Live only if it is its record's live item: a stop or a reset that
+        // took the timer back (under mu_) removed that; a later episode's
+        // item replaced it.
+        const auto it = live_.find(item.rec);
+        if (it == live_.end() || it->second.seq != top.seq) continue;  // stale: never runs
+        live_.erase(it);
+        if (live_.empty()) drain_fd_locked();
+        // DISPATCHED -> RUNNING under mu_, like every other way out of
+        // DISPATCHED of a bound timer: the episode cannot end and start
+        // again between the check above and this CAS.
+        if (!core.begin_run(item)) continue;
+        TW_OWNER_ASSERT(bound_here(*item.rec));  // RUNNING: the run owns the record now
         ++running_;
         const std::int64_t start_ns = core.clocks.mono();
         const std::int64_t due_ns = core.clock.tick_start_ns(item.due);
@@ -151,23 +201,19 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
     return static_cast<std::int64_t>(ran);
 }
 
-bool DeliveryQueue::claim_destroy() noexcept {
+void DeliveryQueue::close_begin() noexcept {
     std::lock_guard<std::mutex> lock(mu_);
-    if (destroyed_) return false;
-    destroyed_ = true;
-    return true;
+    if (closed_) return;
+    closed_ = true;
+    heap_.clear();
+    heap_.shrink_to_fit();
+    live_.clear();
+    signal_locked();  // readable for good: a loop polling it learns of the end
+    cv_.notify_all();
 }
 
-void DeliveryQueue::close() noexcept {
+void DeliveryQueue::close_wait() noexcept {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!closed_) {
-        closed_ = true;
-        heap_.clear();
-        heap_.shrink_to_fit();
-        due_ = 0;
-        signal_locked();  // readable for good: a loop polling it learns of the end
-        cv_.notify_all();
-    }
     // Callbacks in progress, and threads still inside run() (they leave at
     // once: nothing more runs), unless this thread is one of them.
     if (running_on_this_thread()) return;
@@ -183,7 +229,7 @@ void DeliveryQueue::detach() noexcept {
 QueueCounters DeliveryQueue::counters() const noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     QueueCounters c;
-    c.due = due_ > 0 ? static_cast<std::uint64_t>(due_) : 0;
+    c.due = live_.size();
     c.delivered = delivered_;
     c.ran = ran_;
     c.runners = runners_;
@@ -195,6 +241,7 @@ QueueCounters DeliveryQueue::counters() const noexcept {
 // ---- QueueTable ------------------------------------------------------------------
 QueueTable::~QueueTable() {
     for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+    for (auto& c : gen_chunks_) delete[] c.load(std::memory_order_relaxed);
 }
 
 DeliveryQueue* QueueTable::get(std::uint16_t slot) const noexcept {
@@ -214,10 +261,16 @@ DeliveryQueue* QueueTable::create(RuntimeCore& core) {
     }
     std::atomic<DeliveryQueue*>* c = chunk(slot / kChunk);
     if (c == nullptr) {
-        c = new std::atomic<DeliveryQueue*>[kChunk]();
+        auto* g = new std::atomic<std::uint32_t>[kChunk]();
+        c = new (std::nothrow) std::atomic<DeliveryQueue*>[kChunk]();
+        if (c == nullptr) {
+            delete[] g;
+            throw std::bad_alloc();
+        }
+        gen_chunks_[slot / kChunk].store(g, std::memory_order_release);
         chunks_[slot / kChunk].store(c, std::memory_order_release);
     }
-    auto* q = new DeliveryQueue(core, static_cast<std::uint16_t>(slot));
+    auto* q = new DeliveryQueue(core, static_cast<std::uint16_t>(slot), slot_gen(static_cast<std::uint16_t>(slot)));
     q->ref();  // the caller's
     if (!free_.empty())
         free_.pop_back();
@@ -256,6 +309,13 @@ QueueTable::Section::Section(const QueueTable& t) noexcept {
     const unsigned s = this_thread_stripe();
     cell_ = &t.sections_[s].v;
     shared_ = s == kShared;
+    cell_->fetch_add(1, std::memory_order_seq_cst);  // before every load of a slot in the section
+}
+
+QueueTable::Section::Section(const QueueTable& t, Shared) noexcept {
+    if (!t.in_use()) return;
+    cell_ = &t.sections_[kShared].v;
+    shared_ = true;
     cell_->fetch_add(1, std::memory_order_seq_cst);  // before every load of a slot in the section
 }
 

@@ -18,25 +18,49 @@
 // reset of a due timer, release after the last run, periodic skips -- holds
 // unchanged; only the thread differs.
 //
-// The fd is level-triggered "is anything due": readable iff `due_` > 0, the
-// number of bound timers in DISPATCHED whose item was delivered. `due_`
-// moves only with the state machine: +1 per item delivered (shard), -1 when
-// a timer leaves DISPATCHED -- its run begins (run()), or a stop, reset or
-// shutdown takes it back (undue()). The eventfd is written on 0 -> positive
-// and on every delivery (a new edge for EPOLLET users: one per batch of
-// newly due timers), and drained (read) on positive -> 0. A stop that
-// lands between a shard's transition and its delivery makes `due_` dip to
-// -1 for that moment; the delivery brings it back. Items whose timer left
-// DISPATCHED stay in the heap until a run pops them and finds them stale
-// (begin_run fails): they are not counted and never run.
+// The fd is level-triggered "is anything due": readable iff the queue holds
+// a live item -- one whose timer is still DISPATCHED in the due episode the
+// item was made for (`live_`, below). The eventfd is written on every
+// delivery of a live item (a new edge for EPOLLET users: one per batch of
+// newly due timers), and drained (read) when the last live item goes.
+//
+// Delivery items name their due episode. A bound timer is DISPATCHED at
+// most once at a time, and the shard that makes it DISPATCHED delivers the
+// item before it can make it DISPATCHED again; so the queue keeps, per
+// bound record, the delivery number (`seq`) of the one item that may run
+// (`live_`). Every way out of DISPATCHED for a timer bound to an open queue
+// is taken under the queue's mutex: a run's begin_run (run()), and a stop's
+// or a reset's CAS (runtime.cpp, try_stop / reset_record: they read the
+// slot before their CAS and call undue_locked() after it). So an item whose
+// episode a stop or reset ended is never run, even when the timer is due
+// again under the same generation (issue 20, race 5): its record's entry is
+// gone or names a later item. deliver() reads the timer's word under the
+// same mutex and drops an item whose episode ended before it arrived.
 //
 // Lifetime. A queue is reference-counted: its slot in the runtime's
-// QueueTable holds one reference, a tickwheel::Queue the other. Destroying
-// a queue (RuntimeCore::destroy_queue) closes it, clears its slot, cancels
-// its timers and then waits until no thread is inside a QueueTable::Section
-// -- the span in which a shard, a stop or a reset may look a queue up by
-// slot and touch it -- before dropping the slot's reference. So a slot can
-// be reused at once and no thread ever touches a freed queue.
+// QueueTable holds one reference, a tickwheel::Queue the other. Its life:
+//
+//   OPEN --destroy claimed (claim_destroy; destroy_queue moves the slot's
+//        generation on)--> CLAIMED: starts bound to it fail
+//        (invalid_argument); destroy_queue waits for the starts in flight
+//        (the heavy side of StartGuard's fence: a start compares the
+//        queue's slot generation with the slot's inside its StartGuard,
+//        without touching the queue), so every start that returned 0 is
+//        published before destroy's sweep looks for it
+//   OPEN | CLAIMED --close_begin()--> CLOSING: no run starts, waiting
+//        runners return shutting_down, items dropped, fd readable for good
+//   CLOSING --close_wait()--> CLOSED: no callback of it is in progress and
+//        no thread is inside run()
+//
+// Destroying a queue (RuntimeCore::destroy_queue) claims it, waits for the
+// starts, closes it, clears its slot, cancels its timers and then waits
+// until no thread is inside a QueueTable::Section -- the span in which a
+// shard, a stop or a reset may look a queue up by slot and touch it --
+// before dropping the slot's reference. So a slot can be reused at once, no
+// thread ever touches a freed queue, and no timer bound to the old queue
+// survives into the next queue of that slot (issue 20, race 8). Shutdown
+// closes every queue (close_begin) before it waits for anything, then waits
+// (close_wait) after the workers (issue 20, race 1).
 #pragma once
 
 #include <atomic>
@@ -45,15 +69,37 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/counters.hpp"
 #include "runtime/fork.hpp"
 #include "runtime/messages.hpp"
 
+// Debug and sanitizer builds check the owner rules of the queue binding
+// and the delivery items (timer_state.hpp, "Queue binding and delivery
+// items: owner rules") where they are written; release builds compile the
+// checks out.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TW_QUEUE_OWNER_CHECKS 1
+#endif
+#endif
+#if !defined(TW_QUEUE_OWNER_CHECKS) && (!defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__))
+#define TW_QUEUE_OWNER_CHECKS 1
+#endif
+#if defined(TW_QUEUE_OWNER_CHECKS)
+#define TW_OWNER_ASSERT(cond) \
+    ((cond) ? (void)0 : ::tickwheel::rt::queue_owner_rule_broken(#cond, __FILE__, __LINE__))
+#else
+#define TW_OWNER_ASSERT(cond) ((void)0)
+#endif
+
 namespace tickwheel::rt {
 
 struct RuntimeCore;
+/// Reports a broken owner rule and aborts (TW_OWNER_ASSERT).
+[[noreturn]] void queue_owner_rule_broken(const char* what, const char* file, int line) noexcept;
 
 /// Counters of one queue (tickwheel::QueueStats, tw_queue_stats).
 struct QueueCounters {
@@ -70,7 +116,7 @@ public:
     /// A queue of `core` in slot `slot`. Throws Error(no_memory) when no
     /// eventfd can be had (EMFILE, ENFILE, ENOMEM). Starts with one
     /// reference (the slot's).
-    DeliveryQueue(RuntimeCore& core, std::uint16_t slot);
+    DeliveryQueue(RuntimeCore& core, std::uint16_t slot, std::uint32_t slot_gen = 0);
     ~DeliveryQueue();
     DeliveryQueue(const DeliveryQueue&) = delete;
     DeliveryQueue& operator=(const DeliveryQueue&) = delete;
@@ -83,23 +129,39 @@ public:
     /// True in a fork() child of the process that created the queue.
     bool forked() const noexcept { return fork_epoch() != epoch_; }
     /// Marks the queue destroyed by its owner; true for the first caller
-    /// only (who then runs RuntimeCore::destroy_queue).
-    bool claim_destroy() noexcept;
+    /// only (who then runs RuntimeCore::destroy_queue). From then on starts
+    /// bound to it fail (plan_start; and inside their guard, by the slot's
+    /// generation, which destroy_queue moves on).
+    bool claim_destroy() noexcept { return !claimed_.exchange(true, std::memory_order_seq_cst); }
+
     std::uint16_t slot() const noexcept { return slot_; }
+    /// Its slot's generation when it was created (QueueTable::slot_gen):
+    /// a start bound to it checks it against the slot's, inside its
+    /// StartGuard, without touching the queue (which a C caller's
+    /// tw_queue_destroy may free meanwhile).
+    std::uint32_t slot_gen() const noexcept { return slot_gen_; }
     /// The runtime, or nullptr once it is gone (detach()).
     RuntimeCore* core() const noexcept;
 
     // ---- the shard's side ----------------------------------------------------
     /// Takes due items (all bound to this queue) at `now_ns`. False if no
     /// memory could be had for them: nothing taken, the caller retries. A
-    /// closed queue drops them (their timers are being cancelled).
+    /// closed queue drops them (their timers are being cancelled); so is an
+    /// item whose timer left DISPATCHED before it arrived (a stop or reset
+    /// between the shard's transition and this delivery).
     bool deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept;
 
     // ---- the state machine's side ---------------------------------------------
-    /// A bound timer whose item was (or is about to be) delivered left
-    /// DISPATCHED otherwise than by a run of this queue: a stop, a reset, a
-    /// cancel. Any thread, inside a QueueTable::Section.
-    void undue() noexcept;
+    /// The mutex under which every transition out of DISPATCHED of a timer
+    /// bound to this queue is made (see the top of the file). A stop or a
+    /// reset of a bound timer holds it around its CAS, inside a
+    /// QueueTable::Section. Never held while user code runs.
+    std::mutex& transition_mutex() const noexcept { return mu_; }
+    /// A bound timer left DISPATCHED otherwise than by a run of this queue
+    /// (a stop, a reset), by a CAS made under transition_mutex(), which the
+    /// caller still holds: its delivered item, if any, is no longer live.
+    /// (Not yet delivered: deliver() will find the word moved and drop it.)
+    void undue_locked(const Record& r) noexcept;
 
     // ---- the owner's side -----------------------------------------------------
     /// tw_queue_run() (see tickwheel.h): runs up to `max` (> 0) due
@@ -114,15 +176,23 @@ public:
 
     // ---- lifecycle --------------------------------------------------------------
     /// No run starts any more: wakes the threads waiting in run() (they
-    /// return), waits for the callbacks in progress (unless one is on this
-    /// thread's stack: would_deadlock is the caller's check), drops the items
-    /// and makes the fd readable for good, so a loop polling it calls run()
-    /// and learns that it is closed. Idempotent.
-    void close() noexcept;
+    /// return shutting_down), drops the items and makes the fd readable for
+    /// good, so a loop polling it calls run() and learns that it is closed.
+    /// Does not wait. Idempotent.
+    void close_begin() noexcept;
+    /// Waits for the callbacks in progress and the threads still inside
+    /// run() (unless one is on this thread's stack: would_deadlock is the
+    /// caller's check). After close_begin().
+    void close_wait() noexcept;
+    /// close_begin(), then close_wait().
+    void close() noexcept {
+        close_begin();
+        close_wait();
+    }
     /// close(), and forget the runtime (it is being destroyed).
     void detach() noexcept;
     bool closed() const noexcept;
-    bool destroyed() const noexcept;
+    bool destroyed() const noexcept { return claimed_.load(std::memory_order_acquire); }
 
     QueueCounters counters() const noexcept;
 
@@ -136,11 +206,14 @@ private:
             return a.fire.due != b.fire.due ? a.fire.due > b.fire.due : a.seq > b.seq;
         }
     };
+    /// Owner-rule checks: r's binding names this queue's slot.
+    bool bound_here(const Record& r) const noexcept;
     void signal_locked() noexcept;   // write the eventfd (a new edge)
     void drain_fd_locked() noexcept;  // read it back to 0 (not readable)
 
     RuntimeCore* core_;  // nullptr once detached; guarded by mu_
     const std::uint16_t slot_;
+    const std::uint32_t slot_gen_;
     const std::uint32_t epoch_;
     int fd_ = -1;
     std::atomic<std::int32_t> refs_{1};
@@ -149,12 +222,20 @@ private:
     std::condition_variable cv_;  // runners wait for items; close() for runs in progress
     std::vector<Item> heap_;
     std::uint64_t seq_ = 0;
-    std::int64_t due_ = 0;       // see the top of the file
+    // The live item of each bound record that is DISPATCHED with its item
+    // delivered here: record -> (its generation, the item's seq). Its size
+    // is the number of callbacks due (the fd is readable iff it is not 0).
+    // Owner rules: timer_state.hpp, "Queue binding and delivery items".
+    struct Live {
+        std::uint32_t gen;
+        std::uint64_t seq;
+    };
+    std::unordered_map<const Record*, Live> live_;
     std::uint32_t waiting_ = 0;  // runners asleep in cv_
     std::uint32_t running_ = 0;  // callbacks in progress
     std::uint32_t runners_ = 0;  // threads inside run()
     bool closed_ = false;
-    bool destroyed_ = false;
+    std::atomic<bool> claimed_{false};  // destroy claimed (see the top of the file)
     bool signalled_ = false;     // the eventfd's counter is non-zero
     std::uint64_t delivered_ = 0, ran_ = 0;
     LockedHistogram signal_lateness_, run_lateness_;
@@ -182,6 +263,16 @@ public:
     void clear(std::uint16_t slot) noexcept;
     /// Makes a cleared slot free for reuse (after quiesce()).
     void release_slot(std::uint16_t slot) noexcept;
+    /// The generation of `slot` (a slot handed out at least once): moved on
+    /// by retire_slot() when its queue's destroy begins. seq_cst.
+    std::uint32_t slot_gen(std::uint16_t slot) const noexcept {
+        return gens(slot / kChunk)[slot % kChunk].load(std::memory_order_seq_cst);
+    }
+    /// Moves the generation of `slot` on: starts bound to its queue that
+    /// check from now on fail (destroy_queue, before it waits for starts).
+    void retire_slot(std::uint16_t slot) noexcept {
+        gens(slot / kChunk)[slot % kChunk].fetch_add(1, std::memory_order_seq_cst);
+    }
     /// Waits until every Section that was open when it was called has ended.
     void quiesce() const noexcept;
     /// Calls f(DeliveryQueue&) for every queue in a slot, holding a
@@ -215,6 +306,12 @@ public:
     class Section {
     public:
         explicit Section(const QueueTable& t) noexcept;
+        /// A section on the shared stripe: it may end on another thread
+        /// than the one that opened it, and nests with this thread's own
+        /// (a shard's delivery section, which a manual runtime's advance
+        /// may open on one advancing thread and end on another).
+        struct Shared {};
+        Section(const QueueTable& t, Shared) noexcept;
         ~Section();
         Section(const Section&) = delete;
         Section& operator=(const Section&) = delete;
@@ -229,9 +326,14 @@ private:
     std::atomic<DeliveryQueue*>* chunk(std::uint32_t c) const noexcept {
         return chunks_[c].load(std::memory_order_acquire);
     }
-    // slot s lives in chunks_[s / kChunk][s % kChunk]; chunks are made on
-    // first use and never freed before the table.
+    std::atomic<std::uint32_t>* gens(std::uint32_t c) const noexcept {
+        return gen_chunks_[c].load(std::memory_order_acquire);
+    }
+    // slot s lives in chunks_[s / kChunk][s % kChunk], its generation in
+    // gen_chunks_ likewise; chunks are made on first use and never freed
+    // before the table.
     std::atomic<std::atomic<DeliveryQueue*>*> chunks_[kMaxQueues / kChunk + 1] = {};
+    std::atomic<std::atomic<std::uint32_t>*> gen_chunks_[kMaxQueues / kChunk + 1] = {};
     std::mutex mu_;  // create/release_slot/all: not on any hot path
     std::vector<std::uint16_t> free_;
     std::atomic<std::uint32_t> next_{1};  // slots below it were handed out once

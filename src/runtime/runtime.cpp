@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -466,6 +468,12 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
 // once per advance with missed += k - 1, BURST k times (its catch-up).
 std::size_t RuntimeCore::advance(std::int64_t ns) {
     std::lock_guard<std::mutex> serial(advance_mutex);
+    // Ordered against shutdown (issue 20): shutdown sets the flag before it
+    // takes advance_mutex. An advance that takes the mutex after a shutdown
+    // began does nothing (Runtime::advance reports shutting_down); one in
+    // progress stops before its next callback (shutdown waits for it, and
+    // closed the queues its callbacks may wait in first).
+    if (shutting_down.load(std::memory_order_seq_cst)) return kAdvanceShutDown;
     const std::int64_t from = clocks.mono();
     const std::int64_t target_ns = ns > std::numeric_limits<std::int64_t>::max() - from
                                        ? std::numeric_limits<std::int64_t>::max()
@@ -493,6 +501,7 @@ std::size_t RuntimeCore::advance(std::int64_t ns) {
             std::push_heap(heap.begin(), heap.end(), later);
         }
         fired.clear();
+        if (shutting_down.load(std::memory_order_relaxed)) break;  // the sweep cancels the rest
         if (!heap.empty()) {
             std::pop_heap(heap.begin(), heap.end(), later);
             const FireItem f = heap.back().item;
@@ -515,17 +524,34 @@ std::size_t RuntimeCore::advance(std::int64_t ns) {
 // ---- delivery queues (delivery_queue.hpp) ---------------------------------------
 DeliveryQueue* RuntimeCore::create_queue() {
     if (forked()) throw Error(errc::forked);
-    if (shutting_down.load(std::memory_order_acquire)) throw Error(errc::shutting_down);
+    // Ordered against shutdown as a start is (issue 20, race 6): registered
+    // while it checks the flag and puts the queue in its slot, so shutdown,
+    // which waits for every registration before it closes the queues, either
+    // finds the queue in the table or made this call fail. No user code runs
+    // meanwhile (an eventfd and two allocations).
+    const StartGuard guard(*this);
+    if (guard.shutting_down()) throw Error(errc::shutting_down);
     return queues.create(*this);
 }
 
-void RuntimeCore::undue(const Record& r) noexcept {
-    if ((r.flags() & Record::kHasQueue) == 0) return;
-    const std::uint16_t slot = HandleTable::queue_slot_of(r);
-    if (DeliveryQueue* q = queues.get(slot)) q->undue();
+void RuntimeCore::wait_for_starts() noexcept {
+    // The heavy side of StartGuard's fence: a start whose registration this
+    // misses sees what the caller stored before (timer_ops.hpp).
+    heavy_fence();
+    for (auto& g : starting)
+        while (g.n.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
 void RuntimeCore::destroy_queue(DeliveryQueue& q) noexcept {
+    // 0. The caller claimed it (claim_destroy), and the slot's generation
+    //    moves on: a start bound to q that checks it from now on (inside
+    //    its StartGuard: queue_still_bindable) fails. The starts in flight that checked
+    //    before finish first (issue 20, race 8): each start holds a
+    //    StartGuard from its check until its timer is published, so once
+    //    the stripes drain, every start bound to q that returned (or will
+    //    return) 0 has a published record that step 3 finds.
+    queues.retire_slot(q.slot());
+    wait_for_starts();
     // 1. Nothing runs on it any more (runs in progress end, waiting runners return).
     q.close();
     // 2. Nobody finds it by its slot any more...
@@ -655,10 +681,12 @@ errc start_args(const RuntimeCore& core, const StartOptions& o, Readings& readin
 }
 }  // namespace
 
-bool RuntimeCore::queue_slot(const Queue* q, std::uint16_t& slot) const noexcept {
-    // Another runtime's queue, or one closed by its owner: refused.
+bool RuntimeCore::queue_slot(const Queue* q, std::uint16_t& slot, std::uint32_t& slot_gen) const noexcept {
+    // Another runtime's queue, or one closed by its owner: refused. (Checked
+    // again inside the start's guard, by the slot's generation.)
     if (q->rt_ != owner || q->impl_->destroyed()) return false;
     slot = q->impl_->slot();
+    slot_gen = q->impl_->slot_gen();
     return true;
 }
 
@@ -681,7 +709,8 @@ errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Ca
         return errc::invalid_argument;
     }
     plan.queue_slot = 0;
-    if (o.queue != nullptr && !core.queue_slot(o.queue, plan.queue_slot)) {
+    plan.queue_gen = 0;
+    if (o.queue != nullptr && !core.queue_slot(o.queue, plan.queue_slot, plan.queue_gen)) {
         set_error_detail(errc::invalid_argument, "the queue belongs to another runtime or was closed");
         return errc::invalid_argument;
     }
@@ -851,6 +880,10 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
 
         const rt::StartGuard guard(core);
         if (guard.shutting_down()) return errc::shutting_down;
+        // Bound to a queue whose destroy began: refused (inside the guard, so
+        // destroy_queue's sweep finds every bound start that gets past here).
+        if (plan.queue_slot != 0 && !rt::queue_still_bindable(core, plan)) [[unlikely]]
+            return errc::invalid_argument;
         if (core.max_timers != 0 &&
             core.live.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(core.max_timers)) {
             core.live.fetch_sub(1, std::memory_order_relaxed);
@@ -901,17 +934,50 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
 
 // ---- stop ------------------------------------------------------------------
 namespace rt {
+/// A stop or a reset of a timer bound to a delivery queue takes the queue's
+/// transition mutex around its CAS (delivery_queue.hpp: every way out of
+/// DISPATCHED of a bound timer is taken under it), inside a section (the
+/// queue cannot go away). The queue is found BEFORE the CAS, from the
+/// record's flags and slot: they are the id's timer's if the CAS then
+/// succeeds on its generation (a record is recycled -- generation + 1 --
+/// before a new occupant writes them), so a thread that no longer owns the
+/// record never reads them (issue 20: undue() after a reset). A timer not
+/// bound to a queue costs one flags test.
+class BoundTransition {
+public:
+    BoundTransition(const RuntimeCore& core, const Record& r, std::uint32_t gen) noexcept {
+        if ((r.flags() & Record::kHasQueue) == 0) [[likely]]
+            return;
+        section_.emplace(core.queues);
+        if (r.gen() != gen) return;  // stale id: its CAS fails; no queue to tell
+        q_ = core.queues.get(HandleTable::queue_slot_of(r));
+        if (q_ == nullptr) return;
+        test_hooks::window(&r, 'q');
+        lock_ = std::unique_lock<std::mutex>(q_->transition_mutex());
+    }
+    /// The CAS took the timer out of DISPATCHED: its item is no longer live.
+    void left_dispatched(const Record& r) noexcept {
+        if (q_ == nullptr) return;
+        TW_OWNER_ASSERT(lock_.owns_lock());  // the CAS out of DISPATCHED was made under q's mutex
+        test_hooks::window(&r, 'u');
+        q_->undue_locked(r);
+    }
+
+private:
+    std::optional<QueueTable::Section> section_;
+    DeliveryQueue* q_ = nullptr;
+    std::unique_lock<std::mutex> lock_;
+};
+
 CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen, HazardSlot* slot) noexcept {
-    // A due timer of a delivery queue leaves DISPATCHED here: the queue
-    // counts it no more (inside a section: the queue cannot go away).
-    QueueTable::Section in_queues(core.queues);
+    BoundTransition bound(core, r, gen);
     State from = State::Free;
     CancelOutcome out;
     {
         HazardScope acting_on(&r, slot);
         out = TimerState::try_cancel(r, gen, &from);
     }
-    if (out == CancelOutcome::Cancelled && from == State::Dispatched) core.undue(r);
+    if (out == CancelOutcome::Cancelled && from == State::Dispatched) bound.left_dispatched(r);
     return out;
 }
 
@@ -1046,19 +1112,21 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
     }
     rt::ResetStep step;
     {
-        rt::QueueTable::Section in_queues(core.queues);  // as in try_stop()
+        BoundTransition bound(core, r, Id::gen(id));  // as in try_stop()
         {
             HazardScope acting_on(&r, slot);
             step = TimerState::reset(r, Id::gen(id), tick, rt::t_current.rec == &r);
         }
         if (own != nullptr) {
             // The word took the tick: its deadline with it. Let go before
-            // anything else (no lock is taken while holding a deadline lock).
+            // telling the queue (the queue's mutex, taken by `bound` above,
+            // is the one lock held around a deadline lock: no thread waits
+            // for a deadline lock while it holds a queue's mutex).
             if (step.rearmed) rt::OwnDeadline::store(*own, held, deadline_ns);
             rt::OwnDeadline::unlock(*own, held);
             unlock_own.x = nullptr;
         }
-        if (step.rearmed && step.from == State::Dispatched) core.undue(r);
+        if (step.rearmed && step.from == State::Dispatched) bound.left_dispatched(r);
     }
     if (!step.rearmed) return false;
     const std::uint16_t flags = r.flags();
@@ -1160,13 +1228,14 @@ std::size_t Runtime::advance(Duration d, std::error_code& ec) noexcept {
         ec = make_error_code(errc::would_deadlock);
         return 0;
     }
-    if (core.shutting_down.load(std::memory_order_acquire)) {
+    const std::size_t ran = core.advance(d.count());
+    if (ran == rt::RuntimeCore::kAdvanceShutDown) {
         rt::set_error_detail(errc::shutting_down, "the runtime \"%s\" is shut down or shutting down",
                              core.config.name.c_str());
         ec = make_error_code(errc::shutting_down);
         return 0;
     }
-    return core.advance(d.count());
+    return ran;
 }
 
 Duration Runtime::now(TimerClock c) const noexcept {
@@ -1300,22 +1369,27 @@ void Runtime::shutdown(std::error_code& ec) noexcept {
     std::lock_guard<std::mutex> lock(core.shutdown_mutex);
     if (core.shut_down.load(std::memory_order_acquire)) return;
     core.shutting_down.store(true, std::memory_order_seq_cst);
-    // 1. No start() is in flight any more, and none can begin. The heavy
-    //    side of StartGuard's fence: a start whose registration this misses
-    //    sees the flag (timer_ops.hpp).
-    rt::heavy_fence();
-    for (auto& g : core.starting)
-        while (g.n.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
-    // 2. Drivers stop: nothing new is dispatched (a manual runtime's driver
-    //    is an advance in progress: it ends first).
+    // 1. No start() or queue create is in flight any more, and none can
+    //    begin: each sees the flag inside its StartGuard (timer_ops.hpp).
+    core.wait_for_starts();
+    // 2. Every queue is closed before anything is waited for (issue 20,
+    //    race 1): threads waiting in run() return TW_ESHUTDOWN -- among them
+    //    a callback on a worker, of another queue or of an advance that
+    //    waits in tw_queue_run(q, n, -1), which the waits below would
+    //    otherwise wait for forever. (Create is ordered by step 1: the table
+    //    holds every queue that will ever exist.)
+    core.queues.for_each([](rt::DeliveryQueue& q) { q.close_begin(); });
+    // 3. Drivers stop: nothing new is dispatched (a manual runtime's driver
+    //    is an advance in progress: it sees the flag and ends first; its
+    //    callback's queue runs were just woken).
     std::unique_lock<std::mutex> no_advance(core.advance_mutex, std::defer_lock);
     if (core.clocks.manual()) no_advance.lock();
     for (auto& s : core.shards) s->stop_and_join();
-    // 3. Runs in progress finish: on the workers, and on the threads that
+    // 4. Runs in progress finish: on the workers, then on the threads that
     //    run delivery queues (which start no run any more).
     core.dispatcher->wait_idle();
-    core.queues.for_each([](rt::DeliveryQueue& q) { q.close(); });
-    // 4. Every timer still pending is cancelled and released here, by the
+    core.queues.for_each([](rt::DeliveryQueue& q) { q.close_wait(); });
+    // 5. Every timer still pending is cancelled and released here, by the
     //    same transition as stop() (nothing recycles records any more, and a
     //    concurrent stop() loses or wins the same CAS).
     for (auto& s : core.shards) {

@@ -87,25 +87,34 @@ struct RuntimeCore {
 
     /// A new delivery queue (tickwheel::Queue); carries a reference for the
     /// caller. Throws Error(shutting_down), std::bad_alloc, std::system_error.
+    /// Ordered against shutdown like a start (StartGuard): a queue it
+    /// returns is closed by a shutdown that began at any time.
     DeliveryQueue* create_queue();
-    /// tw_queue_destroy(): closes `q`, cancels every timer bound to it
+    /// tw_queue_destroy(), after q.claim_destroy(): waits for the starts in
+    /// flight (a bound start that checked q before the claim is published
+    /// first), closes `q`, cancels every timer bound to it
     /// (release hooks on this thread), waits until no thread can touch it,
     /// and drops the runtime's reference (the caller keeps its own).
     /// Cost: O(timer slots of the runtime). Not from inside one of q's
     /// callbacks (the caller checks: would_deadlock).
     void destroy_queue(DeliveryQueue& q) noexcept;
-    /// StartOptions::queue's slot; false for another runtime's queue or a
-    /// closed one.
-    bool queue_slot(const Queue* q, std::uint16_t& slot) const noexcept;
-    /// A bound timer left DISPATCHED otherwise than by a run: tell its queue.
-    /// Inside a QueueTable::Section.
-    void undue(const Record& r) noexcept;
+    /// StartOptions::queue's slot and its generation; false for another runtime's
+    /// queue or a closed one.
+    bool queue_slot(const Queue* q, std::uint16_t& slot, std::uint32_t& slot_gen) const noexcept;
+    /// Waits until every start (and queue create) registered on a stripe of
+    /// `starting` when it was called has left its StartGuard; the heavy
+    /// side of the guard's fence comes first, so a start that registers
+    /// later sees what the caller stored before (shutting_down, a queue's
+    /// claim). Shutdown and destroy_queue. Never from inside a StartGuard.
+    void wait_for_starts() noexcept;
 
     /// A manual runtime (Config::manual_clock): moves its clocks by `ns`
     /// and runs what falls due on this thread, in deadline order (ties:
     /// start order); returns the callbacks run. The caller checked: manual,
     /// not inside a callback of this runtime, not shut down.
     std::size_t advance(std::int64_t ns);
+    /// advance()'s answer when a shutdown began before it took advance_mutex.
+    static constexpr std::size_t kAdvanceShutDown = static_cast<std::size_t>(-1);
 
     Runtime* const owner;
     const Config config;

@@ -376,7 +376,18 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
         const std::uint64_t period = fixed_rate ? PeriodWord::period_ticks(word) : 0;
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
-        if (slot != 0 && !section_) section_.emplace(queues_);
+        // (A manual runtime's on the shared stripe: its advance may open it
+        // on one advancing thread and end it on another -- when a queue had
+        // no memory, it stays open across advances -- and it may nest with
+        // that thread's own sections: issue 20. A driver thread opens and
+        // ends its own, on its own stripe, where a destroy's quiesce waits
+        // for a change, not for the shared count to reach 0.)
+        if (slot != 0 && !section_) {
+            if (clocks_.manual())
+                section_.emplace(queues_, QueueTable::Section::Shared{});
+            else
+                section_.emplace(queues_);
+        }
         // A boot-time or wall-clock timer: its own clock decides too
         // (expire_clocked; false: not due on it, or looked at next tick).
         // A manual advance judges skips against the end of its window

@@ -18,10 +18,18 @@ namespace tickwheel::rt::test_hooks {
 /// (whether or not the thread slept: the run may end before it does) and
 /// stop_sync is about to look at the record again; 'i' when a start has
 /// put a grouped or clocked timer into its shard's index (a group stop can
-/// now find it) and has not yet queued its Insert. Called by a shard thread
-/// with a null record: 'k' when a re-clock pass begins (it saw a boot-time
-/// or wall-clock offset move, or re-runs after finding a timer's deadline
-/// lock held), after it took the new offsets and before it re-files.
+/// now find it) and has not yet queued its Insert; 'q' when a stop or a
+/// reset of a timer bound to a delivery queue has found its queue and is
+/// about to take the queue's transition mutex, before its CAS (issue 20:
+/// every way out of DISPATCHED of a bound timer is taken under that mutex;
+/// a test parks a run inside begin_run's window, 'b', and shows that such a
+/// stop or reset, past 'q', waits for the run's CAS); 'u' when such a stop
+/// or reset has taken the timer out of DISPATCHED by its CAS and is about
+/// to tell the queue (still holding the mutex: nobody can end the timer,
+/// recycle its record and bind it to another queue in between). Called by a
+/// shard thread with a null record: 'k' when a re-clock pass begins (it saw
+/// a boot-time or wall-clock offset move, or re-runs after finding a timer's
+/// deadline lock held), after it took the new offsets and before it re-files.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test

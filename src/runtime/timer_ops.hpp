@@ -115,6 +115,7 @@ struct StartPlan {
     std::uint64_t period = 0;      // in ticks; 0 = one-shot
     std::int64_t own_deadline = 0; // the first deadline on the timer's own clock
     std::uint16_t queue_slot = 0;  // its delivery queue, 0 = the workers
+    std::uint32_t queue_gen = 0;   // its slot's generation then (checked again inside the StartGuard)
     std::uint32_t shard = 0;
 };
 /// Checks `o` and `cb` for start() (all but fork, shutdown and the limits)
@@ -133,6 +134,13 @@ errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Ca
 /// pays the heavy side (heavy_fence(), membarrier) between setting the flag
 /// and reading the stripes. Without membarrier, and on the shared stripe,
 /// a seq_cst fetch_add as before. Inline: on every start.
+/// Inside a StartGuard: whether the queue `plan` binds to (if any) is still
+/// the one in its slot -- its destroy has not begun (issue 20, race 8).
+/// Reads the queue table only, never the queue (a C caller's
+/// tw_queue_destroy may free it meanwhile). Bound starts only.
+inline bool queue_still_bindable(const RuntimeCore& core, const StartPlan& plan) noexcept {
+    return plan.queue_slot == 0 || core.queues.slot_gen(plan.queue_slot) == plan.queue_gen;
+}
 class StartGuard {
 public:
     explicit StartGuard(RuntimeCore& core) noexcept

@@ -150,6 +150,55 @@
 //                                  | read): never a deadline without its tick
 //  the wheel links, deadline, loc  | the shard thread only (shard.hpp)
 //
+// ==== Queue binding and delivery items: owner rules (issue 20) ====
+// (delivery_queue.hpp has the machinery; q = the timer's delivery queue,
+// "q.mu" its transition_mutex(). Checked by TW_OWNER_ASSERT in debug and
+// sanitizer builds where they are written.)
+//
+//   field                        | written by, when                         | read by
+//   -----------------------------+------------------------------------------+-----------------------------
+//   binding: kHasQueue flag and  | start() only, owning the FREE record,    | anyone holding the id, after
+//   the slot in the period word  | before publish (release); cleared by     | the word's acquire; a stop or
+//                                | recycle (generation + 1). Never changes  | reset reads them BEFORE its
+//                                | within a generation.                     | CAS (valid if the CAS then
+//                                |                                          | succeeds on its generation),
+//                                |                                          | never after (BoundTransition)
+//   which queue a slot names     | QueueTable::create (a slot is reused only| a bound start: the slot's
+//   (the slot's generation)      | after destroy_queue's quiesce); the      | generation, inside its
+//                                | generation moves on when destroy begins  | StartGuard
+//                                | (retire_slot), before destroy waits for  | (queue_still_bindable)
+//                                | the starts in flight                     |
+//   a delivery item              | the shard (or a manual advance) that made| q.run() under q.mu: it runs
+//   (FireItem + seq in q's heap) | PENDING -> DISPATCHED, after that CAS,   | only if it is its record's
+//                                | under q.mu, only if the word is still    | live item; then begin_run
+//                                | DISPATCHED of its generation (deliver)   | under q.mu
+//   q.live_[record] (the one     | deliver() adds (under q.mu); removed,    | run(), undue_locked(),
+//   item that may run: its       | under q.mu, by the run that pops it, or  | counters() (due = its size)
+//   generation and seq)          | by undue_locked() after a stop's or a    |
+//                                | reset's CAS out of DISPATCHED, or by     |
+//                                | close_begin() (all)                      |
+//   the fd's readiness           | under q.mu: written on a delivery of a   | the user's poll/epoll
+//                                | live item, drained when live_ empties;   |
+//                                | written for good by close_begin()        |
+//
+// Transitions of a timer bound to an OPEN queue, and the lock they hold:
+//   PENDING -> DISPATCHED        shard, no lock; its item then goes to q under q.mu
+//   DISPATCHED -> RUNNING        q.run(), under q.mu (begin_run)
+//   DISPATCHED -> PENDING        reset, under q.mu (then undue_locked)
+//   DISPATCHED -> RELEASING      stop, under q.mu (then undue_locked)
+//   DISPATCHED -> DISPATCHED     skip_period by the shard: the episode goes on
+// So between a run's check of its item and its CAS no episode can end and
+// begin again, and an item whose episode ended is never run. Once q is
+// closing, its items are dropped and the shutdown sweep or destroy_queue's
+// sweep cancels its timers without q.mu (nothing runs on a closed queue).
+//
+// Lifecycles (delivery_queue.hpp): a queue is OPEN -> CLAIMED (destroy
+// begun: starts fail) -> CLOSING (close_begin: runners woken, items gone)
+// -> CLOSED (close_wait: no callback of it in progress). Shutdown: the flag,
+// then every start and queue create in flight ends (StartGuard), then every
+// queue is CLOSING, then the advance in progress ends (it checks the flag),
+// drivers stop, workers and queue runners finish (close_wait), then the sweep.
+// ==== end of "Queue binding and delivery items: owner rules" ====
 #pragma once
 
 #include <atomic>
@@ -507,7 +556,11 @@ inline void shard_live(const Record& r, const char* field) noexcept {
 //     the lock word before and after, equal, even and of their generation.
 // No user code runs while it is held, and no other lock is taken under it
 // but the shard's clock-step index mutex (a start indexing its timer; that
-// mutex is never held while a deadline lock is taken). Takers that may not wait (the shard)
+// mutex is never held while a deadline lock is taken) and, for a reset of a
+// queue-bound timer, that queue's transition mutex around its CAS
+// (BoundTransition, runtime.cpp; no thread waits for a deadline lock while
+// it holds a queue's mutex: the shard only tries one, a queue run takes
+// none under it). Takers that may not wait (the shard)
 // try once and come back later (it re-files the timer at the next tick, or
 // re-runs the re-clock pass); callers, start and workers wait while another
 // thread holds it (a short critical section: a few loads, a CAS, a store).
