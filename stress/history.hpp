@@ -27,6 +27,12 @@ enum Feature : unsigned {
     kFQcreate = 1u << 11,  // at the end queues are created while the runtime shuts down
     kFQwait = 1u << 12,    // queue runners also wait in tw_queue_run(q, n, -1) (else a timeout <= 5 ms)
     kFAll = (1u << 13) - 1,
+    // Not in "all": group stops from producer 0 only. Two group stops of one
+    // group at once can let a timer run after the first returned (the second
+    // took its entry and has not stopped it yet: open, found by this fuzzer
+    // after issue 20's fixes, --features all --seed 1); CI's groups set
+    // avoids that until it is fixed.
+    kFGroupStopsOneThread = 1u << 13,
 };
 /// Parses "all", "none", "a,b,-c" (names as listed in history_run.cpp); false on an unknown name.
 bool parse_features(const std::string& s, unsigned& out);

@@ -119,7 +119,7 @@ constexpr Named kNames[] = {{"boottime", kFBoottime}, {"realtime", kFRealtime}, 
                             {"periodic", kFPeriodic}, {"delay", kFDelay},       {"groups", kFGroups},
                             {"rearm", kFRearm},       {"queues", kFQueues},     {"batch", kFBatch},
                             {"stale", kFStale},       {"nest", kFNest},         {"qcreate", kFQcreate},
-                            {"qwait", kFQwait}};
+                            {"qwait", kFQwait},       {"gstop1", kFGroupStopsOneThread}};
 }  // namespace
 
 bool parse_features(const std::string& s, unsigned& out) {
@@ -620,7 +620,7 @@ void producer(World& w, unsigned index, unsigned long seed) {
         if (x < 30) op_start(w, r);
         else if (x < 36 && (f & kFBatch)) op_start_n(w, r);
         else if (x < 42 && (f & kFBatch)) op_batch(w, r);
-        else if (x < 48 && (f & kFGroups)) op_group_stop(w, r);
+        else if (x < 48 && (f & kFGroups) && (index == 0 || !(f & kFGroupStopsOneThread))) op_group_stop(w, r);
         else if (x < 58 && (f & kFStale)) {
             TM* t = w.dead[r() % World::kDead].load();
             if (t != nullptr) op_on_id(w, r, t, t->id.load(), true);
