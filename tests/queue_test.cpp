@@ -858,12 +858,19 @@ TEST(QueueRace, ProducersStopAndResetWhileTwoQueuesRun) {
                     // ran (a one-shot re-arms only then): its earliest start
                     // allowed is now this reset's deadline, whose lower
                     // bound `at` is read before the call -- later or earlier
-                    // than the old one. A run between the reset's CAS and
-                    // this store is already past `at`. A failed reset
-                    // (TW_ENOENT: it ran or was stopped) changes nothing.
+                    // than the old one. While the call is in flight a run
+                    // may serve either deadline, so the bound is first
+                    // lowered to the smaller of the two (a run at the new,
+                    // earlier deadline between the reset's CAS and the store
+                    // below must not be judged by the old one: it was, and
+                    // failed once in a fresh-clone run), then set to `at` once the
+                    // reset succeeded. A failed reset (TW_ENOENT: it ran or
+                    // was stopped) changes nothing; the lowered bound stays
+                    // a true lower bound of its run.
                     const std::uint64_t delay = (rnd() % 3) * kMs;
                     Probe& vp = *probes[t][static_cast<std::size_t>(&victim - ids.data())];
                     const std::uint64_t at = tw_now_ns() + delay;
+                    if (at < vp.deadline_ns.load()) vp.deadline_ns.store(at);
                     const int rc = tw_timer_reset(rt.get(), victim, delay);
                     EXPECT_TRUE(rc == TW_OK || rc == TW_ENOENT) << rc;
                     if (rc == TW_OK) {
