@@ -284,6 +284,10 @@ public:
             }
             const std::uint64_t id = t.id();
             id_ = id;
+            // Read before PUBLISHED: once it is set, the timer may fire on
+            // another thread and resume the coroutine, which frees or
+            // reuses this node (the runtime itself outlives every wait).
+            Runtime* const rt = rt_;
 #ifdef TICKWHEEL_CORO_TEST_HOOK
             TICKWHEEL_CORO_TEST_HOOK(state_);  // tests park the arming thread here
 #endif
@@ -291,7 +295,7 @@ public:
             if ((old & kFired) == 0) {
                 // Rule 3: a signal set after `seen` and before PUBLISHED was
                 // not acted on: hurry, with the local id (the node may be gone).
-                if ((old & (kStop | kNotify)) != 0 && !signalled && !post_now) hurry_id(*rt_, id);
+                if ((old & (kStop | kNotify)) != 0 && !signalled && !post_now) hurry_id(*rt, id);
                 return true;  // the node is not touched again here
             }
             // T ran before we published (a 0 ns timer on another core; a
