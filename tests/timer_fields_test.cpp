@@ -300,6 +300,46 @@ TEST(GroupReArm, ManyReArmsCountOnceInAGroupStop) {
     EXPECT_EQ(rt.stop_group(kGroup), 0u);
 }
 
+// ---- two group stops of one group at once (found by the history fuzzer) ----------------
+// Group stop A takes the group's list and is parked in stop()'s
+// lookup-to-CAS window of its one timer. Group stop B of the same group then
+// began after the timer's start returned, so when B returns the timer must
+// be stopped: no run may follow. On c5850ce B found the list empty (A had
+// taken it), returned 0 with the timer still pending, and it ran 50 ms
+// later while A was still parked (runs == 1). Now B stops the timers A claimed as well (B returns 1)
+// and A's CAS then finds the timer stopped (A returns 0).
+TEST(GroupStopRace, ASecondGroupStopStopsWhatAFirstOneTookButHasNotStoppedYet) {
+    tw::Runtime rt(one_shard());
+    constexpr std::uint64_t kGroup = 0x2022;
+    std::atomic<int> runs{0};
+    tw::StartOptions o;
+    o.delay = 50ms;
+    o.group = kGroup;
+    const tw::Timer t = rt.start(o, [&] { runs.fetch_add(1); });
+    Parking p;
+    p.what = 'c';
+    HookGuard hook(p);
+    std::atomic<std::size_t> a_stopped{99};
+    std::thread a([&] {
+        t_park_me = true;
+        a_stopped.store(rt.stop_group(kGroup));
+    });
+    Unpark unpark{p, a};
+    ASSERT_TRUE(p.parked.wait(30s)) << "group stop A never reached its stop's window";
+    const std::size_t b_stopped = rt.stop_group(kGroup);
+    EXPECT_FALSE(rt.query(t)) << "still live after group stop B returned " << b_stopped;
+    // The timer's deadline passes while A is still parked: with B's return
+    // it must not run.
+    std::this_thread::sleep_for(150ms);
+    EXPECT_EQ(runs.load(), 0) << "the timer ran after group stop B returned " << b_stopped;
+    EXPECT_EQ(b_stopped, 1u);
+    p.go.open();
+    a.join();
+    EXPECT_EQ(a_stopped.load(), 0u) << "B stopped it; A's stop finds it stopped";
+    EXPECT_FALSE(rt.query(t));
+    EXPECT_EQ(runs.load(), 0);
+}
+
 // ---- race 3: a DELAY timer on its own clock reset during its run ------------------------
 // On a4e5bb9 the worker, after the run, stored "end of run + period" as the
 // own-clock deadline before the word decided -- over the deadline the reset

@@ -697,7 +697,10 @@ public:
     /// later call).
     /// A timer whose start() returned before this call began is stopped; one
     /// started concurrently is either stopped or left running for a later
-    /// call, never lost. Cost: O(shards + the group's timers) -- per-shard
+    /// call, never lost. Two group stops of one group at once each return
+    /// only once every timer they must stop is stopped (the later also stops
+    /// what the earlier took and has not reached; each timer counted once);
+    /// neither waits for the other. Cost: O(shards + the group's timers) -- per-shard
     /// indexes, one short lock per shard; never a scan of all timers.
     /// Throws Error(invalid_argument) for group 0, Error(forked) in a fork()
     /// child. Since 1.3.

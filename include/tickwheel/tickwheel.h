@@ -597,7 +597,10 @@ TW_API int tw_timer_query(tw_runtime *rt, tw_timer id, tw_timer_info *out) TW_NO
  *  callback re-arms it, the re-armed timer stays in its group, for a later
  *  call). A timer whose start returned before this call began is stopped;
  *  one started concurrently with it is either stopped or left for a later
- *  call, never lost. Cost: O(shards + the group's timers): per-shard indexes, one short
+ *  call, never lost. Two group stops of one group at once: each returns
+ *  only once every timer it must stop is stopped (a later call also stops
+ *  what an earlier one took and has not reached yet; each timer is counted
+ *  by one of them); neither waits for the other. Cost: O(shards + the group's timers): per-shard indexes, one short
  *  lock per shard, never a scan of all timers. Any thread, also from a
  *  callback (with TW_SYNC it does not wait for its own timer). Since 1.3
  *  (TICKWHEEL_1.3). Returns:

@@ -33,7 +33,7 @@ void GroupIndex::compact_all() noexcept {
         compact(it->second.v);
         it->second.after_compaction = it->second.v.size();
         total += it->second.v.size();
-        if (it->second.v.empty()) {
+        if (it->second.v.empty() && it->second.claims == nullptr) {
             it = groups_.erase(it);
         } else {
             ++it;
@@ -67,6 +67,75 @@ std::vector<std::uint64_t> GroupIndex::take(std::uint64_t group) {
     entries_ -= v.size();
     hint_.store(entries_, std::memory_order_relaxed);
     return v;
+}
+
+void GroupIndex::claim(std::uint64_t group, Claim& c) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = groups_.find(group);
+    if (it == groups_.end()) return;
+    List& l = it->second;
+    c.mine = std::move(l.v);
+    l.v.clear();
+    l.after_compaction = 0;
+    entries_ -= c.mine.size();
+    hint_.store(entries_, std::memory_order_relaxed);
+    std::size_t n = 0;
+    for (const Claim* o = l.claims; o != nullptr; o = o->next_) n += o->mine.size();
+    if (n != 0) {
+        try {
+            c.others.reserve(n);
+            for (const Claim* o = l.claims; o != nullptr; o = o->next_)
+                c.others.insert(c.others.end(), o->mine.begin(), o->mine.end());
+        } catch (...) {  // std::bad_alloc
+            c.others.clear();
+            c.others_complete = false;
+        }
+    }
+    if (c.mine.empty() && l.claims == nullptr) {
+        groups_.erase(it);  // nothing to show a later claim
+        return;
+    }
+    // Registered even with nothing of its own when others were copied
+    // incompletely: wait_earlier() finds its place by its sequence number.
+    c.index_ = this;
+    c.group_ = group;
+    c.seq_ = ++claim_seq_;
+    c.next_ = l.claims;
+    if (l.claims != nullptr) l.claims->prev_ = &c;
+    l.claims = &c;
+}
+
+void GroupIndex::Claim::release() noexcept {
+    GroupIndex* const gi = index_;
+    if (gi == nullptr) return;
+    {
+        std::lock_guard<std::mutex> lock(gi->mu_);
+        const auto it = gi->groups_.find(group_);
+        // (The list exists: it is never erased while it has claims.)
+        List& l = it->second;
+        if (prev_ != nullptr) {
+            prev_->next_ = next_;
+        } else {
+            l.claims = next_;
+        }
+        if (next_ != nullptr) next_->prev_ = prev_;
+        next_ = prev_ = nullptr;
+        index_ = nullptr;
+        if (l.claims == nullptr && l.v.empty()) gi->groups_.erase(it);
+    }
+    gi->released_.notify_all();
+}
+
+void GroupIndex::Claim::wait_earlier() noexcept {
+    GroupIndex* const gi = index_;
+    if (gi == nullptr) return;
+    std::unique_lock<std::mutex> lock(gi->mu_);
+    gi->released_.wait(lock, [&] {
+        const auto it = gi->groups_.find(group_);
+        for (const Claim* o = it->second.claims; o != nullptr; o = o->next_)
+            if (o->seq_ < seq_) return false;
+        return true;
+    });
 }
 
 std::size_t GroupIndex::entries() const {

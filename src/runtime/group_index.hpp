@@ -23,10 +23,29 @@
 // since its last compaction, and the whole index when its entries double
 // since the last full pass (dropping groups with no live timer), so memory
 // stays O(live grouped timers) and the cost per start O(log n) amortised.
+//
+// Concurrent group stops of one group (issue 20, found by the history
+// fuzzer): the first takes the list, the second would find it empty and
+// return while a timer the first took is not stopped yet -- and that timer,
+// started before the second began, could still run after the second
+// returned. So a group stop claims the list (claim()): it moves the entries
+// out as before, and registers them, for as long as it works through them,
+// where a later claim of the same group finds them: that claim gets a copy
+// of every entry an earlier claim still holds (Claim::others) and stops them
+// too. A timer is stopped once whoever gets there first (stop() is
+// idempotent by generation), so each group stop returns only after every
+// timer in the list it saw is stopped, without ever waiting for another group
+// stop (which could deadlock: a callback's or a release hook's group stop
+// while another thread's TW_SYNC group stop waits for that callback). Only
+// if the copy cannot be allocated does a claim wait for the earlier claims to
+// finish (Claim::wait_earlier), unless it runs inside a callback or release
+// hook.
+//
 // A std::mutex per shard: only starts with a group and group stops take it.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -51,8 +70,45 @@ public:
     /// caller then takes the start back). Any thread; O(1) amortised.
     void add(std::uint64_t group, std::uint32_t gen, std::uint32_t index);
     /// Takes the group's list (empty if none). Any thread; O(1) plus the
-    /// list's size to move it out.
+    /// list's size to move it out. (The clocked index's use: a group stop
+    /// uses claim().)
     std::vector<std::uint64_t> take(std::uint64_t group);
+
+    /// A group stop's claim on one shard's list of a group (see the top
+    /// comment). While it lives, later claims of the group copy `mine`.
+    class Claim {
+    public:
+        Claim() = default;
+        Claim(const Claim&) = delete;
+        Claim& operator=(const Claim&) = delete;
+        ~Claim() { release(); }
+        /// The entries this claim took from the list.
+        std::vector<std::uint64_t> mine;
+        /// The entries earlier claims of the group still held when this one
+        /// was made (they are working through them; stop them as well).
+        std::vector<std::uint64_t> others;
+        /// False if `others` could not be allocated: call wait_earlier().
+        bool others_complete = true;
+        /// Waits until every claim of the group made before this one is
+        /// released. Only after a failed copy (no memory); the caller must
+        /// not be inside a callback or release hook.
+        void wait_earlier() noexcept;
+        /// Unregisters (the destructor does it too).
+        void release() noexcept;
+
+    private:
+        friend class GroupIndex;
+        GroupIndex* index_ = nullptr;  // set while registered
+        std::uint64_t group_ = 0;
+        std::uint64_t seq_ = 0;
+        Claim* next_ = nullptr;  // the group's claims in progress (intrusive)
+        Claim* prev_ = nullptr;
+    };
+    /// Makes `c` (fresh) a claim on the group's list: moves the list into
+    /// c.mine and copies the entries of the group's earlier claims still in
+    /// progress into c.others. Any thread; O(1) plus the entries moved and
+    /// copied. Never throws (see Claim::others_complete).
+    void claim(std::uint64_t group, Claim& c) noexcept;
     /// Entries held (live and stale), for tests and metrics.
     std::size_t entries() const;
     /// entries() without the lock (a recent value). Any thread.
@@ -66,6 +122,7 @@ private:
     struct List {
         std::vector<std::uint64_t> v;
         std::size_t after_compaction = 0;  // size after its last compaction
+        Claim* claims = nullptr;           // group stops in progress (kept while any)
     };
     const HandleTable& table_;
     mutable std::mutex mu_;
@@ -73,6 +130,8 @@ private:
     std::size_t entries_ = 0;
     std::size_t entries_after_full_ = 0;
     std::atomic<std::size_t> hint_{0};
+    std::uint64_t claim_seq_ = 0;          // under mu_
+    std::condition_variable released_;     // a claim was released (wait_earlier)
 };
 
 }  // namespace tickwheel::rt

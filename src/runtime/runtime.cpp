@@ -1258,18 +1258,22 @@ std::size_t Runtime::stop_group(std::uint64_t group, bool sync, std::error_code&
         ec = make_error_code(errc::invalid_argument);
         return 0;
     }
+    // Each shard's list is claimed, not just taken: a concurrent group stop
+    // of the same group stops what this one took too, so that neither
+    // returns while a timer of the list it saw is still pending
+    // (group_index.hpp).
     std::size_t stopped = 0;
+    const bool nested = rt::t_current.rec != nullptr || rt::t_release_depth != 0;
     for (std::uint32_t si = 0; si < core.shards.size(); ++si) {
-        std::vector<std::uint64_t> members;
-        try {
-            members = core.shard(si).groups().take(group);
-        } catch (...) {
-            // take() moves a vector out: it does not allocate. Unreachable.
-        }
-        for (const std::uint64_t e : members) {
+        rt::GroupIndex::Claim claim;
+        core.shard(si).groups().claim(group, claim);
+        const auto stop_entry = [&](std::uint64_t e) {
             const std::uint64_t id = Id::make(rt::GroupIndex::gen_of(e), si, rt::GroupIndex::index_of(e));
             if (sync ? stop_sync(id) : stop(id)) ++stopped;
-        }
+        };
+        for (const std::uint64_t e : claim.mine) stop_entry(e);
+        for (const std::uint64_t e : claim.others) stop_entry(e);
+        if (!claim.others_complete && !nested) claim.wait_earlier();
     }
     return stopped;
 }
