@@ -59,6 +59,7 @@ namespace hooks = tickwheel::rt::test_hooks;
 namespace {
 std::atomic<std::int64_t> g_wall_step{0};
 thread_local clockid_t t_park_clock = -1;
+thread_local int t_park_skip = 0;  // readings of t_park_clock to let pass before parking
 std::mutex g_clock_mu;
 std::condition_variable g_clock_cv;
 bool g_clock_parked = false, g_clock_go = false;
@@ -115,7 +116,9 @@ extern "C" int clock_gettime(clockid_t id, timespec* ts) noexcept {
             if (g_park_shard_armed.compare_exchange_strong(armed, false)) park_here();
         }
     }
-    if (t_park_clock == id) {
+    if (t_park_clock == id && t_park_skip > 0) {
+        --t_park_skip;
+    } else if (t_park_clock == id) {
         t_park_clock = -1;  // once
         std::unique_lock<std::mutex> l(g_clock_mu);
         g_clock_parked = true;
@@ -339,6 +342,72 @@ TEST(GroupStopRace, ASecondGroupStopStopsWhatAFirstOneTookButHasNotStoppedYet) {
     EXPECT_FALSE(rt.query(t));
     EXPECT_EQ(runs.load(), 0);
 }
+
+// ---- a BURST timer on its own clock: catch-up runs judged on that clock ------------------
+// Found by the history fuzzer (--features periodic,delay,rearm,batch,stale,
+// boottime,realtime,steps --seed 3: a catch-up run 0.8 ms early). A start
+// computes the word's tick from a monotonic and an own-clock reading; a
+// thread descheduled between the two files the tick early by that gap (the
+// own clock then re-files the run until its deadline). Here the start is
+// parked 300 ms after its monotonic reading. On c5850ce the grid deadlines
+// a BURST timer owes were counted on those early ticks: its first run was
+// followed at once by catch-up runs of deadlines its own clock had not
+// reached: the Boottime case fails there ("run 6 began 16794 us before grid
+// deadline 6"; the Realtime case happened to pass). Now they are counted on
+// its own clock (decide_expire's grid_cap).
+class BurstOwnClock : public ::testing::TestWithParam<tw::TimerClock> {};
+
+TEST_P(BurstOwnClock, CatchUpRunsNeverServeADeadlineTheirClockHasNotReached) {
+    const tw::TimerClock clock = GetParam();
+    StepGuard steps;
+    tw::Runtime rt(one_shard());
+    constexpr auto kDelay = 20ms, kPeriod = 50ms;
+    constexpr int kRuns = 8;
+    std::mutex mu;
+    std::vector<std::int64_t> at;  // the own clock at each run's entry
+    Gate enough;
+    tw::StartOptions o;
+    o.clock = clock;
+    o.delay = kDelay;
+    o.period = kPeriod;
+    o.policy = tw::PeriodPolicy::burst;
+    std::atomic<std::int64_t> before{0};
+    std::optional<tw::Timer> t;
+    reset_clock_parking();
+    std::thread starter([&] {
+        before.store(ns_of(tw::TimePoint(rt.now(clock))));
+        // start_args() reads the monotonic clock, then the own one; the
+        // publish reads both again, the monotonic one first: park there.
+        t_park_clock = CLOCK_MONOTONIC;
+        t_park_skip = 1;
+        t.emplace(rt.start(o, [&] {
+            const std::int64_t now = ns_of(tw::TimePoint(rt.now(clock)));
+            std::lock_guard<std::mutex> l(mu);
+            at.push_back(now);
+            if (at.size() == kRuns) enough.open();
+        }));
+        t_park_clock = -1;
+        t_park_skip = 0;
+    });
+    UnparkClock unpark{starter};
+    ASSERT_TRUE(wait_clock_parked()) << "the start never read the monotonic clock twice";
+    std::this_thread::sleep_for(300ms);  // the gap between the start's two readings
+    unpark_clock();
+    starter.join();
+    ASSERT_TRUE(t.has_value());
+    ASSERT_TRUE(enough.wait(30s)) << "fewer than " << kRuns << " runs";
+    (void)rt.stop_sync(t->id());
+    std::lock_guard<std::mutex> l(mu);
+    const std::int64_t d0 = before.load() + std::chrono::nanoseconds(kDelay).count();
+    for (std::size_t j = 0; j < at.size(); ++j) {
+        const std::int64_t dj = d0 + static_cast<std::int64_t>(j) * std::chrono::nanoseconds(kPeriod).count();
+        EXPECT_GE(at[j], dj) << "run " << j << " began " << (dj - at[j]) / 1000 << " us before grid deadline " << j
+                             << " on its own clock";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clocks, BurstOwnClock, ::testing::Values(tw::TimerClock::boottime, tw::TimerClock::realtime),
+                         clock_name);
 
 // ---- race 3: a DELAY timer on its own clock reset during its run ------------------------
 // On a4e5bb9 the worker, after the run, stored "end of run + period" as the

@@ -231,13 +231,17 @@ bool Shard::flush_queued(std::int64_t now_ns) {
 // word, whether it fires, moves (lazy re-arm), skips a period, or was
 // stopped. False if due timers could not be handed over (no memory): the
 // rest stay on the wheel's expired list for the next pass.
-bool Shard::clocked_due(Record& r, const Extra& x, tick_t now) noexcept {
+bool Shard::clocked_due(Record& r, const Extra& x, tick_t now, std::int64_t& own_now) noexcept {
     const Word c = TimerState::load(r);
-    if (Ctl::state(c) != State::Pending) return true;  // the word decides (skip, drop)
+    const State st = Ctl::state(c);
+    // PENDING; or a fixed-rate timer whose run is in progress or not begun
+    // yet (the word skips the grid deadline, or BURST owes it): judged on
+    // its own clock too. The others: the word decides (drop).
+    if (st != State::Pending && !(r.fixed_rate() && (st == State::Dispatched || st == State::Running))) return true;
     const ClockId id = r.clock();
     // "Never early" is judged on its own clock.
     const std::int64_t own_deadline = x.deadline_ns.load(std::memory_order_relaxed);
-    const std::int64_t own_now = clocks_.now(id);
+    own_now = clocks_.now(id);
     if (own_now >= own_deadline) return true;
     // Its clock is behind (set back, or not yet caught up): file it where the
     // clock will reach the deadline, by today's offset.
@@ -346,11 +350,23 @@ bool Shard::expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid
     }
     // Skips are counted before the item is handed over, so a query from the
     // run that begins next already counts them.
-    if (!clocked_due(r, own, now)) {
+    std::int64_t own_now = INT64_MIN;
+    if (!clocked_due(r, own, now, own_now)) {
         OwnDeadline::unlock(own, held);
         return false;
     }
-    out = TimerState::expire(r, now, judge_at, period);
+    // A fixed-rate timer's passed grid deadlines are counted on its own
+    // clock: the word's grid (ticks) may run ahead of it (decide_expire's
+    // grid_cap), and a BURST catch-up of a deadline its clock has not
+    // reached would run early. (A manual runtime's clocks move together.)
+    tick_t cap = ~tick_t{0};
+    if (period != 0 && own_now != INT64_MIN && !clocks_.manual()) {
+        const std::int64_t own_deadline = own.deadline_ns.load(std::memory_order_relaxed);
+        const std::uint64_t k = static_cast<std::uint64_t>(own_now - own_deadline) / (period * clock_.resolution_ns());
+        const tick_t d = Ctl::deadline(TimerState::load(r));
+        if (k < (Ctl::kMaxDeadline - d) / period) cap = d + k * period;
+    }
+    out = TimerState::expire(r, now, judge_at, period, cap);
     if (period != 0 && (out.out == ExpireOutcome::Fire || out.out == ExpireOutcome::Skip)) {
         // Its deadline on its own clock moves along the grid with the word.
         const std::uint64_t periods = out.out == ExpireOutcome::Fire ? out.skipped + 1 : out.skipped;

@@ -136,10 +136,12 @@ private:
     bool drain_inbox();
     void handle(std::uint64_t msg, FreeChain& freed);
     bool expire(tick_t now, std::int64_t now_ns, tick_t grid_now);
-    /// A boot-time or wall-clock timer popped PENDING: false (and re-filed)
-    /// if its own clock has not reached its deadline yet. The caller holds
-    /// its deadline lock (OwnDeadline).
-    bool clocked_due(Record& r, const Extra& x, tick_t now) noexcept;
+    /// A boot-time or wall-clock timer popped PENDING (or a fixed-rate one
+    /// popped DISPATCHED or RUNNING, to be skipped or owed): false (and
+    /// re-filed) if its own clock has not reached its deadline yet; else
+    /// true, with `own_now` its own clock's reading (left as is when the
+    /// word alone decides). The caller holds its deadline lock (OwnDeadline).
+    bool clocked_due(Record& r, const Extra& x, tick_t now, std::int64_t& own_now) noexcept;
     /// The expiry decision of a boot-time or wall-clock timer popped from
     /// the wheel, under its deadline lock (shard.cpp).
     [[gnu::noinline]] bool expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid_now,

@@ -78,10 +78,11 @@ ResetStep TimerState::reset(Record& r, std::uint32_t gen, tick_t tick, bool own_
     }
 }
 
-ExpireStep TimerState::expire(Record& r, tick_t now, tick_t grid_now, std::uint64_t grid_period) noexcept {
+ExpireStep TimerState::expire(Record& r, tick_t now, tick_t grid_now, std::uint64_t grid_period,
+                              tick_t grid_cap) noexcept {
     Word c = r.ctl.load(kAcq);
     for (;;) {
-        const ExpireStep s = decide_expire(c, now, grid_period, grid_now);
+        const ExpireStep s = decide_expire(c, now, grid_period, grid_now, grid_cap);
         if (s.next == c || r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s;
     }
 }

@@ -336,9 +336,16 @@ struct ExpireStep {
 /// timer; 0 for one-shot and DELAY timers, which the wheel holds only while
 /// PENDING). `grid_now`: the
 /// time skipped grid deadlines are judged against (now; a manual runtime's
-/// advance judges them against the end of its window).
-constexpr ExpireStep decide_expire(Word c, tick_t now, std::uint64_t period, tick_t grid_now = 0) noexcept {
+/// advance judges them against the end of its window). `grid_cap`: no grid
+/// deadline after it counts as passed (a boot-time or wall-clock timer: the
+/// last grid deadline its own clock has reached, mapped onto the word's
+/// grid -- the word's ticks may run ahead of its own clock, since a start's
+/// monotonic and own-clock readings are not taken at one instant, and a
+/// BURST catch-up counted on ticks alone ran early: issue 20's fuzzer).
+constexpr ExpireStep decide_expire(Word c, tick_t now, std::uint64_t period, tick_t grid_now = 0,
+                                   tick_t grid_cap = ~tick_t{0}) noexcept {
     if (grid_now < now) grid_now = now;
+    if (grid_now > grid_cap) grid_now = grid_cap;
     const State s = Ctl::state(c);
     const tick_t d = Ctl::deadline(c);
     if (s == State::Pending) {
@@ -447,7 +454,9 @@ struct TimerState {
     /// meanwhile: no hazard needed). `grid_period`: the period a fixed-rate
     /// timer keeps (Extra::period_ticks() if Record::fixed_rate(), else 0:
     /// the record has no period word of its own).
-    static ExpireStep expire(Record& r, tick_t now, tick_t grid_now, std::uint64_t grid_period) noexcept;
+    /// `grid_cap`: see decide_expire.
+    static ExpireStep expire(Record& r, tick_t now, tick_t grid_now, std::uint64_t grid_period,
+                             tick_t grid_cap = ~tick_t{0}) noexcept;
 
     /// DISPATCHED -> RUNNING for a FireItem of generation `gen` (worker,
     /// inside a HazardScope). False: the run is not ours (stopped, reset,
