@@ -61,6 +61,10 @@ class WorkerPool;
 class Dispatcher {
 public:
     static constexpr std::size_t kMaxBatch = 256;
+    /// Lanes a batch is split into at most (one per drain task; see "Lanes").
+    static constexpr unsigned kMaxLanes = 16;
+    /// How far ahead in its lane a drain task prefetches items' records.
+    static constexpr std::uint32_t kPrefetchAhead = 4;
 
     /// The items one drain task takes, one at a time.
     class Cursor {
@@ -70,8 +74,11 @@ public:
 
     private:
         friend class Dispatcher;
-        explicit Cursor(struct Batch& b) noexcept : b_(b) {}
+        explicit Cursor(struct Batch& b) noexcept;
+        std::int64_t take_own() noexcept;
+        std::int64_t steal() noexcept;
         struct Batch& b_;
+        int mine_;  // this task's lane, or -1 (more tasks than lanes)
 #ifdef TICKWHEEL_STAGE_TRACE
         std::int64_t task_ns_ = 0;  // when this drain task began (stage_trace.hpp)
 #endif
