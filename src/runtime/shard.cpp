@@ -363,9 +363,10 @@ bool Shard::expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid
 
 bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
     if (!flush_fired() || !flush_queued(now_ns)) return false;
-    // Popped kPopAhead at a time, from both ends of the expired list (their
-    // cold lines' misses overlap: the pop was ~90% of this loop's time in a
-    // burst of 1 M). A manual advance pops one at a time, in the list's order.
+    // Popped kPopAhead at a time, from both ends of every expired list at
+    // once (Wheel::pop_expired_n: their cold lines' misses overlap; one pop
+    // after the other was ~90% of this loop's time in a burst of 1 M). A
+    // manual advance pops one at a time.
     static constexpr std::size_t kPopAhead = 32;
     WheelNode* popped[kPopAhead];
     std::size_t n_popped = 0, next_popped = 0;
