@@ -235,8 +235,25 @@ struct Fuzz {
 
     void pop(unsigned limit) {
         log('p', limit, 0);
+        // Even limits pop through pop_expired_n() (issue 21: both ends of
+        // every expired list at once), odd ones one node at a time.
+        WheelNode* batch[kMaxPool];
+        std::size_t batch_n = 0;
+        if (limit % 2 == 0) {
+            const std::size_t waiting = count(State::Expired);
+            batch_n = w->pop_expired_n(batch, std::min<std::size_t>(limit, kMaxPool));
+            if (batch_n != std::min<std::size_t>({waiting, limit, kMaxPool}))
+                fail("pop_expired_n(" + std::to_string(limit) + ") returned " + std::to_string(batch_n) + " with " +
+                     std::to_string(waiting) + " expired nodes waiting");
+        }
         for (unsigned k = 0; k < limit; ++k) {
-            WheelNode* n = w->pop_expired();
+            WheelNode* n = nullptr;
+            if (limit % 2 == 0) {
+                if (k == batch_n) return;
+                n = batch[k];
+            } else {
+                n = w->pop_expired();
+            }
             if (n == nullptr) {
                 if (count(State::Expired) != 0) fail("pop_expired() returned nullptr with expired nodes waiting");
                 return;

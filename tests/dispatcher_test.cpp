@@ -48,7 +48,8 @@ FireItem item(std::size_t index, bool blocks = false) {
 }  // namespace
 
 TEST(Dispatcher, EveryItemOfEveryBatchRunsOnce) {
-    for (const unsigned workers : {1u, 2u, 3u}) {
+    // 20: more drain tasks than a batch has lanes (Dispatcher::kMaxLanes).
+    for (const unsigned workers : {1u, 2u, 3u, 20u}) {
         constexpr std::size_t kPerThread = 20000;
         Sink sink(2 * kPerThread);
         {
@@ -91,6 +92,38 @@ TEST(Dispatcher, ABlockedItemHoldsBackOnlyItselfWhileAWorkerIsFree) {
     sink.gate.open();
     d.wait_idle();
     EXPECT_EQ(sink.ran[0].load(), 1);
+}
+
+// Lanes (issue 21): a task blocked in its lane's first item holds back
+// none of the items behind it in that lane -- the other task steals them --
+// nor any of a later batch. The blocking item sits first in lane 0, then
+// first in the last lane, with 2 and 3 workers.
+TEST(Dispatcher, ABlockedItemHoldsBackNoneOfItsLaneMates) {
+    for (const unsigned workers : {2u, 3u}) {
+        for (const bool last_lane : {false, true}) {
+            const std::size_t n = Dispatcher::kMaxBatch;
+            Sink sink(n + 1);
+            Dispatcher d(workers, &Sink::drain, &sink);
+            FireItem batch[Dispatcher::kMaxBatch];
+            const std::size_t blocker = last_lane ? n * (workers - 1) / workers : 0;
+            for (std::size_t i = 0; i < n; ++i) batch[i] = item(i, i == blocker);
+            ASSERT_TRUE(d.submit(batch, n));
+            const auto others_ran = [&] {
+                for (std::size_t i = 0; i < n; ++i)
+                    if (i != blocker && sink.ran[i].load() != 1) return false;
+                return true;
+            };
+            ASSERT_TRUE(tw_test::wait_until([&] { return sink.blocked.load() == 1 && others_ran(); }))
+                << "items behind the blocked one waited (" << workers << " workers, blocker " << blocker << ")";
+            const FireItem later[] = {item(n)};
+            ASSERT_TRUE(d.submit(later, 1));
+            ASSERT_TRUE(tw_test::wait_until([&] { return sink.ran[n].load() == 1; }));
+            EXPECT_EQ(sink.ran[blocker].load(), 0);
+            sink.gate.open();
+            d.wait_idle();
+            EXPECT_EQ(sink.ran[blocker].load(), 1);
+        }
+    }
 }
 
 TEST(Dispatcher, BatchesSubmittedWhileEveryWorkerIsBusyRunOnceOneIsFree) {

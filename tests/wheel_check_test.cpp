@@ -29,7 +29,7 @@ struct WheelTestAccess {
     static tick_t& hint(Wheel& w) { return w.overflow_epoch_hint_; }
     /// The first of the slot's lists (kWays of them).
     static WheelLink& slot_head(Wheel& w, unsigned level, unsigned slot) { return w.slots_[level][slot][0]; }
-    static WheelLink& expired_head(Wheel& w) { return w.expired_; }
+    static WheelLink& expired_head(Wheel& w) { return w.expired_[0]; }  // the first of the expired lists (it holds the first expired node)
     static WheelLink& overflow_head(Wheel& w) { return w.overflow_; }
 
     static tick_t& deadline(WheelNode& n) { return n.deadline_; }

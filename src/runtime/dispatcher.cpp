@@ -62,14 +62,30 @@ struct Dispatcher::Linger {
     bool stop = false;              // guarded by mu
 };
 
+// One drain task's share of a batch's items (dispatcher.hpp, "Lanes"): the
+// items [lo, hi) nobody has taken yet, packed lo | hi << 32. Its owner takes
+// from lo, thieves from hi; every change is a CAS of the whole pair. Items
+// are in at most one lane at a time, and a pair tells exactly which items
+// are left, so a CAS from a current pair is right whatever came before.
+struct alignas(64) Lane {
+    std::atomic<std::uint64_t> range{0};
+    static constexpr std::uint64_t pack(std::uint32_t lo, std::uint32_t hi) noexcept {
+        return lo | (std::uint64_t{hi} << 32);
+    }
+    static constexpr std::uint32_t lo(std::uint64_t v) noexcept { return static_cast<std::uint32_t>(v); }
+    static constexpr std::uint32_t hi(std::uint64_t v) noexcept { return static_cast<std::uint32_t>(v >> 32); }
+};
+
 struct Batch {
     Dispatcher* owner = nullptr;
-    std::atomic<std::size_t> next{0};   // the next item not yet taken
+    std::atomic<unsigned> arrivals{0};  // drain tasks that came to the batch: the first kLanes own a lane
     std::atomic<unsigned> drainers{0};  // drain tasks still holding the batch
+    unsigned lanes = 0;                 // lanes the items were split into
     std::size_t n = 0;
     unsigned tickets = 0;           // drain tasks it still wants (Linger::pending); guarded by Linger::mu
     Batch* next_pending = nullptr;  // guarded by Linger::mu
     FireItem items[Dispatcher::kMaxBatch];
+    Lane lane[Dispatcher::kMaxLanes];
 #ifdef TICKWHEEL_STAGE_TRACE
     std::int64_t submit_ns = 0;
     std::int64_t due_ns[Dispatcher::kMaxBatch];
@@ -90,8 +106,57 @@ void name_tbb_worker() noexcept {
 }
 }  // namespace
 
+Dispatcher::Cursor::Cursor(Batch& b) noexcept : b_(b) {
+    const unsigned a = b.arrivals.fetch_add(1, std::memory_order_relaxed);
+    mine_ = a < b.lanes ? static_cast<int>(a) : -1;
+}
+
+// The next item of this task's own lane (from its low end), or -1.
+std::int64_t Dispatcher::Cursor::take_own() noexcept {
+    Lane& l = b_.lane[mine_];
+    std::uint64_t v = l.range.load(std::memory_order_relaxed);
+    for (;;) {
+        const std::uint32_t lo = Lane::lo(v), hi = Lane::hi(v);
+        if (lo >= hi) return -1;
+        if (l.range.compare_exchange_weak(v, Lane::pack(lo + 1, hi), std::memory_order_relaxed)) {
+            // The record of an item this task will likely take soon: its
+            // line comes while this one runs (the worker's first touch of a
+            // record is its CAS: a miss per timer in a burst otherwise).
+            if (lo + kPrefetchAhead < hi) __builtin_prefetch(b_.items[lo + kPrefetchAhead].rec, 1, 3);
+            return lo;
+        }
+    }
+}
+
+// Work stealing: the upper half of another lane's items (the item at once
+// if the task owns no lane: one at a time, so that no item waits behind a
+// callback of a task nobody can steal from). -1: every lane is empty.
+std::int64_t Dispatcher::Cursor::steal() noexcept {
+    const unsigned lanes = b_.lanes;
+    const unsigned from = mine_ >= 0 ? static_cast<unsigned>(mine_) + 1 : 0;
+    for (unsigned k = 0; k < lanes; ++k) {
+        Lane& victim = b_.lane[(from + k) % lanes];
+        std::uint64_t v = victim.range.load(std::memory_order_relaxed);
+        for (;;) {
+            const std::uint32_t lo = Lane::lo(v), hi = Lane::hi(v);
+            if (lo >= hi) break;
+            const std::uint32_t take = mine_ >= 0 ? (hi - lo + 1) / 2 : 1;
+            if (!victim.range.compare_exchange_weak(v, Lane::pack(lo, hi - take), std::memory_order_relaxed))
+                continue;
+            const std::uint32_t first = hi - take;
+            // The rest of what it took goes into its own (empty) lane, where
+            // others can steal it back while its callbacks run.
+            if (take > 1) b_.lane[mine_].range.store(Lane::pack(first + 1, hi), std::memory_order_relaxed);
+            return first;
+        }
+    }
+    return -1;
+}
+
 const FireItem* Dispatcher::Cursor::next() noexcept {
-    const std::size_t i = b_.next.fetch_add(1, std::memory_order_relaxed);
+    std::int64_t idx = mine_ >= 0 ? take_own() : -1;
+    if (idx < 0) idx = steal();
+    const std::size_t i = idx < 0 ? b_.n : static_cast<std::size_t>(idx);
 #ifdef TICKWHEEL_STAGE_TRACE
     if (i < b_.n) {
         const std::int64_t now = monotonic_ns();
@@ -236,6 +301,13 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
     }
 #endif
     const auto tasks = static_cast<unsigned>(std::min<std::size_t>(n, workers_));
+    // The items, split evenly into one lane per drain task (at most
+    // kMaxLanes; tasks beyond that own none and steal one item at a time).
+    b->lanes = std::min<unsigned>(tasks, kMaxLanes);
+    for (unsigned k = 0; k < b->lanes; ++k)
+        b->lane[k].range.store(Lane::pack(static_cast<std::uint32_t>(n * k / b->lanes),
+                                          static_cast<std::uint32_t>(n * (k + 1) / b->lanes)),
+                               std::memory_order_relaxed);
     // One extra hold while enqueueing: a drain task may finish before the loop does.
     b->drainers.store(tasks + 1, std::memory_order_relaxed);
     inflight_.fetch_add(1, std::memory_order_relaxed);

@@ -7,11 +7,27 @@
 // is handed (the runtime's worker half of the state machine, runtime.cpp).
 //
 // A shard hands over a batch of due timers as min(batch size, workers)
-// tickets: each ticket is a drain task's turn at the batch. The drain tasks
-// share an atomic cursor over the batch: each takes the next item not yet
-// started, runs it, and takes the next, until the batch is empty; on a
-// WorkerPool each ticket is one posted task, run by whichever of its threads
-// is free.
+// tickets: each ticket is a drain task's turn at the batch; on a WorkerPool
+// each ticket is one posted task, run by whichever of its threads is free.
+//
+// Lanes: work stealing inside a batch (issue 21). submit() splits the items
+// evenly into one lane per ticket (at most kMaxLanes), each a [lo, hi)
+// range on a cache line of its own. A drain task that comes to the batch
+// owns the next lane: it takes items from its low end, one CAS on its own
+// line each, and prefetches the record kPrefetchAhead items ahead (a
+// worker's first touch of a due record is its CAS: a cold line in a
+// burst). When its lane is empty it steals the upper half of another lane
+// into its own (a task beyond kMaxLanes owns none and steals one item at a
+// time). Before, every item of a batch was one fetch_add on a cursor all
+// tasks shared: its line crossed cores at every item. Items are taken one
+// at a time and whatever is left in a lane stays stealable, so a callback
+// that blocks holds back only itself, as before.
+//
+// What running an item means is the drain function's: since issue 21 most
+// items are claim items (messages.hpp), due one-shots whose transition the
+// worker makes itself (TimerState::claim_run), so expiry's per-timer work
+// -- the transition, the callback, the release -- spreads over the workers
+// and the driver only finds what is due.
 //
 // Resident drain tasks (the arena). A drain task is a oneTBB task that,
 // after its batch, takes the next ticket waiting (pending, oldest batch
@@ -42,9 +58,9 @@
 // is free. (A first version ran each batch with tbb::parallel_for: the task
 // that started it waited for stolen items, and a waiting oneTBB worker does
 // not take newly enqueued tasks, so one blocking callback stalled two
-// workers.) Cost per item: one relaxed fetch_add. (Claiming several items
-// at once would be cheaper, and would make a blocking callback hold back the
-// items claimed with it: not done.)
+// workers.) Cost per item: one uncontended CAS on the task's own lane.
+// (Claiming several items at once would be cheaper, and would make a
+// blocking callback hold back the items claimed with it: not done.)
 #pragma once
 
 #include <atomic>
@@ -61,6 +77,10 @@ class WorkerPool;
 class Dispatcher {
 public:
     static constexpr std::size_t kMaxBatch = 256;
+    /// Lanes a batch is split into at most (one per drain task; see "Lanes").
+    static constexpr unsigned kMaxLanes = 16;
+    /// How far ahead in its lane a drain task prefetches items' records.
+    static constexpr std::uint32_t kPrefetchAhead = 4;
 
     /// The items one drain task takes, one at a time.
     class Cursor {
@@ -70,8 +90,11 @@ public:
 
     private:
         friend class Dispatcher;
-        explicit Cursor(struct Batch& b) noexcept : b_(b) {}
+        explicit Cursor(struct Batch& b) noexcept;
+        std::int64_t take_own() noexcept;
+        std::int64_t steal() noexcept;
         struct Batch& b_;
+        int mine_;  // this task's lane, or -1 (more tasks than lanes)
 #ifdef TICKWHEEL_STAGE_TRACE
         std::int64_t task_ns_ = 0;  // when this drain task began (stage_trace.hpp)
 #endif

@@ -31,7 +31,14 @@ struct Msg {
 /// One due timer a shard hands to the dispatcher: the record, the full
 /// generation it was dispatched under, its shard, and the deadline that
 /// came due.
+///
+/// A claim item (gen has kClaim set; issue 21) is a one-shot the shard found
+/// due in its wheel and handed over WITHOUT a transition: its word is still
+/// PENDING, and `due` is the shard's "now" (the tick it judged it due at).
+/// The worker makes the transition itself (TimerState::claim_run) and runs
+/// it as a FireItem of generation `gen & ~kClaim` due at the word's deadline.
 struct FireItem {
+    static constexpr std::uint32_t kClaim = 1u << 31;  // above Record's 24-bit generation
     Record* rec;
     std::uint32_t gen;
     std::uint32_t shard;

@@ -317,6 +317,30 @@ void RuntimeCore::drain(void* self, Dispatcher::Cursor& items) noexcept {
 }
 
 void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
+    if ((item.gen & FireItem::kClaim) != 0) {
+        // A claim item: the shard only found it due; expiry's transition is
+        // ours (PENDING -> RUNNING, judged at the shard's tick: never early).
+        const FireItem own{item.rec, item.gen & ~FireItem::kClaim, item.shard, item.due};
+        ClaimStep step;
+        {
+            HazardScope acting_on(own.rec);
+            step = TimerState::claim_run(*own.rec, own.gen, own.due);
+        }
+        switch (step.out) {
+            case ClaimOutcome::Run:
+                run_begun(FireItem{own.rec, own.gen, own.shard, step.due}, freed, nullptr);
+                return;
+            case ClaimOutcome::Later:
+                // A reset moved it later after the shard looked: back to the
+                // wheel, which only its shard touches (it files it at the
+                // word's deadline; a stale Insert is dropped there).
+                shard(own.shard).post_and_wake(Msg::make(MsgType::Insert, own.gen, HandleTable::index_of(own.rec)),
+                                               step.due);
+                return;
+            case ClaimOutcome::Drop: return;  // stopped: its canceller ends it
+        }
+        return;
+    }
     if (begin_run(item)) run_begun(item, freed, nullptr);
 }
 

@@ -18,6 +18,22 @@
 // flat). The driver's decisions about a timer are TimerState's
 // (timer_state.hpp); it hands due timers to the Dispatcher and never runs
 // user code.
+//
+// Expiry is split between the driver and the workers (issue 21). The driver
+// only finds what is due: it pops the expired nodes (Wheel::pop_expired_n:
+// several lists from both ends at once, their cache misses overlapping),
+// and a monotonic one-shot whose word it sees PENDING and due -- one plain
+// load, no write -- goes to the dispatcher as a claim item (messages.hpp),
+// batched kFireBatch at a time. The workers, stealing from each other
+// (dispatcher.hpp, "Lanes"), make each one's transition (TimerState::
+// claim_run: PENDING -> RUNNING, judged at the driver's tick, so never
+// early), run it and release it. A worker that finds the word moved later
+// (a reset) posts an Insert: the wheel stays the driver's alone. Periodic,
+// boot-time/wall-clock and queue-bound timers, and a manual advance, keep
+// the driver's transition (expire_clocked, the grid re-file, the delivery
+// queues' deadline order). Before, the driver made every transition (a CAS
+// on each record) and the workers a second one: one driver thread per
+// shard bounded expiry at ~5-10 M callbacks/s however many workers ran.
 #pragma once
 
 #include <atomic>

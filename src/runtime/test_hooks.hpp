@@ -13,7 +13,9 @@ namespace tickwheel::rt::test_hooks {
 /// Called by a thread acting on a record through an id or a FireItem (stop,
 /// stop_sync, reset, a worker's begin_run), after it loaded the record's
 /// word and validated the generation, before its CAS: the lookup-to-CAS
-/// window. `what`: 'c' cancel, 'r' reset, 'b' begin_run; and 'W' when
+/// window. `what`: 'c' cancel, 'r' reset, 'b' begin_run (or a worker's
+/// claim_run of a claim item: expiry's transition on the worker, issue 21);
+/// and 'W' when
 /// stop_sync() is about to wait for a run, 'w' when that wait is over
 /// (whether or not the thread slept: the run may end before it does) and
 /// stop_sync is about to look at the record again; 'i' when a start has
@@ -29,7 +31,11 @@ namespace tickwheel::rt::test_hooks {
 /// recycle its record and bind it to another queue in between). Called by a
 /// shard thread with a null record: 'k' when a re-clock pass begins (it saw
 /// a boot-time or wall-clock offset move, or re-runs after finding a timer's
-/// deadline lock held), after it took the new offsets and before it re-files.
+/// deadline lock held), after it took the new offsets and before it re-files;
+/// 'h' when a driver is about to hand a batch of due timers to the
+/// dispatcher (its items popped from the wheel, claim items still PENDING:
+/// a test parks it mid-hand-off while another thread stops or resets them).
+/// The 'h' window is not a schedule point of its own (it is a shard's).
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test

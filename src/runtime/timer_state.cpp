@@ -100,6 +100,21 @@ bool TimerState::begin_run(Record& r, std::uint32_t gen) noexcept {
     }
 }
 
+ClaimStep TimerState::claim_run(Record& r, std::uint32_t gen, tick_t now) noexcept {
+    Word c = r.ctl.load(kAcq);
+    bool hooked = false;
+    for (;;) {
+        if (r.gen() != gen) return {ClaimOutcome::Drop, c, 0};
+        const ClaimStep s = decide_claim_run(c, gen, now);
+        if (s.out != ClaimOutcome::Run) return s;
+        if (!hooked) {
+            hooked = true;
+            test_hooks::window(&r, 'b');
+        }
+        if (r.ctl.compare_exchange_weak(c, s.next, kAcqRel, kAcq)) return s;
+    }
+}
+
 FinishStep TimerState::finish_run(Record& r, tick_t delay_next) noexcept {
     Word c = r.ctl.load(kAcq);
     for (;;) {

@@ -50,6 +50,13 @@
 //   PENDING | DISPATCHED --try_cancel (C, or the shutdown sweep)--> RELEASING
 //          (owner: the canceller, which runs the release hook, then)
 //   RELEASING --finish_cancel (O)--> CANCELLED   (then a Cancel message)
+//   PENDING(d), one-shot, d <= now --claim_run (W)--> RUNNING(d)
+//                                                the shard found it due at
+//                                                `now` and handed it over
+//                                                untouched (a claim item:
+//                                                expiry's transition on the
+//                                                worker, issue 21); d > now:
+//                                                W posts an Insert (Later)
 //   DISPATCHED --begin_run (W)--> RUNNING(d')
 //   DISPATCHED --reset (C)--> PENDING(d2)        due, not started: taken back
 //   RUNNING, periodic --try_cancel (C)--> RUNNING_STOPPED
@@ -362,6 +369,28 @@ constexpr ExpireStep decide_expire(Word c, tick_t now, std::uint64_t period, tic
     return {ExpireOutcome::Drop, c, 0, 0};
 }
 
+/// What a worker decides for a due one-shot its shard handed over without a
+/// transition (a claim item, messages.hpp: the shard only found it due in
+/// its wheel at tick `now`, the judge of "never early").
+enum class ClaimOutcome {
+    Run,    // PENDING(d), d <= now -> RUNNING(d): the worker runs it now
+    Later,  // PENDING(d), d > now (a reset moved it since): the worker posts an
+            // Insert (the wheel is the shard's), the shard files it at d
+    Drop,   // stopped (its canceller ends it) or another generation: nothing
+};
+struct ClaimStep {
+    ClaimOutcome out;
+    Word next;
+    tick_t due;  // Run: the deadline that came due; Later: the word's deadline
+};
+constexpr ClaimStep decide_claim_run(Word c, std::uint32_t gen10, tick_t now) noexcept {
+    if (Ctl::gen10(c) != (gen10 & Ctl::kGenMask) || Ctl::state(c) != State::Pending)
+        return {ClaimOutcome::Drop, c, 0};
+    const tick_t d = Ctl::deadline(c);
+    if (d > now) return {ClaimOutcome::Later, c, d};
+    return {ClaimOutcome::Run, Ctl::with(c, State::Running), d};
+}
+
 /// Whether a worker holding a FireItem of generation gen10 may start the run.
 constexpr bool decide_begin_run(Word c, std::uint32_t gen10) noexcept {
     return Ctl::gen10(c) == (gen10 & Ctl::kGenMask) && Ctl::state(c) == State::Dispatched;
@@ -462,6 +491,13 @@ struct TimerState {
     /// inside a HazardScope). False: the run is not ours (stopped, reset,
     /// or already started by another FireItem of the same timer).
     static bool begin_run(Record& r, std::uint32_t gen) noexcept;
+    /// PENDING(d <= now) -> RUNNING(d) for a claim item of generation `gen`
+    /// (a one-shot the shard found due at tick `now` and handed over without
+    /// a transition; worker, inside a HazardScope). The worker's expiry and
+    /// begin_run in one CAS: Run (the run is ours), Later (not due at `now`:
+    /// re-filed through an Insert), Drop (stopped, or the record is not
+    /// timer `gen` any more).
+    static ClaimStep claim_run(Record& r, std::uint32_t gen, tick_t now) noexcept;
     /// After the run (worker, owner of RUNNING*). Wakes waiters, except on
     /// Last and Stopped, where the worker wakes them once the release is done
     /// (see retire() / finish_stopped()).

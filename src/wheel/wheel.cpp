@@ -35,7 +35,7 @@ Wheel::Wheel(tick_t now) noexcept : now_(now) {
     for (auto& level : slots_)
         for (auto& slot : level)
             for (auto& head : slot) list_init(&head);
-    list_init(&expired_);
+    for (ListHead& h : expired_) list_init(&h);
     list_init(&overflow_);
 }
 
@@ -156,7 +156,7 @@ std::size_t Wheel::advance(tick_t t) noexcept {
 }
 
 tick_t Wheel::next_expiry() const noexcept {
-    if (!list_empty(&expired_)) return now_;
+    if (has_expired()) return now_;
     for (unsigned level = 0; level < kLevels; ++level) {
         if (occupied_[level] != 0)
             return slot_start(now_, level, static_cast<unsigned>(__builtin_ctzll(occupied_[level])));
@@ -261,10 +261,11 @@ Wheel::CheckResult Wheel::check() const noexcept {
 
     r.list = CheckResult::List::kExpired;
     const std::size_t before_expired = count;
-    if (!walk(&expired_, kExpiredList, [&](const WheelNode* n) {
-            return n->deadline_ <= now_ || fail(Fault::kExpiredNotDue, n, n->deadline_, now_);
-        }))
-        return r;
+    for (const ListHead& h : expired_)
+        if (!walk(&h, kExpiredList, [&](const WheelNode* n) {
+                return n->deadline_ <= now_ || fail(Fault::kExpiredNotDue, n, n->deadline_, now_);
+            }))
+            return r;
     const bool any_expired = count != before_expired;
 
     r.list = CheckResult::List::kOverflow;
