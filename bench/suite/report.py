@@ -22,12 +22,14 @@ import shutil
 import subprocess
 import sys
 
-PEERS = ["tickwheel", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "libevent", "dpdk-timer", "mutex-map",
+PEERS = ["tickwheel", "tickwheel-capi", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "libevent", "dpdk-timer", "mutex-map",
          "mutex-map-2w"]
 # scripts/bench.sh's program -> peer name (meta["unavailable"] is keyed by program)
 PROGRAM_PEER = {"peer_event": "libevent", "peer_dpdk": "dpdk-timer", "peer_uv": "libuv", "peer_asio": "asio-1t"}
 PEER_TEXT = {
-    "tickwheel": "tickwheel runtime (C++ API)",
+    "tickwheel": "tickwheel runtime (C++ API, static library)",
+    "tickwheel-capi": "tickwheel runtime through its C ABI (tickwheel.h) and the shared library libtickwheel.so.1, "
+                      "as C, Python, Node and Rust users drive it",
     "tickwheel-wheel": "tickwheel's single-shard wheel, used directly",
     "asio-1t": "Boost.Asio steady_timer, io_context run by 1 thread",
     "asio-2t": "Boost.Asio steady_timer, io_context run by 2 threads",
@@ -228,6 +230,53 @@ def plot_bars(out_dir, png, title, ylabel, bars, logy=False):
     return png if gnuplot(s, out_dir) else None
 
 
+# Issue 21 states its start+stop goals as tickwheel through the C ABI and
+# the shared library against libuv in the same run: at most this many times
+# libuv's wall ns per pair, per pending count.
+CAPI_VS_LIBUV = {1000: 1.5, 100000: 0.5, 1000000: 0.4}
+CAPI_MT2_PAIRS = 8e6
+
+
+def capi_section(R, md, goal):
+    """Section 1a and issue 21's goals: tickwheel through the C ABI and the
+    shared library next to the static C++ peer and libuv."""
+    rows = []
+    for n, limit in CAPI_VS_LIBUV.items():
+        c = R.get("startstop", "tickwheel-capi", "wall_ns_per_pair", pending=n)
+        t = R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=n)
+        u = R.get("startstop", "libuv", "wall_ns_per_pair", pending=n)
+        q = ratio_value(c, u)
+        qs = "n/a" if q is None else "%.2f×" % q
+        rows.append([short_n(n), cell(c, bold=True), cell(t), cell(u), qs, "≤ %g×" % limit,
+                     "not measured" if q is None else ("**met**" if q <= limit else "**not met**")])
+        goal("start+stop through the C ABI (shared library), %s pending: ≤ %g× libuv's wall ns/pair (issue 21)" % (
+            short_n(n), limit), "%s ns vs libuv %s ns: %s" % (cell(c), cell(u), qs), None if q is None else q <= limit)
+    mt = []
+    for t in R.values("mt", "threads"):
+        c = R.get("mt", "tickwheel-capi", "pairs_per_s", threads=t)
+        s = R.get("mt", "tickwheel", "pairs_per_s", threads=t)
+        if c or s:
+            mt.append(["%d" % t, cell(c, bold=True), cell(s), ratio(c, s)])
+    m2 = R.get("mt", "tickwheel-capi", "pairs_per_s", threads=2)
+    goal("2 producers through the C ABI (shared library), 100K pending: ≥ 8 M pairs/s (issue 21)",
+         cell(m2) + " pairs/s", None if m2 is None else m2["median"] >= CAPI_MT2_PAIRS)
+    if not any(R.get("startstop", "tickwheel-capi", "wall_ns_per_pair", pending=n) for n in CAPI_VS_LIBUV) and not mt:
+        return
+    sec = ["## 1a. tickwheel through the C ABI and the shared library\n\n",
+           "Workload 1 (and 3) with tickwheel driven through `tickwheel.h` (`tw_timer_start` / `tw_timer_stop`) and "
+           "linked to `libtickwheel.so.1` (`bench/peers/peer_tickwheel_c`), as C, Python, Node and Rust users "
+           "run it, next to the C++ API of the static library and libuv, same run. Wall ns per pair until "
+           "drained, median [min–max]; ×: the C ABI's median ÷ libuv's (below 1: cheaper than libuv); the "
+           "limits are issue 21's goals.\n\n"]
+    sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv", "goal", "verdict"],
+                     rows))
+    if mt:
+        sec.append("\n**Producers (workload 3), 100K pending: aggregate pairs/s until drained** (×: C ABI ÷ "
+                   "C++ static; issue 21's goal for 2 producers: ≥ 8 M)\n\n")
+        sec.append(table(["producers", "C ABI, shared", "C++ API, static", "×"], mt))
+    md.append((1.5, "".join(sec) + "\n"))
+
+
 # ---- the report ---------------------------------------------------------------------------------
 def build(res, meta, env, out_dir):
     R = res
@@ -331,6 +380,9 @@ def build(res, meta, env, out_dir):
     goal("10M pending: ≤ 2× tickwheel's own cost at 1M (wall)",
          "%s (%s ns at 10M; CPU %s)" % (ratio(tw10, tw1), cell(tw10), ratio(tw10c, tw1c)),
          None if g is None else g <= 2)
+
+    # ---- 1a. the C ABI through the shared library (issue 21's goals) --------------------------
+    capi_section(R, md, goal)
 
     # ---- 2. re-arm ---------------------------------------------------------------------------------
     rp = R.peers("rearm")
@@ -687,6 +739,32 @@ def build(res, meta, env, out_dir):
     return "".join(head) + "\n" + "\n".join(text for _, text in sorted(md, key=lambda x: x[0])), goals
 
 
+def read_json_lines(path, who="report"):
+    """The JSON objects of a file of lines (other lines are passed over)."""
+    out = []
+    if not path or not os.path.exists(path):
+        return out
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                print("%s: skipping bad line: %s" % (who, line[:120]), file=sys.stderr)
+    return out
+
+
+def write_report(out_dir, json_name, doc, md_name, md, goals):
+    """Writes the results document and the markdown report; doc gets the goals."""
+    doc["goals"] = [{"goal": g, "figure": f, "verdict": v.strip("*")} for g, f, v in goals]
+    with open(os.path.join(out_dir, json_name), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    with open(os.path.join(out_dir, md_name), "w") as f:
+        f.write(md)
+    return sum(1 for g in goals if g[2] == "**met**")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--raw", help="JSON lines from the peers")
@@ -699,26 +777,13 @@ def main():
         doc = json.load(open(a.results))
         records, meta, env = doc["results"], doc["meta"], doc.get("environment", {})
     else:
-        records = []
-        for line in open(a.raw):
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    print("report: skipping bad line: %s" % line[:120], file=sys.stderr)
+        records = read_json_lines(a.raw)
         meta = json.load(open(a.meta)) if a.meta else {}
         env = environment()
     md, goals = build(Results(records), meta, env, a.out)
-    doc = {"meta": meta, "environment": env,
-           "goals": [{"goal": g, "figure": f, "verdict": v.strip("*")} for g, f, v in goals], "results": records}
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    with open(os.path.join(a.out, "README.md"), "w") as f:
-        f.write(md)
-    print("report: %d results, %d goals (%d met) -> %s" % (
-        len(records), len(goals), sum(1 for g in goals if g[2] == "**met**"), a.out), file=sys.stderr)
+    met = write_report(a.out, "results.json", {"meta": meta, "environment": env, "results": records}, "README.md", md,
+                       goals)
+    print("report: %d results, %d goals (%d met) -> %s" % (len(records), len(goals), met, a.out), file=sys.stderr)
 
 
 if __name__ == "__main__":
