@@ -49,8 +49,9 @@
 # variant). With the default, a run took about 7-8 minutes on 2 cores before
 # libevent and DPDK joined; they add an estimated 4 minutes (DPDK's skip
 # list at 1-10 million pending and its spinlock under 2-4 producers are most
-# of it); the batch workloads (10) about 15 s more. A --quick run takes
-# about 2.5 minutes after the build.
+# of it); the batch workloads (10) about 15 s more; peer_tickwheel_c (the C
+# ABI, issue 21) about a minute more (estimated). A --quick run took 103 s
+# after the build on 2 loaded cores (2026-11-26).
 # The machine should be otherwise idle: load averages before and after are
 # recorded in the results.
 set -euo pipefail
@@ -71,6 +72,8 @@ while (($#)); do
   shift
 done
 no_build=${BENCH_NO_BUILD:-0}
+N=${threads:-$(nproc)}  # scaling: the most producers and workers
+[[ $N =~ ^[1-9][0-9]*$ ]] || { echo "bench: --threads wants a positive number, got '$N'" >&2; exit 2; }
 
 out=${BENCH_OUT:-$root/docs/bench}
 mkdir -p "$out"
@@ -168,8 +171,6 @@ run() {
 
 # ---- scaling (issue 21): producers and expiry against cores -----------------------------
 if [[ $mode == scaling ]]; then
-  N=${threads:-$(nproc)}
-  [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "bench: --threads wants a positive number, got '$N'" >&2; exit 2; }
   # every count up to 8, then 12, 16, 24, 32, 48, 64, ... (2^k and 3*2^k), and N
   counts=()
   for ((t = 1; t <= N; t++)); do

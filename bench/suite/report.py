@@ -719,7 +719,8 @@ def build(res, meta, env, out_dir):
         r["peer"] == p for r in R.records)] + [[p, "**not run: cannot run on this machine:** %s" % why.replace(
             "|", "\\|")] for p, why in sorted(unavailable.items())]))
     head.append("\nEach peer is driven through its own API (programs in `bench/peers/`): tickwheel "
-                "`Runtime::start/stop/reset`; the bare wheel `Wheel::insert/remove/rearm` with a free list of "
+                "`Runtime::start/stop/reset` (static library), tickwheel-capi `tw_timer_start/stop/reset` and "
+                "`tw_timer_start_n/stop_n/reset_n` (shared library); the bare wheel `Wheel::insert/remove/rearm` with a free list of "
                 "nodes; Asio `steady_timer::expires_after` + `async_wait`, `cancel()` (the cancelled handler "
                 "then runs with `operation_aborted` on an io thread; that work is counted), timer objects reused "
                 "from a per-thread free list; libuv `uv_timer_start/uv_timer_stop` on the loop thread, handles "
