@@ -270,6 +270,14 @@ def capi_section(R, md, goal):
            "limits are issue 21's goals.\n\n"]
     sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv", "goal", "verdict"],
                      rows))
+    # Process CPU (all threads): what a pair costs whatever else the machine
+    # runs (a preempted caller's wall time grows, its CPU time does not).
+    cpu = [[short_n(n)] + [cell(R.get("startstop", p, "cpu_ns_per_pair", pending=n))
+                           for p in ("tickwheel-capi", "tickwheel", "libuv")] +
+           [ratio(R.get("startstop", "tickwheel-capi", "cpu_ns_per_pair", pending=n),
+                  R.get("startstop", "libuv", "cpu_ns_per_pair", pending=n))] for n in CAPI_VS_LIBUV]
+    sec.append("\n**Process CPU ns per pair** (all threads; less sensitive to a loaded machine than wall time)\n\n")
+    sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv"], cpu))
     if mt:
         sec.append("\n**Producers (workload 3), 100K pending: aggregate pairs/s until drained** (×: C ABI ÷ "
                    "C++ static; issue 21's goal for 2 producers: ≥ 8 M)\n\n")
