@@ -30,6 +30,16 @@
 #                               scaling_producers.png, scaling_expiry.png into
 #                               the output folder; about 2 minutes on 2 cores
 #                               (--quick: 30 s), 10-15 on 16.
+#   scripts/bench.sh capi [--quick]
+#                               issue 21's start+stop goals only: tickwheel
+#                               through the C ABI and the shared library,
+#                               the C++ API (static) and libuv at 1 K, 100 K
+#                               and 1 M pending, and 1 and 2 producers of
+#                               the first two at 100 K, each program once
+#                               per round, 5 rounds interleaved (BENCH_REPS
+#                               rounds; --quick: 2); writes capi.json and
+#                               capi.md (goals met / not met). About 1-2
+#                               minutes on 2 cores.
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
@@ -65,9 +75,10 @@ while (($#)); do
   case $1 in
     --quick) quick=1 ;;
     scaling) mode=scaling ;;
+    capi) mode=capi ;;
     --threads) threads=${2:?--threads needs a number}; shift ;;
     --threads=*) threads=${1#--threads=} ;;
-    *) echo "usage: scripts/bench.sh [scaling] [--quick] [--threads N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [scaling|capi] [--quick] [--threads N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -219,6 +230,35 @@ if [[ $mode == scaling ]]; then
     log "failed: ${failures[*]}"
     exit 1
   fi
+  exit 0
+fi
+
+# ---- capi (issue 21's start+stop goals): interleaved rounds -------------------------------
+if [[ $mode == capi ]]; then
+  if ((quick)); then CR=2; COPS=100000; else CR=${BENCH_REPS:-5}; COPS=${BENCH_OPS:-500000}; fi
+  for ((round = 1; round <= CR; round++)); do
+    for n in 1000 100000 1000000; do
+      c=(--workload startstop --pending "$n" --ops "$COPS" --reps 1 --warmup 1)
+      run 300 "capi-startstop-capi-$n-$round" peer_tickwheel_c "${c[@]}"
+      run 300 "capi-startstop-tickwheel-$n-$round" peer_tickwheel "${c[@]}"
+      run 300 "capi-startstop-uv-$n-$round" peer_uv "${c[@]}"
+    done
+    for t in 1 2; do
+      c=(--workload mt --threads "$t" --pending 100000 --ops "$COPS" --reps 1 --warmup 1)
+      run 300 "capi-mt-capi-$t-$round" peer_tickwheel_c "${c[@]}"
+      run 300 "capi-mt-tickwheel-$t-$round" peer_tickwheel "${c[@]}"
+    done
+  done
+  t_end=$(date +%s)
+  load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+  meta=$(mktemp)
+  printf '{"quick": %s, "reps": %d, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "failures": "%s"}\n' \
+    "$( ((quick)) && echo true || echo false)" "$CR" "$t_start" $((t_end - t_start)) "$load_before" "$load_after" \
+    "${failures[*]:-}" >"$meta"
+  python3 bench/suite/report.py --capi --raw "$raw" --meta "$meta" --out "$out"
+  rm -f "$meta"
+  log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
+  ((${#failures[@]} == 0)) || { log "failed: ${failures[*]}"; exit 1; }
   exit 0
 fi
 
