@@ -28,8 +28,9 @@
 #                               12, 16, 24, 32, 48, ... and N. Writes
 #                               scaling.json, scaling.md and the plots
 #                               scaling_producers.png, scaling_expiry.png into
-#                               the output folder; about 2 minutes on 2 cores
-#                               (--quick: 30 s), 10-15 on 16.
+#                               the output folder; 49 s on 2 cores after the
+#                               build (--quick: 4 s), about 10 minutes on 16
+#                               (estimated).
 #   scripts/bench.sh capi [--quick]
 #                               issue 21's start+stop goals only: tickwheel
 #                               through the C ABI and the shared library,
@@ -38,8 +39,8 @@
 #                               the first two at 100 K, each program once
 #                               per round, 5 rounds interleaved (BENCH_REPS
 #                               rounds; --quick: 2); writes capi.json and
-#                               capi.md (goals met / not met). About 1-2
-#                               minutes on 2 cores.
+#                               capi.md (goals met / not met). 28 s on 2
+#                               cores after the build.
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
