@@ -40,7 +40,11 @@
 #                               per round, 5 rounds interleaved (BENCH_REPS
 #                               rounds; --quick: 2); writes capi.json and
 #                               capi.md (goals met / not met). 28 s on 2
-#                               cores after the build.
+#                               cores after the build. A/B: with
+#                               BENCH_BASE_BUILD_DIR=<release build of the
+#                               base commit>, its peer_tickwheel_c runs
+#                               next to this build's in every round (before
+#                               it in every other round).
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
@@ -86,6 +90,11 @@ done
 no_build=${BENCH_NO_BUILD:-0}
 N=${threads:-$(nproc)}  # scaling: the most producers and workers
 [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "bench: --threads wants a positive number, got '$N'" >&2; exit 2; }
+base_bin=${BENCH_BASE_BUILD_DIR:+$BENCH_BASE_BUILD_DIR/bench/peers/peer_tickwheel_c}  # capi: A/B
+if [[ $mode == capi && -n $base_bin && ! -x $base_bin ]]; then
+  echo "bench: BENCH_BASE_BUILD_DIR has no bench/peers/peer_tickwheel_c (build it there first)" >&2
+  exit 2
+fi
 
 out=${BENCH_OUT:-$root/docs/bench}
 mkdir -p "$out"
@@ -236,17 +245,39 @@ fi
 
 # ---- capi (issue 21's start+stop goals): interleaved rounds -------------------------------
 if [[ $mode == capi ]]; then
+  # A/B: BENCH_BASE_BUILD_DIR=<a release build of the base commit> runs its
+  # peer_tickwheel_c next to this build's in every round, as the peer
+  # "tickwheel-capi-base" (its libtickwheel.so.1 found through its RUNPATH)
+  run_base() {  # run_base <timeout s> <label> <args...>
+    [[ -n $base_bin ]] || return 0
+    local limit=$1 label=$2 rc=0; shift 2
+    log "$label"
+    timeout --kill-after=5 "$limit" "$base_bin" "$@" 2>"$logs/$label.log" \
+      | sed 's/"peer":"tickwheel-capi"/"peer":"tickwheel-capi-base"/' >>"$raw" || rc=$?
+    ((rc == 0)) || { failures+=("$label"); log "FAILED or timed out: $label (see $logs/$label.log)"; }
+  }
+  ab() {  # ab <timeout s> <label> <base label> <args...>: this build's peer_tickwheel_c and the base's,
+          # in alternating order from round to round
+    local limit=$1 label=$2 blabel=$3; shift 3
+    if ((round % 2)); then
+      run "$limit" "$label" peer_tickwheel_c "$@"
+      run_base "$limit" "$blabel" "$@"
+    else
+      run_base "$limit" "$blabel" "$@"
+      run "$limit" "$label" peer_tickwheel_c "$@"
+    fi
+  }
   if ((quick)); then CR=2; COPS=100000; else CR=${BENCH_REPS:-5}; COPS=${BENCH_OPS:-500000}; fi
   for ((round = 1; round <= CR; round++)); do
     for n in 1000 100000 1000000; do
       c=(--workload startstop --pending "$n" --ops "$COPS" --reps 1 --warmup 1)
-      run 300 "capi-startstop-capi-$n-$round" peer_tickwheel_c "${c[@]}"
+      ab 300 "capi-startstop-capi-$n-$round" "capi-startstop-base-$n-$round" "${c[@]}"
       run 300 "capi-startstop-tickwheel-$n-$round" peer_tickwheel "${c[@]}"
       run 300 "capi-startstop-uv-$n-$round" peer_uv "${c[@]}"
     done
     for t in 1 2; do
       c=(--workload mt --threads "$t" --pending 100000 --ops "$COPS" --reps 1 --warmup 1)
-      run 300 "capi-mt-capi-$t-$round" peer_tickwheel_c "${c[@]}"
+      ab 300 "capi-mt-capi-$t-$round" "capi-mt-base-$t-$round" "${c[@]}"
       run 300 "capi-mt-tickwheel-$t-$round" peer_tickwheel "${c[@]}"
     done
   done

@@ -282,6 +282,22 @@ def capi_section(R, md, goal):
         sec.append("\n**Producers (workload 3), 100K pending: aggregate pairs/s until drained** (×: C ABI ÷ "
                    "C++ static; issue 21's goal for 2 producers: ≥ 8 M)\n\n")
         sec.append(table(["producers", "C ABI, shared", "C++ API, static", "×"], mt))
+    if "tickwheel-capi-base" in R.peers("startstop") + R.peers("mt"):
+        base = []
+        for n in CAPI_VS_LIBUV:
+            for metric, what in [("wall_ns_per_pair", "wall ns/pair"), ("cpu_ns_per_pair", "process CPU ns/pair")]:
+                c = R.get("startstop", "tickwheel-capi", metric, pending=n)
+                b = R.get("startstop", "tickwheel-capi-base", metric, pending=n)
+                base.append(["start+stop, %s pending: %s" % (short_n(n), what), cell(c, bold=True), cell(b),
+                             ratio(b, c)])
+        for t in R.values("mt", "threads"):
+            c = R.get("mt", "tickwheel-capi", "pairs_per_s", threads=t)
+            b = R.get("mt", "tickwheel-capi-base", "pairs_per_s", threads=t)
+            base.append(["%d producer(s), 100K pending: pairs/s" % t, cell(c, bold=True), cell(b), ratio(c, b)])
+        sec.append("\n**This build against the base build** (`BENCH_BASE_BUILD_DIR`, its `peer_tickwheel_c` run "
+                   "in the same rounds, next to this build's, before it in every other round); ×: how many times "
+                   "better this build's median is (base ÷ this for costs, this ÷ base for rates)\n\n")
+        sec.append(table(["figure", "this build", "base build", "×"], base))
     md.append((1.5, "".join(sec) + "\n"))
 
 
