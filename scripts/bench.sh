@@ -152,9 +152,10 @@ t_built=$(date +%s)
 
 # ---- 3. run -------------------------------------------------------------------------------
 raw=$(mktemp)
+probe_raw=$(mktemp)  # bench/expiry_probe's lines (not the peers' format)
 logs=$build/bench-logs
 mkdir -p "$logs"
-trap 'rm -f "$raw"' EXIT
+trap 'rm -f "$raw" "$probe_raw"' EXIT
 failures=()
 skipped=()
 # A peer that cannot run on this machine exits with status 77 and says why on
@@ -215,8 +216,6 @@ if [[ $mode == scaling ]]; then
   done
   # (b) expiry: STIMERS one-shots due in the same millisecond, from 1
   #     producer (one shard holds them all) and from N, on 1..N workers, N shards
-  probe_raw=$(mktemp)
-  trap 'rm -f "$raw" "$probe_raw"' EXIT
   producers=(1)
   ((N > 1)) && producers+=("$N")
   for p in "${producers[@]}"; do
@@ -367,6 +366,10 @@ run 120 expiry-mutex peer_mutex "${c[@]}"
 run 120 expiry-event peer_event "${c[@]}"
 run 120 expiry-dpdk peer_dpdk "${c[@]}"
 
+# 4b. expiry burst (issue 21): EXP_N one-shots due in the same millisecond
+#     from one thread, through the shared library (bench/expiry_probe)
+run_out=$probe_raw run 200 expiry-burst expiry_probe --timers "$EXP_N" --producers 1 --reps "$R"
+
 # 5. lateness of steady streams
 for rate in "${RATES[@]}"; do
   c=(--workload lateness --rate "$rate" --max-delay-ms 2000 --segment-s "$SEG" --reps "$R")
@@ -456,7 +459,7 @@ json.dump({
 EOF
 rm -f "$unav"
 log "writing $out"
-python3 bench/suite/report.py --raw "$raw" --meta "$meta" --out "$out"
+python3 bench/suite/report.py --raw "$raw" --probe "$probe_raw" --meta "$meta" --out "$out"
 rm -f "$meta"
 log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
 if ((${#failures[@]})); then

@@ -235,6 +235,75 @@ def plot_bars(out_dir, png, title, ylabel, bars, logy=False):
 # libuv's wall ns per pair, per pending count.
 CAPI_VS_LIBUV = {1000: 1.5, 100000: 0.5, 1000000: 0.4}
 CAPI_MT2_PAIRS = 8e6
+# bench/expiry_probe's figures, and issue 21's expiry goals on 2 cores (1 M
+# due in the same millisecond, one producer, every worker)
+PROBE_FIGURES = [("callbacks_per_s", "callbacks/s"), ("driver_cpu_ns_per_timer", "driver CPU ns/timer"),
+                 ("process_cpu_ns_per_callback", "process CPU ns/callback"), ("burst_wall_ms", "burst ms")]
+EXPIRY_GOALS = [("callbacks_per_s", "expiry, 1 M due in the same ms: ≥ 15 M callbacks/s", 15e6, True),
+                ("driver_cpu_ns_per_timer", "same: the drivers' CPU per expired timer ≤ 25 ns", 25, False),
+                ("process_cpu_ns_per_callback", "same: process CPU per callback ≤ 150 ns", 150, False)]
+
+
+def probe_groups(runs):
+    """bench/expiry_probe's runs (one JSON object each) -> one entry per
+    (producers, workers): median, min, max of each figure, runs, early."""
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["producers"], r["workers"]), []).append(r)
+    out = []
+    for (p, w), rs in sorted(groups.items()):
+        rec = {"producers": p, "workers": w, "shards": rs[0].get("shards"), "timers": rs[0].get("timers"),
+               "runs": len(rs), "early": sum(int(r.get("early", 0)) for r in rs)}
+        for key, _ in PROBE_FIGURES:
+            v = sorted(float(r[key]) for r in rs if r.get(key) is not None)
+            rec[key] = {"median": v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2,
+                        "min": v[0], "max": v[-1], "reps": len(v), "samples": v} if v else None
+        out.append(rec)
+    return out
+
+
+def probe_records(runs):
+    """bench/expiry_probe's runs as the suite's records (workload
+    "expiry_burst", peer "tickwheel-capi"), one per (producers, workers) and
+    figure, and one "early" record (the sum over the runs)."""
+    out = []
+    for g in probe_groups(runs):
+        params = {k: g[k] for k in ("timers", "producers", "workers", "shards")}
+        base = {"workload": "expiry_burst", "peer": "tickwheel-capi", "params": params}
+        for key, unit in PROBE_FIGURES:
+            if g[key]:
+                out.append(dict(base, metric=key, unit=unit, **g[key]))
+        out.append(dict(base, metric="early", unit="callbacks", median=g["early"], min=g["early"], max=g["early"],
+                        reps=g["runs"], samples=[g["early"]]))
+    return out
+
+
+def burst_groups(R):
+    """probe_records() back into probe_groups()' entries."""
+    out = []
+    for r in R.records:
+        if r["workload"] == "expiry_burst" and r["metric"] == "early":
+            g = dict(r["params"], early=int(r["median"]), runs=r["reps"])
+            for key, _ in PROBE_FIGURES:
+                g[key] = R.get("expiry_burst", "tickwheel-capi", key, **r["params"])
+            out.append(g)
+    return sorted(out, key=lambda g: (g["producers"], g["workers"]))
+
+
+def expiry_goals(groups, goal):
+    """Issue 21's expiry goals from probe_groups(): the burst of one
+    producer (one shard holds it) on the most workers; never early."""
+    one = [e for e in groups if e["producers"] == 1]
+    top = max(one, key=lambda e: e["workers"]) if one else None
+    valid = top is not None and top["timers"] == 1000000
+    where = " (1 producer, %d workers)" % top["workers"] if top else ""
+    for key, text, limit, ge in EXPIRY_GOALS:
+        r = top and top[key]
+        ok = None if not (valid and r) else (r["median"] >= limit if ge else r["median"] <= limit)
+        goal(text + where, cell(r) if r else "n/a", ok)
+    early, runs = sum(e["early"] for e in groups), sum(e["runs"] for e in groups)
+    goal("expiry burst: never early (every run)", "%d early in %d runs" % (early, runs),
+         None if not groups else early == 0)
 
 
 def capi_section(R, md, goal):
@@ -593,6 +662,23 @@ def build(res, meta, env, out_dir):
     goal("expiry through the TBB arena, trivial callbacks: ≥ 12 M callbacks/s", cell(ex) + " callbacks/s",
          ex and ex["median"] >= 12e6)
 
+    # ---- 4b. expiry burst (bench/expiry_probe, issue 21) -----------------------------------------
+    bursts = burst_groups(R)
+    if bursts:
+        rows = [["%d" % g["producers"], "%d" % g["workers"]] + [cell(g[k], bold=k == "callbacks_per_s")
+                                                              for k, _ in PROBE_FIGURES] + ["%d" % g["early"]]
+                for g in bursts]
+        md.append((4.5, "## 4b. expiry burst\n\n"
+                        "`bench/expiry_probe`: %s one-shots with one absolute deadline (all due in the same "
+                        "millisecond), started from one thread through the C ABI and the shared library, on the "
+                        "default runtime (one shard and one worker per CPU), trivial callbacks: callbacks/s from the "
+                        "first callback to the last; the shard drivers' CPU per expired timer; the process's CPU per "
+                        "callback (median [min–max] of %d runs, a fresh runtime each). `scripts/bench.sh scaling` "
+                        "runs it on 1..N workers and from N producers.\n\n" % (num(bursts[0]["timers"]),
+                                                                                 bursts[0]["runs"]) +
+                   table(["producers", "workers"] + [t for _, t in PROBE_FIGURES] + ["early"], rows) + "\n"))
+    expiry_goals(bursts, goal)
+
     # ---- 5. lateness -------------------------------------------------------------------------------
     lp = R.peers("lateness")
     rates = R.values("lateness", "rate")
@@ -840,6 +926,7 @@ def main():
     ap.add_argument("--meta", help="run metadata (JSON) from scripts/bench.sh")
     ap.add_argument("--results", help="re-render from an existing results.json")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--probe", help="bench/expiry_probe's JSON lines (section 4b)")
     ap.add_argument("--capi", action="store_true",
                     help="issue 21's start+stop goals only (scripts/bench.sh capi): capi.json, capi.md")
     a = ap.parse_args()
@@ -848,7 +935,7 @@ def main():
         doc = json.load(open(a.results))
         records, meta, env = doc["results"], doc["meta"], doc.get("environment", {})
     else:
-        records = read_json_lines(a.raw)
+        records = read_json_lines(a.raw) + probe_records(read_json_lines(a.probe))
         meta = json.load(open(a.meta)) if a.meta else {}
         env = environment()
     records = merge_rounds(records)

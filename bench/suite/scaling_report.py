@@ -23,19 +23,12 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import Results, cell, environment, num, plot_lines, read_json_lines, table, write_report  # noqa: E402
+from report import (CAPI_MT2_PAIRS, PROBE_FIGURES, Results, cell, environment, expiry_goals, num, plot_lines,
+                    probe_groups, read_json_lines, table, write_report)  # noqa: E402
 
-PROBE_FIGURES = [("callbacks_per_s", "callbacks/s"), ("driver_cpu_ns_per_timer", "driver CPU ns/timer"),
-                 ("process_cpu_ns_per_callback", "process CPU ns/callback"), ("burst_wall_ms", "burst ms")]
-# issue 21's goals on 2 cores (expiry: 1 M due in the same millisecond)
-GOAL_CALLBACKS = 15e6
-GOAL_DRIVER_NS = 25
-GOAL_PROCESS_NS = 150
-GOAL_MT2 = 8e6
 
 
 def meta_from_env():
@@ -50,22 +43,6 @@ def meta_from_env():
         "failures": e.get("SC_FAILURES", "").split(),
         "skipped": [x for x in e.get("SC_SKIPPED", "").splitlines() if x.strip()],
     }
-
-
-def aggregate(runs):
-    """expiry_probe's runs -> one record per (producers, workers)."""
-    groups = {}
-    for r in runs:
-        groups.setdefault((r["producers"], r["workers"]), []).append(r)
-    out = []
-    for (p, w), rs in sorted(groups.items()):
-        rec = {"producers": p, "workers": w, "shards": rs[0].get("shards"), "timers": rs[0].get("timers"),
-               "runs": len(rs), "early": sum(int(r.get("early", 0)) for r in rs)}
-        for key, _ in PROBE_FIGURES:
-            v = [float(r[key]) for r in rs if r.get(key) is not None]
-            rec[key] = {"median": statistics.median(v), "min": min(v), "max": max(v), "reps": len(v)} if v else None
-        out.append(rec)
-    return out
 
 
 def build(R, expiry, meta, env, out_dir):
@@ -110,7 +87,7 @@ def build(R, expiry, meta, env, out_dir):
     m2 = R.get("mt", "tickwheel-capi", "pairs_per_s", threads=2)
     pend2 = m2 and m2["params"].get("pending") == 100000
     goal("2 producers through the C ABI (shared library), 100K pending: ≥ 8 M pairs/s", cell(m2) + " pairs/s",
-         None if not pend2 else m2["median"] >= GOAL_MT2)
+         None if not pend2 else m2["median"] >= CAPI_MT2_PAIRS)
 
     # ---- (b) expiry -------------------------------------------------------------------------
     sec.append("\n## (b) expiry\n\n")
@@ -151,21 +128,7 @@ def build(R, expiry, meta, env, out_dir):
     else:
         sec.append("Not run: %s.\n" % ("; ".join(s for s in meta.get("skipped", []) if "expiry_probe" in s)
                                       or "expiry_probe printed nothing"))
-    # the goals: one producer (one shard holds the burst), every worker
-    one = [e for e in expiry if e["producers"] == 1]
-    top = max(one, key=lambda e: e["workers"]) if one else None
-    valid = top is not None and top["timers"] == 1000000
-    where = " (1 producer, %d workers)" % top["workers"] if top else ""
-    for key, text, limit, ge in [
-            ("callbacks_per_s", "expiry, 1 M due in the same ms: ≥ 15 M callbacks/s", GOAL_CALLBACKS, True),
-            ("driver_cpu_ns_per_timer", "same: the drivers' CPU per expired timer ≤ 25 ns", GOAL_DRIVER_NS, False),
-            ("process_cpu_ns_per_callback", "same: process CPU per callback ≤ 150 ns", GOAL_PROCESS_NS, False)]:
-        r = top and top[key]
-        ok = None if not (valid and r) else (r["median"] >= limit if ge else r["median"] <= limit)
-        goal(text + where, cell(r) if r else "n/a", ok)
-    goal("expiry: never early (every run)", "%d early in %d runs" % (sum(e["early"] for e in expiry),
-                                                                    sum(e["runs"] for e in expiry)),
-         None if not expiry else sum(e["early"] for e in expiry) == 0)
+    expiry_goals(expiry, goal)
 
     # ---- assemble -------------------------------------------------------------------------------
     when = datetime.datetime.utcfromtimestamp(meta.get("started_unix", 0)).strftime("%Y-%m-%d %H:%M UTC")
@@ -205,7 +168,7 @@ def main():
         records = read_json_lines(a.mt, "scaling_report")
         runs, meta, env = read_json_lines(a.probe, "scaling_report"), meta_from_env(), environment()
     records = [r for r in records if r.get("workload") == "mt"]
-    expiry = aggregate(runs)
+    expiry = probe_groups(runs)
     md, goals = build(Results(records), expiry, meta, env, a.out)
     met = write_report(a.out, "scaling.json", {"meta": meta, "environment": env, "mt": records, "expiry": expiry,
                                                "expiry_runs": runs}, "scaling.md", md, goals)
