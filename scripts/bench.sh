@@ -28,7 +28,7 @@
 #                               12, 16, 24, 32, 48, ... and N. Writes
 #                               scaling.json, scaling.md and the plots
 #                               scaling_producers.png, scaling_expiry.png into
-#                               the output folder; 49 s on 2 cores after the
+#                               the output folder; 30-50 s on 2 cores after the
 #                               build (--quick: 4 s), about 10 minutes on 16
 #                               (estimated).
 #   scripts/bench.sh capi [--quick]
