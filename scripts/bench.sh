@@ -3,7 +3,10 @@
 # The benchmark suite: tickwheel against Boost.Asio, libuv, libevent (with
 # evthread_use_pthreads), DPDK rte_timer (EAL without NIC or hugepages), a
 # mutex + std::map + condition-variable timer service and its own bare wheel,
-# on the workloads of docs/bench/README.md. One command:
+# on the workloads of docs/bench/README.md; tickwheel both through its C++
+# API (static library, peer_tickwheel) and through its C ABI and the shared
+# library (peer_tickwheel_c: what C, Python, Node and Rust users run). One
+# command:
 #
 #   scripts/bench.sh            install what is missing (Debian packages, as
 #                               root), build Release (the `release` preset),
@@ -11,11 +14,46 @@
 #                               docs/bench/README.md and the PNG plots
 #   scripts/bench.sh --quick    the same with small sizes and 2 repetitions,
 #                               to check the machinery (figures not valid)
+#   scripts/bench.sh scaling [--quick] [--threads N]
+#                               the scaling workload only (issue 21), for
+#                               machines of any size: (a) 1..N producer
+#                               threads doing start+stop pairs at 100 K
+#                               pending (tickwheel through its C ABI and the
+#                               shared library, Boost.Asio, libevent, the
+#                               mutex service); (b) expiry of 1 M one-shots
+#                               due in the same millisecond (bench/
+#                               expiry_probe), from 1 producer and from N, on
+#                               1..N workers. N = nproc unless --threads N
+#                               (or BENCH_THREADS=N); thread counts 1..8, then
+#                               12, 16, 24, 32, 48, ... and N. Writes
+#                               scaling.json, scaling.md and the plots
+#                               scaling_producers.png, scaling_expiry.png into
+#                               the output folder; 30-50 s on 2 cores after the
+#                               build (--quick: 4 s), about 10 minutes on 16
+#                               (estimated).
+#   scripts/bench.sh capi [--quick]
+#                               issue 21's start+stop goals only: tickwheel
+#                               through the C ABI and the shared library,
+#                               the C++ API (static) and libuv at 1 K, 100 K
+#                               and 1 M pending, and 1 and 2 producers of
+#                               the first two at 100 K, each program once
+#                               per round, 5 rounds interleaved (BENCH_REPS
+#                               rounds; --quick: 2); writes capi.json and
+#                               capi.md (goals met / not met). 28 s on 2
+#                               cores after the build. A/B: with
+#                               BENCH_BASE_BUILD_DIR=<release build of the
+#                               base commit>, its peer_tickwheel_c runs
+#                               next to this build's in every round (before
+#                               it in every other round).
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
 # instead of docs/bench; BENCH_OPS=<n> pairs (re-arms) per repetition of
-# workloads 1-3 (default 500000).
+# workloads 1-3 (default 500000). For the scaling workload: SCALING_REPS,
+# SCALING_OPS (pairs per producer and repetition), SCALING_PENDING,
+# SCALING_TIMERS (the expiry burst) override the sizes; BENCH_NO_BUILD=1
+# runs the programs already built in BENCH_BUILD_DIR (no package check, no
+# configure, no build: the ctest bench_scaling_smoke does this).
 #
 # Every figure is the median of 5 repetitions with min and max; every ratio
 # compares figures of this run. Each repetition of workloads 1-3 times
@@ -26,8 +64,9 @@
 # variant). With the default, a run took about 7-8 minutes on 2 cores before
 # libevent and DPDK joined; they add an estimated 4 minutes (DPDK's skip
 # list at 1-10 million pending and its spinlock under 2-4 producers are most
-# of it); the batch workloads (10) about 15 s more. A --quick run takes
-# about 2.5 minutes after the build.
+# of it); the batch workloads (10) about 15 s more; peer_tickwheel_c (the C
+# ABI, issue 21) about a minute more (estimated). A --quick run took 103 s
+# after the build on 2 loaded cores (2026-11-26).
 # The machine should be otherwise idle: load averages before and after are
 # recorded in the results.
 set -euo pipefail
@@ -35,7 +74,27 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0
-[[ "${1:-}" == "--quick" ]] && quick=1
+mode=all
+threads=${BENCH_THREADS:-}
+while (($#)); do
+  case $1 in
+    --quick) quick=1 ;;
+    scaling) mode=scaling ;;
+    capi) mode=capi ;;
+    --threads) threads=${2:?--threads needs a number}; shift ;;
+    --threads=*) threads=${1#--threads=} ;;
+    *) echo "usage: scripts/bench.sh [scaling|capi] [--quick] [--threads N]" >&2; exit 2 ;;
+  esac
+  shift
+done
+no_build=${BENCH_NO_BUILD:-0}
+N=${threads:-$(nproc)}  # scaling: the most producers and workers
+[[ $N =~ ^[1-9][0-9]*$ ]] || { echo "bench: --threads wants a positive number, got '$N'" >&2; exit 2; }
+base_bin=${BENCH_BASE_BUILD_DIR:+$BENCH_BASE_BUILD_DIR/bench/peers/peer_tickwheel_c}  # capi: A/B
+if [[ $mode == capi && -n $base_bin && ! -x $base_bin ]]; then
+  echo "bench: BENCH_BASE_BUILD_DIR has no bench/peers/peer_tickwheel_c (build it there first)" >&2
+  exit 2
+fi
 
 out=${BENCH_OUT:-$root/docs/bench}
 mkdir -p "$out"
@@ -47,6 +106,7 @@ log() { printf '[bench %4ds] %s\n' $(( $(date +%s) - t_start )) "$*" >&2; }
 want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev libbenchmark-dev libgtest-dev
       libboost-dev libuv1-dev libevent-dev dpdk-dev gnuplot-nox python3)
 missing=()
+((no_build)) && want=()
 for pkg in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
@@ -62,7 +122,10 @@ if ((${#missing[@]})); then
 fi
 
 # ---- 2. build (Release) ---------------------------------------------------------------
-if [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
+if ((no_build)); then
+  build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
+  log "using the programs built in $build"
+elif [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
   build=$BENCH_BUILD_DIR
   log "configuring $build (Release, g++)"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc \
@@ -73,21 +136,28 @@ else
   log "configuring the release preset"
   cmake --preset release >"$out/.configure.log" 2>&1 || { cat "$out/.configure.log" >&2; exit 1; }
 fi
-grep -E "^-- tickwheel bench:" "$out/.configure.log" >&2 || true
-rm -f "$out/.configure.log"
-log "building the benchmark programs"
-cmake --build "$build" --target bench_peers >&2
+if ((!no_build)); then
+  grep -E "^-- tickwheel bench:" "$out/.configure.log" >&2 || true
+  rm -f "$out/.configure.log"
+  log "building the benchmark programs"
+  cmake --build "$build" --target bench_peers >&2
+  # bench/expiry_probe (issue 21): the scaling workload's expiry burst
+  cmake --build "$build" --target expiry_probe >&2 || log "expiry_probe did not build: scaling (b) is skipped"
+fi
 have_capi=0
-if cmake --build "$build" --target tickwheel_shared >/dev/null 2>&1; then have_capi=1; fi
+if ((no_build)) && ls "$build"/capi/libtickwheel.so.[0-9]* >/dev/null 2>&1; then have_capi=1
+elif ((!no_build)) && cmake --build "$build" --target tickwheel_shared >/dev/null 2>&1; then have_capi=1; fi
 bin=$build/bench/peers
 t_built=$(date +%s)
 
 # ---- 3. run -------------------------------------------------------------------------------
 raw=$(mktemp)
+probe_raw=$(mktemp)  # bench/expiry_probe's lines (not the peers' format)
 logs=$build/bench-logs
 mkdir -p "$logs"
-trap 'rm -f "$raw"' EXIT
+trap 'rm -f "$raw" "$probe_raw"' EXIT
 failures=()
+skipped=()
 # A peer that cannot run on this machine exits with status 77 and says why on
 # stderr (peer_dpdk when DPDK's EAL cannot start): it is skipped from then on
 # and the reason goes into the report.
@@ -95,11 +165,15 @@ declare -A unavailable=()
 unavailable_why() {  # the peer's stderr without stack frames, on one line
   grep -v -E '^[0-9]+: ' "$1" | tr '\n' ' ' | sed 's/ *$//'
 }
-# run <timeout s> <label> <program> <args...>: JSON lines to $raw, stderr to $logs
+# run <timeout s> <label> <program> <args...>: JSON lines to $raw (or to
+# $run_out where set), stderr to $logs; <program> in bench/peers or bench/
 run() {
-  local limit=$1 label=$2 prog=$3 rc=0; shift 3
-  if [[ ! -x "$bin/$prog" ]]; then
+  local limit=$1 label=$2 prog=$3 rc=0 path; shift 3
+  path=$bin/$prog
+  [[ -x "$path" ]] || path=$build/bench/$prog
+  if [[ ! -x "$path" ]]; then
     log "skip $label ($prog not built)"
+    skipped+=("$prog not built")
     return 0
   fi
   if [[ -n "${unavailable[$prog]:-}" ]]; then
@@ -107,7 +181,7 @@ run() {
     return 0
   fi
   log "$label"
-  timeout --kill-after=5 "$limit" "$bin/$prog" "$@" >>"$raw" 2>"$logs/$label.log" || rc=$?
+  timeout --kill-after=5 "$limit" "$path" "$@" >>"${run_out:-$raw}" 2>"$logs/$label.log" || rc=$?
   if ((rc == 77)); then
     unavailable[$prog]=$(unavailable_why "$logs/$label.log")
     log "$prog cannot run on this machine: ${unavailable[$prog]}"
@@ -116,6 +190,108 @@ run() {
     log "FAILED or timed out: $label (see $logs/$label.log)"
   fi
 }
+
+# ---- scaling (issue 21): producers and expiry against cores -----------------------------
+if [[ $mode == scaling ]]; then
+  # every count up to 8, then 12, 16, 24, 32, 48, 64, ... (2^k and 3*2^k), and N
+  counts=()
+  for ((t = 1; t <= N; t++)); do
+    if ((t <= 8 || t == N || (t & (t - 1)) == 0 || (t % 3 == 0 && ((t / 3) & (t / 3 - 1)) == 0))); then
+      counts+=("$t")
+    fi
+  done
+  if ((quick)); then SR=2; SOPS=100000; STIMERS=100000; else SR=5; SOPS=500000; STIMERS=1000000; fi
+  SR=${SCALING_REPS:-$SR}; SOPS=${SCALING_OPS:-$SOPS}; STIMERS=${SCALING_TIMERS:-$STIMERS}
+  SPENDING=${SCALING_PENDING:-100000}
+  # (a) producers: each does SOPS pairs per repetition on its share of
+  #     SPENDING pending timers (driver.hpp, workload mt) -- the peers a fifth
+  #     of that (the figure is a rate; they are 5-50x slower per pair, and
+  #     tickwheel needs the length: a repetition ends when its shards drained)
+  for t in "${counts[@]}"; do
+    c=(--workload mt --threads "$t" --pending "$SPENDING" --reps "$SR" --warmup 0)
+    run 600 "scaling-mt-capi-$t" peer_tickwheel_c "${c[@]}" --ops "$SOPS"
+    run 600 "scaling-mt-asio1-$t" peer_asio --io-threads 1 "${c[@]}" --ops $((SOPS / 5))
+    run 600 "scaling-mt-event-$t" peer_event "${c[@]}" --ops $((SOPS / 5))
+    run 600 "scaling-mt-mutex-$t" peer_mutex "${c[@]}" --ops $((SOPS / 5))
+  done
+  # (b) expiry: STIMERS one-shots due in the same millisecond, from 1
+  #     producer (one shard holds them all) and from N, on 1..N workers, N shards
+  producers=(1)
+  ((N > 1)) && producers+=("$N")
+  for p in "${producers[@]}"; do
+    for w in "${counts[@]}"; do
+      run_out=$probe_raw run 600 "scaling-expiry-p$p-w$w" expiry_probe --timers "$STIMERS" --producers "$p" \
+        --workers "$w" --shards "$N" --reps "$SR"
+    done
+  done
+  t_end=$(date +%s)
+  load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+  skipped_list=$(printf '%s\n' "${skipped[@]:-}" | sort -u)
+  # the run's metadata, for scaling_report.py
+  export SC_QUICK=$quick SC_REPS=$SR SC_THREADS=$N SC_COUNTS="${counts[*]}" SC_BUILD=$build SC_OPS=$SOPS \
+         SC_PENDING=$SPENDING SC_TIMERS=$STIMERS SC_START=$t_start SC_BUILD_S=$((t_built - t_start)) \
+         SC_TOTAL_S=$((t_end - t_start)) SC_LOAD_BEFORE=$load_before SC_LOAD_AFTER=$load_after \
+         SC_FAILURES="${failures[*]:-}" SC_SKIPPED=$skipped_list
+  log "writing $out (scaling)"
+  python3 bench/suite/scaling_report.py --mt "$raw" --probe "$probe_raw" --out "$out"
+  log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
+  if ((${#failures[@]})); then
+    log "failed: ${failures[*]}"
+    exit 1
+  fi
+  exit 0
+fi
+
+# ---- capi (issue 21's start+stop goals): interleaved rounds -------------------------------
+if [[ $mode == capi ]]; then
+  # A/B: BENCH_BASE_BUILD_DIR=<a release build of the base commit> runs its
+  # peer_tickwheel_c next to this build's in every round, as the peer
+  # "tickwheel-capi-base" (its libtickwheel.so.1 found through its RUNPATH)
+  run_base() {  # run_base <timeout s> <label> <args...>
+    [[ -n $base_bin ]] || return 0
+    local limit=$1 label=$2 rc=0; shift 2
+    log "$label"
+    timeout --kill-after=5 "$limit" "$base_bin" "$@" 2>"$logs/$label.log" \
+      | sed 's/"peer":"tickwheel-capi"/"peer":"tickwheel-capi-base"/' >>"$raw" || rc=$?
+    ((rc == 0)) || { failures+=("$label"); log "FAILED or timed out: $label (see $logs/$label.log)"; }
+  }
+  ab() {  # ab <timeout s> <label> <base label> <args...>: this build's peer_tickwheel_c and the base's,
+          # in alternating order from round to round
+    local limit=$1 label=$2 blabel=$3; shift 3
+    if ((round % 2)); then
+      run "$limit" "$label" peer_tickwheel_c "$@"
+      run_base "$limit" "$blabel" "$@"
+    else
+      run_base "$limit" "$blabel" "$@"
+      run "$limit" "$label" peer_tickwheel_c "$@"
+    fi
+  }
+  if ((quick)); then CR=2; COPS=100000; else CR=${BENCH_REPS:-5}; COPS=${BENCH_OPS:-500000}; fi
+  for ((round = 1; round <= CR; round++)); do
+    for n in 1000 100000 1000000; do
+      c=(--workload startstop --pending "$n" --ops "$COPS" --reps 1 --warmup 1)
+      ab 300 "capi-startstop-capi-$n-$round" "capi-startstop-base-$n-$round" "${c[@]}"
+      run 300 "capi-startstop-tickwheel-$n-$round" peer_tickwheel "${c[@]}"
+      run 300 "capi-startstop-uv-$n-$round" peer_uv "${c[@]}"
+    done
+    for t in 1 2; do
+      c=(--workload mt --threads "$t" --pending 100000 --ops "$COPS" --reps 1 --warmup 1)
+      ab 300 "capi-mt-capi-$t-$round" "capi-mt-base-$t-$round" "${c[@]}"
+      run 300 "capi-mt-tickwheel-$t-$round" peer_tickwheel "${c[@]}"
+    done
+  done
+  t_end=$(date +%s)
+  load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+  meta=$(mktemp)
+  printf '{"quick": %s, "reps": %d, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "failures": "%s"}\n' \
+    "$( ((quick)) && echo true || echo false)" "$CR" "$t_start" $((t_end - t_start)) "$load_before" "$load_after" \
+    "${failures[*]:-}" >"$meta"
+  python3 bench/suite/report.py --capi --raw "$raw" --meta "$meta" --out "$out"
+  rm -f "$meta"
+  log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
+  ((${#failures[@]} == 0)) || { log "failed: ${failures[*]}"; exit 1; }
+  exit 0
+fi
 
 if ((quick)); then
   R=2; OPS=100000; PENDINGS=(1000 100000 1000000); MT_OPS=100000; RATES=(10000 100000); SEG=0.2
@@ -131,6 +307,7 @@ asio2=(peer_asio --io-threads 2)
 for n in "${PENDINGS[@]}"; do
   c=(--workload startstop --pending "$n" --ops "$OPS" --reps "$R" --warmup 0)
   run 300 "startstop-tickwheel-$n" peer_tickwheel "${c[@]}"
+  run 300 "startstop-capi-$n" peer_tickwheel_c "${c[@]}"
   run 300 "startstop-wheel-$n" peer_wheel "${c[@]}"
   run 300 "startstop-asio1-$n" "${asio1[@]}" "${c[@]}"
   run 300 "startstop-asio2-$n" "${asio2[@]}" "${c[@]}"
@@ -143,6 +320,7 @@ done
 # 2. re-arm later, 1 million pending
 c=(--workload rearm --pending "${PENDINGS[2]}" --ops "$OPS" --reps "$R")
 run 200 rearm-tickwheel peer_tickwheel "${c[@]}"
+run 200 rearm-capi peer_tickwheel_c "${c[@]}"
 run 200 rearm-wheel peer_wheel "${c[@]}"
 run 200 rearm-asio1 "${asio1[@]}" "${c[@]}"
 run 200 rearm-asio2 "${asio2[@]}" "${c[@]}"
@@ -155,13 +333,16 @@ run 200 rearm-dpdk peer_dpdk "${c[@]}"
 #     start+stop pairs and re-arms later, 64 per call, at 1 million pending
 c=(--workload startstop_batch --pending "${PENDINGS[2]}" --ops "$OPS" --reps "$R" --warmup 0 --batch 64)
 run 200 startstop-batch-tickwheel peer_tickwheel "${c[@]}"
+run 200 startstop-batch-capi peer_tickwheel_c "${c[@]}"
 c=(--workload rearm_batch --pending "${PENDINGS[2]}" --ops "$OPS" --reps "$R" --batch 64)
 run 200 rearm-batch-tickwheel peer_tickwheel "${c[@]}"
+run 200 rearm-batch-capi peer_tickwheel_c "${c[@]}"
 
 # 3. producers
 for t in 1 2 4; do
   c=(--workload mt --threads "$t" --pending 100000 --ops "$MT_OPS" --reps "$R" --warmup 0)
   run 300 "mt-tickwheel-$t" peer_tickwheel "${c[@]}"
+  run 300 "mt-capi-$t" peer_tickwheel_c "${c[@]}"
   run 300 "mt-asio1-$t" "${asio1[@]}" "${c[@]}"
   run 300 "mt-asio2-$t" "${asio2[@]}" "${c[@]}"
   run 300 "mt-mutex-$t" peer_mutex "${c[@]}"
@@ -176,6 +357,7 @@ done
 #    peers' loops start when the window has passed
 c=(--workload expiry --pending "$EXP_N" --window-ms 1000 --reps "$R")
 run 120 expiry-tickwheel peer_tickwheel "${c[@]}" --resolution-us 1000000
+run 120 expiry-capi peer_tickwheel_c "${c[@]}" --resolution-us 1000000
 run 120 expiry-wheel peer_wheel "${c[@]}"
 run 120 expiry-asio1 "${asio1[@]}" "${c[@]}"
 run 120 expiry-asio2 "${asio2[@]}" "${c[@]}"
@@ -183,6 +365,10 @@ run 120 expiry-uv peer_uv "${c[@]}"
 run 120 expiry-mutex peer_mutex "${c[@]}"
 run 120 expiry-event peer_event "${c[@]}"
 run 120 expiry-dpdk peer_dpdk "${c[@]}"
+
+# 4b. expiry burst (issue 21): EXP_N one-shots due in the same millisecond
+#     from one thread, through the shared library (bench/expiry_probe)
+run_out=$probe_raw run 200 expiry-burst expiry_probe --timers "$EXP_N" --producers 1 --reps "$R"
 
 # 5. lateness of steady streams
 for rate in "${RATES[@]}"; do
@@ -273,7 +459,7 @@ json.dump({
 EOF
 rm -f "$unav"
 log "writing $out"
-python3 bench/suite/report.py --raw "$raw" --meta "$meta" --out "$out"
+python3 bench/suite/report.py --raw "$raw" --probe "$probe_raw" --meta "$meta" --out "$out"
 rm -f "$meta"
 log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
 if ((${#failures[@]})); then

@@ -248,9 +248,11 @@ struct Sample {
 inline std::vector<Sample> run_gbench(const std::string& name, int reps, const std::function<Sample()>& rep) {
     static bool initialized = false;
     if (!initialized) {
-        int argc = 1;
-        char arg0[] = "peer";
-        char* argv[] = {arg0, nullptr};
+        // Static: Google Benchmark keeps argv[0] (its console report prints
+        // it later; ASan found the stack copy read after its scope).
+        static int argc = 1;
+        static char arg0[] = "peer";
+        static char* argv[] = {arg0, nullptr};
         benchmark::Initialize(&argc, argv);
         initialized = true;
     }

@@ -374,6 +374,37 @@ void expiry(P& p, const Opts& o) {
                  {{"callbacks_per_s", "callbacks/s"}, {"delivery_ms", "ms"}, {"load_ns_per_timer", "ns"}});
 }
 
+/// tickwheel's expiry repetition (peer_tickwheel, peer_tickwheel_c): the
+/// runtime runs at a tick of --resolution-us (the suite uses 1 s) from an
+/// epoch in [epoch_lo, epoch_hi] (the CLOCK_MONOTONIC readings around its
+/// creation). All n deadlines are spread over the window that ends at a
+/// tick boundary B, so they come due together at B; loading finishes before
+/// B. `start_at(deadline_ns, ctx)` starts one one-shot timer whose callback
+/// calls ctx->delivered(). Delivered = n / (last callback - B).
+template <class StartAt>
+Sample tick_expiry_rep(ExpiryCtx& ctx, long n, const Opts& o, std::int64_t epoch_lo, std::int64_t epoch_hi,
+                       StartAt&& start_at) {
+    const std::int64_t res = o.resolution_us * kUs;
+    const std::int64_t window = o.window_ms * kMs;
+    if (res < window) {
+        std::fprintf(stderr, "expiry: --resolution-us must be >= --window-ms (one tick holds the window)\n");
+        std::exit(2);
+    }
+    ctx.reset(n);
+    // Boundary B = epoch + k*res, at least 0.8 s away (time to load).
+    const std::int64_t k = (now_ns() + 800 * kMs - epoch_lo) / res + 1;
+    const std::int64_t B = epoch_lo + k * res;  // <= the true boundary (epoch >= epoch_lo)
+    const std::int64_t lo = std::max(B - window, epoch_hi + (k - 1) * res) + 1;  // > the previous boundary
+    std::mt19937_64 rng(o.seed + static_cast<unsigned>(k));
+    std::uniform_int_distribution<std::int64_t> dl(lo, B);
+    const std::int64_t t_load = now_ns();
+    for (long i = 0; i < n; ++i) start_at(dl(rng), &ctx);
+    const std::int64_t t_loaded = now_ns();
+    if (t_loaded >= B) std::fprintf(stderr, "expiry: WARNING loading ended after the boundary\n");
+    while (ctx.last.load() == 0 && now_ns() < B + 60 * kSec) sleep_until_ns(now_ns() + 1 * kMs);
+    return expiry_sample(n, B, ctx.last.load(), t_load, t_loaded);
+}
+
 // ---- lateness (workloads 5 and 8) --------------------------------------------------------
 template <class P>
 void lateness(P& p, const Opts& o) {

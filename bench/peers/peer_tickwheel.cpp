@@ -93,35 +93,12 @@ struct TickwheelPeer {
     }
     void begin_idle() {}
 
-    // Expiry: the runtime runs at a tick of --resolution-us (the suite uses
-    // 1 s). All n deadlines are spread over the window that ends at a tick
-    // boundary B, so they come due together at B; loading finishes before B.
-    // Delivered = n / (last callback - B).
+    // Expiry: one tick of --resolution-us holds the window (tick_expiry_rep).
     ExpiryCtx ctx;
     Sample expiry_rep(Local&, long n, const Opts& o) {
-        const std::int64_t res = o.resolution_us * kUs;
-        const std::int64_t window = o.window_ms * kMs;
-        if (res < window) {
-            std::fprintf(stderr, "expiry: --resolution-us must be >= --window-ms (one tick holds the window)\n");
-            std::exit(2);
-        }
-        ctx.reset(n);
-        // Boundary B = epoch + k*res, at least 0.8 s away (time to load).
-        const std::int64_t k = (now_ns() + 800 * kMs - epoch_lo) / res + 1;
-        const std::int64_t B = epoch_lo + k * res;  // <= the true boundary (epoch >= epoch_lo)
-        const std::int64_t lo = std::max(B - window, epoch_hi + (k - 1) * res) + 1;  // > the previous boundary
-        std::mt19937_64 rng(o.seed + static_cast<unsigned>(k));
-        std::uniform_int_distribution<std::int64_t> dl(lo, B);
-        const std::int64_t t_load = now_ns();
-        ExpiryCtx* c = &ctx;
-        for (long i = 0; i < n; ++i)
-            rt.start_at(tickwheel::TimePoint(ns(dl(rng))), [c] {
-                c->delivered();
-            });
-        const std::int64_t t_loaded = now_ns();
-        if (t_loaded >= B) std::fprintf(stderr, "expiry: WARNING loading ended after the boundary\n");
-        while (ctx.last.load() == 0 && now_ns() < B + 60 * kSec) sleep_until_ns(now_ns() + 1 * kMs);
-        return expiry_sample(n, B, ctx.last.load(), t_load, t_loaded);
+        return tick_expiry_rep(ctx, n, o, epoch_lo, epoch_hi, [this](std::int64_t deadline, ExpiryCtx* c) {
+            rt.start_at(tickwheel::TimePoint(ns(deadline)), [c] { c->delivered(); });
+        });
     }
 };
 

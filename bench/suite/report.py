@@ -22,12 +22,14 @@ import shutil
 import subprocess
 import sys
 
-PEERS = ["tickwheel", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "libevent", "dpdk-timer", "mutex-map",
+PEERS = ["tickwheel", "tickwheel-capi", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "libevent", "dpdk-timer", "mutex-map",
          "mutex-map-2w"]
 # scripts/bench.sh's program -> peer name (meta["unavailable"] is keyed by program)
 PROGRAM_PEER = {"peer_event": "libevent", "peer_dpdk": "dpdk-timer", "peer_uv": "libuv", "peer_asio": "asio-1t"}
 PEER_TEXT = {
-    "tickwheel": "tickwheel runtime (C++ API)",
+    "tickwheel": "tickwheel runtime (C++ API, static library)",
+    "tickwheel-capi": "tickwheel runtime through its C ABI (tickwheel.h) and the shared library libtickwheel.so.1, "
+                      "as C, Python, Node and Rust users drive it",
     "tickwheel-wheel": "tickwheel's single-shard wheel, used directly",
     "asio-1t": "Boost.Asio steady_timer, io_context run by 1 thread",
     "asio-2t": "Boost.Asio steady_timer, io_context run by 2 threads",
@@ -228,16 +230,200 @@ def plot_bars(out_dir, png, title, ylabel, bars, logy=False):
     return png if gnuplot(s, out_dir) else None
 
 
+# Issue 21 states its start+stop goals as tickwheel through the C ABI and
+# the shared library against libuv in the same run: at most this many times
+# libuv's wall ns per pair, per pending count.
+CAPI_VS_LIBUV = {1000: 1.5, 100000: 0.5, 1000000: 0.4}
+CAPI_MT2_PAIRS = 8e6
+# bench/expiry_probe's figures, and issue 21's expiry goals on 2 cores (1 M
+# due in the same millisecond, one producer, every worker)
+PROBE_FIGURES = [("callbacks_per_s", "callbacks/s"), ("driver_cpu_ns_per_timer", "driver CPU ns/timer"),
+                 ("process_cpu_ns_per_callback", "process CPU ns/callback"), ("burst_wall_ms", "burst ms")]
+EXPIRY_GOALS = [("callbacks_per_s", "expiry, 1 M due in the same ms: ≥ 15 M callbacks/s", 15e6, True),
+                ("driver_cpu_ns_per_timer", "same: the drivers' CPU per expired timer ≤ 25 ns", 25, False),
+                ("process_cpu_ns_per_callback", "same: process CPU per callback ≤ 150 ns", 150, False)]
+
+
+def probe_groups(runs):
+    """bench/expiry_probe's runs (one JSON object each) -> one entry per
+    (producers, workers): median, min, max of each figure, runs, early."""
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["producers"], r["workers"]), []).append(r)
+    out = []
+    for (p, w), rs in sorted(groups.items()):
+        rec = {"producers": p, "workers": w, "shards": rs[0].get("shards"), "timers": rs[0].get("timers"),
+               "runs": len(rs), "early": sum(int(r.get("early", 0)) for r in rs)}
+        for key, _ in PROBE_FIGURES:
+            v = sorted(float(r[key]) for r in rs if r.get(key) is not None)
+            rec[key] = {"median": v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2,
+                        "min": v[0], "max": v[-1], "reps": len(v), "samples": v} if v else None
+        out.append(rec)
+    return out
+
+
+def probe_records(runs):
+    """bench/expiry_probe's runs as the suite's records (workload
+    "expiry_burst", peer "tickwheel-capi"), one per (producers, workers) and
+    figure, and one "early" record (the sum over the runs)."""
+    out = []
+    for g in probe_groups(runs):
+        params = {k: g[k] for k in ("timers", "producers", "workers", "shards")}
+        base = {"workload": "expiry_burst", "peer": "tickwheel-capi", "params": params}
+        for key, unit in PROBE_FIGURES:
+            if g[key]:
+                out.append(dict(base, metric=key, unit=unit, **g[key]))
+        out.append(dict(base, metric="early", unit="callbacks", median=g["early"], min=g["early"], max=g["early"],
+                        reps=g["runs"], samples=[g["early"]]))
+    return out
+
+
+def burst_groups(R):
+    """probe_records() back into probe_groups()' entries."""
+    out = []
+    for r in R.records:
+        if r["workload"] == "expiry_burst" and r["metric"] == "early":
+            g = dict(r["params"], early=int(r["median"]), runs=r["reps"])
+            for key, _ in PROBE_FIGURES:
+                g[key] = R.get("expiry_burst", "tickwheel-capi", key, **r["params"])
+            out.append(g)
+    return sorted(out, key=lambda g: (g["producers"], g["workers"]))
+
+
+def expiry_goals(groups, goal):
+    """Issue 21's expiry goals from probe_groups(): the burst of one
+    producer (one shard holds it) on the most workers; never early."""
+    one = [e for e in groups if e["producers"] == 1]
+    top = max(one, key=lambda e: e["workers"]) if one else None
+    valid = top is not None and top["timers"] == 1000000
+    where = " (1 producer, %d workers)" % top["workers"] if top else ""
+    for key, text, limit, ge in EXPIRY_GOALS:
+        r = top and top[key]
+        ok = None if not (valid and r) else (r["median"] >= limit if ge else r["median"] <= limit)
+        goal(text + where, cell(r) if r else "n/a", ok)
+    early, runs = sum(e["early"] for e in groups), sum(e["runs"] for e in groups)
+    goal("expiry burst: never early (every run)", "%d early in %d runs" % (early, runs),
+         None if not groups else early == 0)
+
+
+def capi_section(R, md, goal):
+    """Section 1a and issue 21's goals: tickwheel through the C ABI and the
+    shared library next to the static C++ peer and libuv."""
+    rows = []
+    for n, limit in CAPI_VS_LIBUV.items():
+        c = R.get("startstop", "tickwheel-capi", "wall_ns_per_pair", pending=n)
+        t = R.get("startstop", "tickwheel", "wall_ns_per_pair", pending=n)
+        u = R.get("startstop", "libuv", "wall_ns_per_pair", pending=n)
+        q = ratio_value(c, u)
+        qs = "n/a" if q is None else "%.2f×" % q
+        rows.append([short_n(n), cell(c, bold=True), cell(t), cell(u), qs, "≤ %g×" % limit,
+                     "not measured" if q is None else ("**met**" if q <= limit else "**not met**")])
+        goal("start+stop through the C ABI (shared library), %s pending: ≤ %g× libuv's wall ns/pair (issue 21)" % (
+            short_n(n), limit), "%s ns vs libuv %s ns: %s" % (cell(c), cell(u), qs), None if q is None else q <= limit)
+    mt = []
+    for t in R.values("mt", "threads"):
+        c = R.get("mt", "tickwheel-capi", "pairs_per_s", threads=t)
+        s = R.get("mt", "tickwheel", "pairs_per_s", threads=t)
+        if c or s:
+            mt.append(["%d" % t, cell(c, bold=True), cell(s), ratio(c, s)])
+    m2 = R.get("mt", "tickwheel-capi", "pairs_per_s", threads=2)
+    goal("2 producers through the C ABI (shared library), 100K pending: ≥ 8 M pairs/s (issue 21)",
+         cell(m2) + " pairs/s", None if m2 is None else m2["median"] >= CAPI_MT2_PAIRS)
+    if "tickwheel-capi" not in R.peers("startstop") + R.peers("mt"):
+        return  # a run without the C ABI peer (an older results.json): the goals say "not measured"
+    sec = ["## 1a. tickwheel through the C ABI and the shared library\n\n",
+           "Workload 1 (and 3) with tickwheel driven through `tickwheel.h` (`tw_timer_start` / `tw_timer_stop`) and "
+           "linked to `libtickwheel.so.1` (`bench/peers/peer_tickwheel_c`), as C, Python, Node and Rust users "
+           "run it, next to the C++ API of the static library and libuv, same run. Wall ns per pair until "
+           "drained, median [min–max]; ×: the C ABI's median ÷ libuv's (below 1: cheaper than libuv); the "
+           "limits are issue 21's goals.\n\n"]
+    sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv", "goal", "verdict"],
+                     rows))
+    # Process CPU (all threads): what a pair costs whatever else the machine
+    # runs (a preempted caller's wall time grows, its CPU time does not).
+    cpu = [[short_n(n)] + [cell(R.get("startstop", p, "cpu_ns_per_pair", pending=n))
+                           for p in ("tickwheel-capi", "tickwheel", "libuv")] +
+           [ratio(R.get("startstop", "tickwheel-capi", "cpu_ns_per_pair", pending=n),
+                  R.get("startstop", "libuv", "cpu_ns_per_pair", pending=n))] for n in CAPI_VS_LIBUV]
+    sec.append("\n**Process CPU ns per pair** (all threads; less sensitive to a loaded machine than wall time)\n\n")
+    sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv"], cpu))
+    if mt:
+        sec.append("\n**Producers (workload 3), 100K pending: aggregate pairs/s until drained** (×: C ABI ÷ "
+                   "C++ static; issue 21's goal for 2 producers: ≥ 8 M)\n\n")
+        sec.append(table(["producers", "C ABI, shared", "C++ API, static", "×"], mt))
+    if "tickwheel-capi-base" in R.peers("startstop") + R.peers("mt"):
+        base = []
+        for n in CAPI_VS_LIBUV:
+            for metric, what in [("wall_ns_per_pair", "wall ns/pair"), ("cpu_ns_per_pair", "process CPU ns/pair")]:
+                c = R.get("startstop", "tickwheel-capi", metric, pending=n)
+                b = R.get("startstop", "tickwheel-capi-base", metric, pending=n)
+                base.append(["start+stop, %s pending: %s" % (short_n(n), what), cell(c, bold=True), cell(b),
+                             ratio(b, c)])
+        for t in R.values("mt", "threads"):
+            c = R.get("mt", "tickwheel-capi", "pairs_per_s", threads=t)
+            b = R.get("mt", "tickwheel-capi-base", "pairs_per_s", threads=t)
+            base.append(["%d producer(s), 100K pending: pairs/s" % t, cell(c, bold=True), cell(b), ratio(c, b)])
+        sec.append("\n**This build against the base build** (`BENCH_BASE_BUILD_DIR`, its `peer_tickwheel_c` run "
+                   "in the same rounds, next to this build's, before it in every other round); ×: how many times "
+                   "better this build's median is (base ÷ this for costs, this ÷ base for rates)\n\n")
+        sec.append(table(["figure", "this build", "base build", "×"], base))
+    md.append((1.5, "".join(sec) + "\n"))
+
+
 # ---- the report ---------------------------------------------------------------------------------
+def verdict(ok):
+    if ok is None:
+        return "not measured"
+    return "**met**" if ok else "**not met**"
+
+
+def merge_rounds(records):
+    """One record per (workload, peer, metric, params): the samples of the
+    same measurement run several times (scripts/bench.sh capi runs each
+    program once per round, interleaved) are pooled, median/min/max anew."""
+    merged, order = {}, []
+    for r in records:
+        key = (r["workload"], r["peer"], r["metric"], json.dumps(r["params"], sort_keys=True))
+        if key not in merged:
+            merged[key] = dict(r, samples=list(r.get("samples", [])))
+            order.append(key)
+            continue
+        m = merged[key]
+        m["samples"] += r.get("samples", [])
+        v = sorted(m["samples"])
+        if v:
+            m.update(median=v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2,
+                     min=v[0], max=v[-1], reps=len(v))
+    return [merged[k] for k in order]
+
+
+def build_capi(R, meta, env):
+    """`scripts/bench.sh capi`: issue 21's start+stop goals only (section 1a)."""
+    md, goals = [], []
+    capi_section(R, md, lambda text, figure, ok: goals.append((text, figure, verdict(ok))))
+    when = datetime.datetime.utcfromtimestamp(meta.get("started_unix", 0)).strftime("%Y-%m-%d %H:%M UTC")
+    head = ["# tickwheel through the C ABI: issue 21's start+stop goals\n\n",
+            "Generated by `scripts/bench.sh capi`: each program run once per round, %s rounds, interleaved "
+            "(C ABI, C++ static, libuv; then the producers); figures pooled over the rounds, median [min–max]. "
+            "Raw figures: [`capi.json`](capi.json).\n\n" % meta.get("reps", "?"),
+            "Run: %s, %s s, %s CPUs, tickwheel %s. Load average (1, 5, 15 min) before: %s; after: %s.\n" % (
+                when, meta.get("total_s", "?"), env.get("nproc"), env.get("git", "?"), meta.get("load_before", "?"),
+                meta.get("load_after", "?"))]
+    if meta.get("quick"):
+        head.append("\n> **--quick run:** small sizes and 2 rounds; the figures are not valid.\n")
+    fails = meta.get("failures") or []
+    if fails:
+        head.append("\n> Runs that failed or timed out: %s.\n" % ", ".join(
+            fails.split() if isinstance(fails, str) else fails))
+    head.append("\n## Goals\n\n")
+    head.append(table(["goal", "figure", "verdict"], goals))
+    return "".join(head) + "\n" + "".join(text for _, text in md), goals
+
+
 def build(res, meta, env, out_dir):
     R = res
     md = []  # (section number, markdown)
     goals = []  # (goal, figure, verdict)
-
-    def verdict(ok):
-        if ok is None:
-            return "not measured"
-        return "**met**" if ok else "**not met**"
 
     def goal(text, figure, ok):
         goals.append((text, figure, verdict(ok)))
@@ -331,6 +517,9 @@ def build(res, meta, env, out_dir):
     goal("10M pending: ≤ 2× tickwheel's own cost at 1M (wall)",
          "%s (%s ns at 10M; CPU %s)" % (ratio(tw10, tw1), cell(tw10), ratio(tw10c, tw1c)),
          None if g is None else g <= 2)
+
+    # ---- 1a. the C ABI through the shared library (issue 21's goals) --------------------------
+    capi_section(R, md, goal)
 
     # ---- 2. re-arm ---------------------------------------------------------------------------------
     rp = R.peers("rearm")
@@ -472,6 +661,23 @@ def build(res, meta, env, out_dir):
     ex = R.get("expiry", "tickwheel", "callbacks_per_s")
     goal("expiry through the TBB arena, trivial callbacks: ≥ 12 M callbacks/s", cell(ex) + " callbacks/s",
          ex and ex["median"] >= 12e6)
+
+    # ---- 4b. expiry burst (bench/expiry_probe, issue 21) -----------------------------------------
+    bursts = burst_groups(R)
+    if bursts:
+        rows = [["%d" % g["producers"], "%d" % g["workers"]] + [cell(g[k], bold=k == "callbacks_per_s")
+                                                              for k, _ in PROBE_FIGURES] + ["%d" % g["early"]]
+                for g in bursts]
+        md.append((4.5, "## 4b. expiry burst\n\n"
+                        "`bench/expiry_probe`: %s one-shots with one absolute deadline (all due in the same "
+                        "millisecond), started from one thread through the C ABI and the shared library, on the "
+                        "default runtime (one shard and one worker per CPU), trivial callbacks: callbacks/s from the "
+                        "first callback to the last; the shard drivers' CPU per expired timer; the process's CPU per "
+                        "callback (median [min–max] of %d runs, a fresh runtime each). `scripts/bench.sh scaling` "
+                        "runs it on 1..N workers and from N producers.\n\n" % (num(bursts[0]["timers"]),
+                                                                                 bursts[0]["runs"]) +
+                   table(["producers", "workers"] + [t for _, t in PROBE_FIGURES] + ["early"], rows) + "\n"))
+    expiry_goals(bursts, goal)
 
     # ---- 5. lateness -------------------------------------------------------------------------------
     lp = R.peers("lateness")
@@ -667,7 +873,8 @@ def build(res, meta, env, out_dir):
         r["peer"] == p for r in R.records)] + [[p, "**not run: cannot run on this machine:** %s" % why.replace(
             "|", "\\|")] for p, why in sorted(unavailable.items())]))
     head.append("\nEach peer is driven through its own API (programs in `bench/peers/`): tickwheel "
-                "`Runtime::start/stop/reset`; the bare wheel `Wheel::insert/remove/rearm` with a free list of "
+                "`Runtime::start/stop/reset` (static library), tickwheel-capi `tw_timer_start/stop/reset` and "
+                "`tw_timer_start_n/stop_n/reset_n` (shared library); the bare wheel `Wheel::insert/remove/rearm` with a free list of "
                 "nodes; Asio `steady_timer::expires_after` + `async_wait`, `cancel()` (the cancelled handler "
                 "then runs with `operation_aborted` on an io thread; that work is counted), timer objects reused "
                 "from a per-thread free list; libuv `uv_timer_start/uv_timer_stop` on the loop thread, handles "
@@ -687,38 +894,59 @@ def build(res, meta, env, out_dir):
     return "".join(head) + "\n" + "\n".join(text for _, text in sorted(md, key=lambda x: x[0])), goals
 
 
+def read_json_lines(path, who="report"):
+    """The JSON objects of a file of lines (other lines are passed over)."""
+    out = []
+    if not path or not os.path.exists(path):
+        return out
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                print("%s: skipping bad line: %s" % (who, line[:120]), file=sys.stderr)
+    return out
+
+
+def write_report(out_dir, json_name, doc, md_name, md, goals):
+    """Writes the results document and the markdown report; doc gets the goals."""
+    doc["goals"] = [{"goal": g, "figure": f, "verdict": v.strip("*")} for g, f, v in goals]
+    with open(os.path.join(out_dir, json_name), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    with open(os.path.join(out_dir, md_name), "w") as f:
+        f.write(md)
+    return sum(1 for g in goals if g[2] == "**met**")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--raw", help="JSON lines from the peers")
     ap.add_argument("--meta", help="run metadata (JSON) from scripts/bench.sh")
     ap.add_argument("--results", help="re-render from an existing results.json")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--probe", help="bench/expiry_probe's JSON lines (section 4b)")
+    ap.add_argument("--capi", action="store_true",
+                    help="issue 21's start+stop goals only (scripts/bench.sh capi): capi.json, capi.md")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.results:
         doc = json.load(open(a.results))
         records, meta, env = doc["results"], doc["meta"], doc.get("environment", {})
     else:
-        records = []
-        for line in open(a.raw):
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    print("report: skipping bad line: %s" % line[:120], file=sys.stderr)
+        records = read_json_lines(a.raw) + probe_records(read_json_lines(a.probe))
         meta = json.load(open(a.meta)) if a.meta else {}
         env = environment()
-    md, goals = build(Results(records), meta, env, a.out)
-    doc = {"meta": meta, "environment": env,
-           "goals": [{"goal": g, "figure": f, "verdict": v.strip("*")} for g, f, v in goals], "results": records}
-    with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    with open(os.path.join(a.out, "README.md"), "w") as f:
-        f.write(md)
-    print("report: %d results, %d goals (%d met) -> %s" % (
-        len(records), len(goals), sum(1 for g in goals if g[2] == "**met**"), a.out), file=sys.stderr)
+    records = merge_rounds(records)
+    if a.capi:
+        md, goals = build_capi(Results(records), meta, env)
+        names = ("capi.json", "capi.md")
+    else:
+        md, goals = build(Results(records), meta, env, a.out)
+        names = ("results.json", "README.md")
+    met = write_report(a.out, names[0], {"meta": meta, "environment": env, "results": records}, names[1], md, goals)
+    print("report: %d results, %d goals (%d met) -> %s" % (len(records), len(goals), met, a.out), file=sys.stderr)
 
 
 if __name__ == "__main__":
