@@ -30,6 +30,12 @@ namespace tickwheel::rt::test_hooks {
 /// shard thread with a null record: 'k' when a re-clock pass begins (it saw
 /// a boot-time or wall-clock offset move, or re-runs after finding a timer's
 /// deadline lock held), after it took the new offsets and before it re-files.
+/// The driver token (shard.hpp), all with a null record: 'T' by a caller
+/// that took its shard's token and is about to apply its message to the
+/// wheel; 'd' by a driver that gave the token back and is about to park;
+/// 'D' by a driver awake again, about to take the token for its pass; 'X'
+/// by a driver that found the token held by a caller and is about to mark
+/// its want and wait for it.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
@@ -37,7 +43,8 @@ extern std::atomic<void (*)(const void* record, char what)> in_window;
 extern std::atomic<std::uint32_t> first_generation;
 
 /// While > 0, each inbox post that may fail fails (and decrements it): the
-/// moodycamel queue's allocation failure, on demand.
+/// moodycamel queue's allocation failure, on demand. Starts then post their
+/// Insert to the inbox even when they could take the driver token.
 extern std::atomic<std::int64_t> fail_inbox_posts;
 
 /// Called after a chain of records was pushed onto a handle table's free
