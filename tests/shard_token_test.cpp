@@ -55,6 +55,13 @@ struct Park {
     tw_test::Gate parked, go;
 };
 std::atomic<Park*> g_park{nullptr};
+/// A Park for one test. Static storage: a library thread may still be inside
+/// the hook, reading the last one, after its test returned.
+Park& fresh_park() {
+    static Park parks[16];
+    static int next = 0;
+    return parks[next++ % 16];
+}
 // Counts of the hook points seen (any thread), and 'T's of threads marked.
 std::atomic<int> g_seen_T{0}, g_seen_X{0}, g_seen_d{0}, g_seen_D{0};
 thread_local bool t_mine = false;
@@ -133,7 +140,7 @@ TEST(ShardToken, CallerFilingEarlierWhileDriverParksAtHandoffWakesIt) {
     Fired far, near;
     // Let the driver settle (its first passes), then park it at its next 'd'.
     ASSERT_TRUE(wait_until([] { return g_seen_d.load() > 0; }));
-    Park p;
+    Park& p = fresh_park();
     p.what = 'd';
     Release rel{p};
     g_park.store(&p);
@@ -163,7 +170,7 @@ TEST(ShardToken, CallerAppliesWhileTheAwakeDriverWaitsAtTheHandoff) {
     tw::Runtime rt(one_shard());
     ASSERT_TRUE(wait_until([] { return g_seen_d.load() > 0; }));
     Fired first, second;
-    Park p;
+    Park& p = fresh_park();
     p.what = 'D';
     Release rel{p};
     g_park.store(&p);
@@ -198,7 +205,7 @@ TEST(ShardToken, DriverWaitsForACallerHoldingTheTokenThenRunsTheDuePass) {
     const TimePoint due = Clock::now() + 300ms;
     start_recorded(rt, due, due_run);
     ASSERT_TRUE(wait_until([&] { return g_seen_d.load() > passes; }));
-    Park p;
+    Park& p = fresh_park();
     p.what = 'T';
     Release rel{p};
     g_park.store(&p);
@@ -242,7 +249,7 @@ TEST(ShardToken, StopWithTheTokenRecyclesTheRecordAtOnce) {
     tw::Runtime rt(one_shard());
     ASSERT_TRUE(wait_until([] { return g_seen_d.load() > 0; }));
     Fired near;
-    Park p;
+    Park& p = fresh_park();
     p.what = 'D';
     Release rel{p};
     g_park.store(&p);
