@@ -207,14 +207,14 @@ TEST(ShardToken, DriverWaitsForACallerHoldingTheTokenThenRunsTheDuePass) {
     ASSERT_TRUE(wait_until([&] { return g_seen_d.load() > passes; }));
     Park& p = fresh_park();
     p.what = 'T';
-    Release rel{p};
-    g_park.store(&p);
     std::atomic<bool> stopped{false};
-    std::thread holder([&] {
+    std::thread holder;  // (before `rel`, which joins it)
+    Release rel{p, &holder};
+    g_park.store(&p);
+    holder = std::thread([&] {
         t_mine = true;
         stopped = rt.stop(victim);  // takes the token, parks at 'T' before applying
     });
-    rel.t = &holder;
     ASSERT_TRUE(p.parked.wait(kWait)) << "the stop did not take the token";
     // The due pass: the driver wakes and finds the token held.
     ASSERT_TRUE(wait_until([] { return g_seen_X.load() > 0; }, 5s + kLate)) << "the driver never wanted the token";
