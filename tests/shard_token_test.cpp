@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <thread>
@@ -55,12 +56,14 @@ struct Park {
     tw_test::Gate parked, go;
 };
 std::atomic<Park*> g_park{nullptr};
-/// A Park for one test. Static storage: a library thread may still be inside
-/// the hook, reading the last one, after its test returned.
+/// A Park for one test, never used before (a Park parks once). Static
+/// storage: a library thread may still be inside the hook, reading the last
+/// one, after its test returned. (256: --gtest_repeat=64 of the 4 tests that park.)
 Park& fresh_park() {
-    static Park parks[16];
+    static Park parks[256];
     static int next = 0;
-    return parks[next++ % 16];
+    if (next == 256) std::abort();
+    return parks[next++];
 }
 // Counts of the hook points seen (any thread), and 'T's of threads marked.
 std::atomic<int> g_seen_T{0}, g_seen_X{0}, g_seen_d{0}, g_seen_D{0};
