@@ -5,6 +5,7 @@
 #include "runtime/shard.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -88,7 +89,9 @@ void Shard::take_token_as_driver() noexcept {
     if (token_.compare_exchange_strong(v, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
     // A caller holds it, for one message (no user code, no lock, no
     // allocation): say we want it -- callers stop taking it --, spin
-    // briefly, then yield (the holder may be preempted).
+    // briefly, then yield, then sleep 20 us at a time (the holder may be
+    // preempted: a timer due meanwhile is late by that much at most beyond
+    // the holder's delay).
     driver_wants_.store(true, std::memory_order_relaxed);
     test_hooks::window(nullptr, 'X');
     for (unsigned spins = 0;; ++spins) {
@@ -98,8 +101,10 @@ void Shard::take_token_as_driver() noexcept {
             break;
         if (spins < 64)
             cpu_relax();
-        else
+        else if (spins < 128)
             std::this_thread::yield();
+        else  // preempted, and not behind us on this CPU: wait without spinning
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     driver_wants_.store(false, std::memory_order_relaxed);
 }
