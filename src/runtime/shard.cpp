@@ -570,6 +570,7 @@ void Shard::run(int cpu) {
             have_token = true;
         }
         const bool drained = drain_inbox();
+        test_hooks::window(nullptr, 'P');
         if (stopping_.load(std::memory_order_acquire)) break;
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);

@@ -33,7 +33,8 @@ namespace tickwheel::rt::test_hooks {
 /// The driver token (shard.hpp), all with a null record: 'T' by a caller
 /// that took its shard's token and is about to apply its message to the
 /// wheel; 'd' by a driver that gave the token back and is about to park;
-/// 'D' by a driver awake again, about to take the token for its pass; 'X'
+/// 'D' by a driver awake again, about to take the token for its pass; 'P'
+/// by a driver in its pass, holding the token, its inbox just drained; 'X'
 /// by a driver that found the token held by a caller and is about to mark
 /// its want and wait for it.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
