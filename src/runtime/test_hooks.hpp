@@ -82,7 +82,11 @@ inline void perturb(char site) noexcept {
 }
 
 inline void window(const void* rec, char what) noexcept {
-    if (auto* f = in_window.load(std::memory_order_relaxed)) f(rec, what);
+    // Acquire (a plain load on x86): a hook that a library thread calls --
+    // a shard's driver at its token points -- sees what the test wrote
+    // before installing it (TSan: a test's static state, constructed just
+    // before the store, read by the driver through the hook).
+    if (auto* f = in_window.load(std::memory_order_acquire)) f(rec, what);
     perturb(what);
 }
 
