@@ -80,8 +80,9 @@ public:
     /// shard's wheel holds fewer timers than this: beyond, the records its
     /// unlink and insert touch (the neighbours in a slot's list) are cold,
     /// and leaving them to the driver, on another core, pays (measured,
-    /// start+stop pairs on 2 cores: equal at 100 K pending, 2 x slower
-    /// applied by the caller at 200 K and 1 M; docs/site/design/runtime.md).
+    /// start+stop pairs on 2 cores: equal at 100 K pending, 1.5x slower
+    /// applied by the caller at 200 K and 1 M, 1.75x at 400 K;
+    /// docs/site/design/runtime.md).
     static constexpr std::size_t kDirectMaxPending = 65536;
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
