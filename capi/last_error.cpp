@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <new>
 #include <initializer_list>
 
 #include "capi_impl.hpp"
@@ -57,11 +58,30 @@ struct LastError {
     LastError& operator=(const LastError&) = delete;
     ~LastError() { clear(); }
 };
-thread_local LastError t_last;
+// Allocated on the thread's first error and freed (cleared) at its exit: the
+// library's thread-locals stay a few bytes (some are initial-exec, so the
+// whole block comes from glibc's small static TLS surplus when the library
+// is loaded by dlopen, as Python and Node do).
+struct LastErrorOwner {
+    LastError* e = nullptr;
+    ~LastErrorOwner() {
+        delete e;
+        e = nullptr;
+    }
+};
+thread_local LastErrorOwner t_last;
+/// This thread's record; created if `create` (nullptr: none yet, or no
+/// memory for it: the error code is returned without a message).
+LastError* this_thread_error(bool create) noexcept {
+    if (t_last.e == nullptr && create) t_last.e = new (std::nothrow) LastError;
+    return t_last.e;
+}
 }  // namespace
 
 void compose_error(int rc, const char* fn) noexcept {
-    LastError& e = t_last;
+    LastError* ep = this_thread_error(true);
+    if (ep == nullptr) return;
+    LastError& e = *ep;
     char core[240];
     const char* detail = nullptr;
     if (e.code == rc && e.detail[0] != '\0')
@@ -80,12 +100,19 @@ void compose_error(int rc, const char* fn) noexcept {
     e.mark();
 }
 
-void clear_error() noexcept { t_last.clear(); }
+void clear_error() noexcept {
+    if (LastError* e = this_thread_error(false)) e->clear();
+}
 
-const char* last_error_message() noexcept { return t_last.message; }
+const char* last_error_message() noexcept {
+    const LastError* e = this_thread_error(false);
+    return e != nullptr ? e->message : "";
+}
 
 void set_detail(int code, const char* fmt, ...) noexcept {
-    LastError& e = t_last;
+    LastError* ep = this_thread_error(true);
+    if (ep == nullptr) return;
+    LastError& e = *ep;
     va_list ap;
     va_start(ap, fmt);
     const int n = std::vsnprintf(e.detail, sizeof e.detail, fmt, ap);

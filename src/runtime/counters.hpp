@@ -27,7 +27,10 @@ inline constexpr unsigned kNone = ~0u;  // no lease asked for yet
 /// no wrapper call); set by take_lease() and by the lease's return at exit.
 /// Hidden: not part of the shared library's ABI (a program that includes
 /// this header gets a copy of its own, always kNone: it takes the call).
-[[gnu::visibility("hidden")]] inline thread_local unsigned t_stripe = kNone;
+/// Initial-exec: a plain %fs-relative load in the shared library too (no
+/// __tls_get_addr); 4 bytes of the static TLS block, which a library loaded
+/// by dlopen (Python, Node) takes from glibc's surplus.
+[[gnu::visibility("hidden"), gnu::tls_model("initial-exec")]] inline thread_local unsigned t_stripe = kNone;
 /// First use in a thread: takes a lease (or kShared) and records it.
 unsigned take_lease() noexcept;
 }  // namespace stripe_detail

@@ -56,20 +56,38 @@ HazardSlot* take_slot() noexcept {
     return s;
 }
 
+// This thread's slot, read on every stop and reset: initial-exec (a plain
+// %fs-relative load in the shared library too, no __tls_get_addr; 8 bytes of
+// the static TLS block, which a library loaded by dlopen takes from glibc's
+// surplus), constant-initialised. The object that gives the slot back at
+// thread exit is touched once per thread (the general-dynamic model).
+[[gnu::tls_model("initial-exec")]] constinit thread_local HazardSlot* t_slot = nullptr;
+[[gnu::tls_model("initial-exec")]] constinit thread_local bool t_slot_returned = false;
 struct ThreadSlot {
-    HazardSlot* slot = take_slot();
+    HazardSlot* slot = nullptr;
     ~ThreadSlot() {
+        t_slot = nullptr;
+        t_slot_returned = true;  // a later scope in this thread goes unguarded (HazardScope)
         if (slot != nullptr) {
             slot->rec.store(nullptr, std::memory_order_relaxed);
             slot->taken.store(false, std::memory_order_release);
         }
     }
 };
+thread_local ThreadSlot t_slot_owner;
+
+[[gnu::noinline]] HazardSlot* first_slot() noexcept {
+    if (t_slot_returned) return nullptr;
+    t_slot_owner.slot = take_slot();
+    t_slot = t_slot_owner.slot;
+    return t_slot;
+}
 }  // namespace
 
 HazardSlot* this_thread_slot() noexcept {
-    thread_local ThreadSlot t;
-    return t.slot;
+    if (HazardSlot* s = t_slot) [[likely]]
+        return s;
+    return first_slot();
 }
 
 }  // namespace hazard_detail

@@ -183,7 +183,7 @@ bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& t
 }
 
 thread_local CurrentRun t_current;
-thread_local int t_release_depth = 0;
+[[gnu::tls_model("initial-exec")]] constinit thread_local int t_release_depth = 0;
 
 bool inside_callback_of(const RuntimeCore* core) noexcept {
     for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
@@ -743,9 +743,14 @@ errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Ca
     // round-robin on its first start (measured against CPU-local,
     // round-robin-per-call and single-shard placement in
     // bench/shard_choice.cpp: see README).
-    thread_local const std::uint32_t t_thread_seq = next_thread_seq.fetch_add(1, std::memory_order_relaxed);
+    // (Initial-exec and constant-initialised: a plain load in the shared
+    // library too, no __tls_get_addr and no guard; 0 = not assigned yet.)
+    [[gnu::tls_model("initial-exec")]] constinit thread_local std::uint32_t t_thread_seq1 = 0;
+    std::uint32_t seq1 = t_thread_seq1;
+    if (seq1 == 0) [[unlikely]]
+        t_thread_seq1 = seq1 = next_thread_seq.fetch_add(1, std::memory_order_relaxed) + 1;
     const auto nshards = static_cast<std::uint32_t>(core.shards.size());
-    plan.shard = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : t_thread_seq % nshards;
+    plan.shard = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : (seq1 - 1) % nshards;
     return errc{};
 }
 

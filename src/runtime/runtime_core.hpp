@@ -42,8 +42,9 @@ bool inside_callback_of(const Record* r) noexcept;
 /// thread is inside. Shutting a runtime down from one is refused
 /// (would_deadlock): a hook may run on a worker, inside a stop, inside a
 /// shutdown sweep or a failed start, where that would deadlock or free
-/// memory in use.
-extern thread_local int t_release_depth;
+/// memory in use. Initial-exec: every stop's and every run's release hook
+/// counts here (a plain load in the shared library too).
+[[gnu::tls_model("initial-exec")]] extern thread_local int t_release_depth;
 
 struct RuntimeCore {
     RuntimeCore(Runtime* owner, Config config);

@@ -5,6 +5,7 @@
 #include "runtime/shard.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -19,6 +20,13 @@ namespace tickwheel::rt {
 namespace {
 /// A poster's half of the barrier that pairs with the driver's before a long
 /// sleep (hazard_barrier(): membarrier where available, else a full fence).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
 inline void poster_fence() noexcept {
     if (hazard_detail::light_asymmetric())
         std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -60,27 +68,95 @@ void Shard::abandon() noexcept {
 }
 
 void Shard::wake_if_sleeping_past(tick_t due) noexcept {
-    // Pairs with the fence in run(): either the driver sees the message
-    // before it sleeps, or we see the tick it sleeps until.
+    // Posted while the token was held: the driver, if it finds the message
+    // still queued when it parks, sleeps no later than the earliest such
+    // deadline (run()). Always an RMW, so that the driver's reset (drain
+    // _inbox) either precedes it or makes the message visible to its drain.
+    tick_t m = posted_min_due_.load(std::memory_order_relaxed);
+    while (!posted_min_due_.compare_exchange_weak(m, std::min(m, due), std::memory_order_release,
+                                                  std::memory_order_relaxed)) {
+    }
+    // Pairs with the fence in run(): either the driver sees the message (or
+    // the deadline above) before it sleeps, or we see the tick it sleeps until.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     tick_t target = sleep_until_.load(std::memory_order_relaxed);
     if (due < target && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
         parker_.unpark();
 }
 
+void Shard::take_token_as_driver() noexcept {
+    std::uint32_t v = 0;
+    if (token_.compare_exchange_strong(v, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
+    // A caller holds it, for one message (no user code, no lock, no
+    // allocation): say we want it -- callers stop taking it --, spin
+    // briefly, then yield, then sleep 20 us at a time (the holder may be
+    // preempted: a timer due meanwhile is late by that much at most beyond
+    // the holder's delay).
+    driver_wants_.store(true, std::memory_order_relaxed);
+    test_hooks::window(nullptr, 'X');
+    for (unsigned spins = 0;; ++spins) {
+        v = 0;
+        if (token_.load(std::memory_order_relaxed) == 0 &&
+            token_.compare_exchange_weak(v, 1, std::memory_order_acquire, std::memory_order_relaxed))
+            break;
+        if (spins < 64)
+            cpu_relax();
+        else if (spins < 128)
+            std::this_thread::yield();
+        else  // preempted, and not behind us on this CPU: wait without spinning
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    driver_wants_.store(false, std::memory_order_relaxed);
+}
+
+void Shard::apply_with_token(std::uint64_t msg, tick_t due) noexcept {
+    test_hooks::window(nullptr, 'T');
+    // Messages others posted while the token was held: ours to apply now.
+    // (Their posters took care of the wake-ups they need.)
+    if (inbox_dirty_.load(std::memory_order_relaxed)) (void)drain_inbox();
+    bool quarantined;
+    {
+        FreeChain freed(table_);
+        quarantined = handle(msg, freed);
+    }
+    pending_.store(wheel_.size(), std::memory_order_relaxed);
+    check_wheel();
+    // The tick the driver sleeps until: our acquire of the token read it
+    // after the driver's release stored it (or 0, once it woke).
+    tick_t target = sleep_until_.load(std::memory_order_relaxed);
+    token_.store(0, std::memory_order_release);
+    // Wake it only if it would sleep past `due` (a long sleep's flag aside:
+    // the message is applied, it has nothing to reclaim or file), or if a
+    // record went into quarantine during a long sleep (only the driver
+    // reclaims them).
+    const bool wake = due < (target & ~kLongSleep) || (quarantined && (target & kLongSleep) != 0);
+    if (wake && target != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
+        parker_.unpark();
+}
+
 bool Shard::try_post_insert(std::uint64_t msg, tick_t due) noexcept {
+    // (A test that makes inbox posts fail wants starts to post: test_hooks.)
+    if (test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0 && try_take_token()) {
+        apply_with_token(msg, due);
+        return true;
+    }
     if (!inbox_.try_post(msg)) return false;
+    inbox_dirty_.store(true, std::memory_order_release);
     wake_if_sleeping_past(due);
     return true;
 }
 
 void Shard::post_and_wake(std::uint64_t msg, tick_t due) noexcept {
+    if (try_take_token()) return apply_with_token(msg, due);
     inbox_.post(msg, [this] { parker_.unpark(); });
+    inbox_dirty_.store(true, std::memory_order_release);
     wake_if_sleeping_past(due);
 }
 
 void Shard::post_cancel(std::uint64_t msg) noexcept {
+    if (try_take_token()) return apply_with_token(msg, Wheel::kNever);
     inbox_.post(msg, [this] { parker_.unpark(); });
+    inbox_dirty_.store(true, std::memory_order_release);
     count_cancels(1);
 }
 
@@ -123,17 +199,22 @@ std::size_t Shard::try_post_inserts(const std::uint64_t* msgs, std::size_t n, ti
         queued = 0;
         for (std::size_t i = 0; i < n; ++i) queued += (ok[i] = inbox_.try_post(msgs[i]));
     }
-    if (queued != 0) wake_if_sleeping_past(due);
+    if (queued != 0) {
+        inbox_dirty_.store(true, std::memory_order_release);
+        wake_if_sleeping_past(due);
+    }
     return queued;
 }
 
 void Shard::post_bulk_and_wake(const std::uint64_t* msgs, std::size_t n, tick_t due) noexcept {
     inbox_.post_bulk(msgs, n, [this] { parker_.unpark(); });
+    inbox_dirty_.store(true, std::memory_order_release);
     wake_if_sleeping_past(due);
 }
 
 void Shard::post_cancels(const std::uint64_t* msgs, std::size_t n) noexcept {
     inbox_.post_bulk(msgs, n, [this] { parker_.unpark(); });
+    inbox_dirty_.store(true, std::memory_order_release);
     count_cancels(static_cast<unsigned>(n));
 }
 
@@ -149,9 +230,10 @@ void Shard::count_skipped(const Record& r, std::uint64_t skipped) noexcept {
     (r.policy() == Policy::Burst ? x.owed : x.missed).fetch_add(skipped, std::memory_order_relaxed);
 }
 
-void Shard::handle(std::uint64_t msg, FreeChain& freed) {
+bool Shard::handle(std::uint64_t msg, FreeChain& freed) {
+    TW_OWNER_ASSERT(token_held());  // the wheel's owner: the token holder
     Record* r = table_.find(Msg::index(msg));
-    if (r == nullptr || r->gen() != Msg::gen(msg)) return;  // stale: slot recycled since
+    if (r == nullptr || r->gen() != Msg::gen(msg)) return false;  // stale: slot recycled since
     const Word c = TimerState::load(*r);
     const State s = Ctl::state(c);
     switch (Msg::type(msg)) {
@@ -169,13 +251,17 @@ void Shard::handle(std::uint64_t msg, FreeChain& freed) {
         case MsgType::Cancel:
             if (s == State::Cancelled) {
                 wheel_.remove(r);
-                (void)table_.recycle(*r, freed);  // (quarantined: reclaimed by this thread's next pass)
+                return table_.recycle(*r, freed);  // (quarantined: reclaimed by the driver's next pass)
             }
             break;
     }
+    return false;
 }
 
 bool Shard::drain_inbox() {
+    // (Posts after these set them again: the next holder drains.)
+    posted_min_due_.exchange(Wheel::kNever, std::memory_order_acq_rel);
+    inbox_dirty_.exchange(false, std::memory_order_acquire);
     std::uint64_t msgs[kDrainBatch];
     bool any = false;
     for (;;) {
@@ -535,9 +621,16 @@ void Shard::run(int cpu) {
 #ifdef TICKWHEEL_STAGE_TRACE
     stage_trace::t_pass = {monotonic_ns(), clock_.epoch_ns(), res};
 #endif
+    bool have_token = true;  // held since construction (token_'s comment)
     for (;;) {
         const std::uint32_t seen = parker_.prepare();
+        if (!have_token) {
+            test_hooks::window(nullptr, 'D');
+            take_token_as_driver();
+            have_token = true;
+        }
         const bool drained = drain_inbox();
+        test_hooks::window(nullptr, 'P');
         if (stopping_.load(std::memory_order_acquire)) break;
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);
@@ -583,17 +676,44 @@ void Shard::run(int cpu) {
         else
             std::atomic_thread_fence(std::memory_order_seq_cst);
         // (A record a worker put into quarantine meanwhile: recycle_ended.)
-        if (inbox_.size_approx() != 0 || stopping_.load(std::memory_order_relaxed) ||
-            (long_sleep && table_.quarantined() != 0)) {
+        if (stopping_.load(std::memory_order_relaxed) || (long_sleep && table_.quarantined() != 0)) {
             sleep_until_.store(0, std::memory_order_relaxed);
             continue;
         }
-        // Sleep until the tick boundary of `next`, at most the cap (which also
-        // keeps tick arithmetic far from overflow); an empty wheel with
-        // nothing to keep sleeps until a message comes.
+        // How long: until the tick boundary of `next`, at most the cap
+        // (which also keeps tick arithmetic far from overflow); an empty
+        // wheel with nothing to keep sleeps until a message comes.
+        bool timed = next != Wheel::kNever || housekeeping;
+        std::int64_t cap_ns = capped ? (housekeeping ? kHousekeepingNs : kMaxSleepNs) : 0;
+        const tick_t posted = posted_min_due_.load(std::memory_order_relaxed);
+        if (posted != Wheel::kNever || inbox_.size_approx() != 0) {
+            // Messages came during the pass (their posters found the token
+            // held). They stay queued for the next holder: a caller that
+            // takes the token drains them with its own (apply_with_token),
+            // or we do, by the earliest deadline posted since our drain
+            // began (`posted`: their posters saw us awake and woke nobody;
+            // the fences above pair with theirs) and within kHousekeepingNs
+            // (a cancel's record is reclaimed). Another pass at once instead
+            // would keep a caller that posts as fast as we drain, and us, on
+            // the inbox path for as long as it posts.
+            if (posted <= now) {
+                sleep_until_.store(0, std::memory_order_relaxed);
+                continue;
+            }
+            if (posted < next) next = posted;
+            sleep_until_.store(next, std::memory_order_relaxed);  // (no longer a long sleep)
+            timed = true;
+            cap_ns = next - now > housekeeping_ticks ? kHousekeepingNs : 0;
+        }
+        // Parked from here: a caller may take the token and apply its
+        // message to the wheel on its own core. Our release orders
+        // sleep_until_ (above) before its acquire: it wakes us if it files
+        // a deadline before `next` (apply_with_token).
+        token_.store(0, std::memory_order_release);
+        have_token = false;
+        test_hooks::window(nullptr, 'd');
         std::int64_t wake_ns = -1;
-        if (next != Wheel::kNever || housekeeping)
-            wake_ns = capped ? monotonic_ns() + (housekeeping ? kHousekeepingNs : kMaxSleepNs) : clock_.tick_start_ns(next);
+        if (timed) wake_ns = cap_ns > 0 ? monotonic_ns() + cap_ns : clock_.tick_start_ns(next);
         parker_.park_until(seen, wake_ns);
 #ifdef TICKWHEEL_STAGE_TRACE
         stage_trace::t_pass.wake_ns = monotonic_ns();

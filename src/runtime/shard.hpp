@@ -2,22 +2,45 @@
 // Shard: one hierarchical wheel, its handle table, its inbox and the driver
 // thread that owns them.
 //
-// Only the driver thread touches the wheel and the records' wheel links.
-// Other threads reach it through the inbox (inbox.hpp: insert / refile
-// earlier / cancel messages), drained in bulk. The driver sleeps on a futex
-// until the wheel's next expiry, or until a request that needs an earlier
-// wake-up arrives. While it has housekeeping to do -- messages came in its
-// last pass (cancels and far inserts do not wake it), boot-time or
-// wall-clock timers whose clock may step, records in quarantine -- it
-// sleeps at most kHousekeepingNs; otherwise it sleeps until its next
-// deadline however far (a "long sleep"), and the first message of any kind
-// wakes it. An idle runtime's shards therefore do not wake at all, and a
-// stopped timer is reclaimed within kHousekeepingNs (at once after a quiet
-// period); every kCancelWakeEvery-th cancel a thread posts also wakes a
-// sleeping driver, so a burst of stops is reclaimed as it goes (memory stays
-// flat). The driver's decisions about a timer are TimerState's
-// (timer_state.hpp); it hands due timers to the Dispatcher and never runs
-// user code.
+// The driver token. Only the token's holder touches the wheel and the
+// records' wheel links (timer_state.hpp's owner table): the driver thread
+// during a pass, or a caller -- a thread that starts, stops or resets a
+// timer, or a worker re-arming one -- while the driver is parked. The
+// driver takes the token before each pass (take_token_as_driver: it says
+// it wants it, so callers stop taking it, and waits for a holder) and gives
+// it back right before it parks, after it stored the tick it sleeps until.
+// A caller whose message is an Insert, a Refile or a Cancel takes the free
+// token with one CAS (try_take_token; also only while the wheel holds
+// fewer than kDirectMaxPending timers), drains what others posted
+// meanwhile, applies its own message on its own core (handle(), as the
+// driver would), gives the token back, and wakes the driver only if it
+// filed a deadline before the tick the driver sleeps until (or put a record
+// into quarantine during a long sleep): a lone caller touches only lines
+// its own core holds, and a stopped record is recycled at once. Contended
+// (the driver in a pass, or another caller holding it) it posts to the
+// inbox as below. A manual runtime's shards never give the token out (no
+// driver thread: the advancing thread drives), nor does a stopped shard.
+// The races of the handoff are forced in tests/shard_token_test.cpp.
+//
+// The inbox. Other threads reach the wheel through the inbox (inbox.hpp:
+// insert / refile earlier / cancel messages), drained in bulk by the
+// driver at each pass and by a caller that takes the token. The driver
+// sleeps on a futex until the wheel's next expiry, or until a request that
+// needs an earlier wake-up arrives. While it has housekeeping to do --
+// messages came in its last pass (cancels and far inserts do not wake it),
+// boot-time or wall-clock timers whose clock may step, records in
+// quarantine -- it sleeps at most kHousekeepingNs; otherwise it sleeps until
+// its next deadline however far (a "long sleep"), and the first message
+// posted to the inbox wakes it. Messages posted during a pass that are
+// still queued when the driver parks stay there for the next token holder:
+// the driver sleeps no later than the earliest deadline among them
+// (posted_min_due_). An idle runtime's shards therefore do not wake at
+// all, and a stopped timer is reclaimed at once (the token) or within
+// kHousekeepingNs (at once after a quiet period); every kCancelWakeEvery-th
+// cancel a thread posts also wakes a sleeping driver, so a burst of stops
+// is reclaimed as it goes (memory stays flat). The driver's decisions about
+// a timer are TimerState's (timer_state.hpp); it hands due timers to the
+// Dispatcher and never runs user code, nor does a caller holding the token.
 //
 // Expiry is split between the driver and the workers (issue 21). The driver
 // only finds what is due: it pops the expired nodes (Wheel::pop_expired_n:
@@ -28,7 +51,7 @@
 // (dispatcher.hpp, "Lanes"), make each one's transition (TimerState::
 // claim_run: PENDING -> RUNNING, judged at the driver's tick, so never
 // early), run it and release it. A worker that finds the word moved later
-// (a reset) posts an Insert: the wheel stays the driver's alone. Periodic,
+// (a reset) posts an Insert: the wheel stays the token holder's alone. Periodic,
 // boot-time/wall-clock and queue-bound timers, and a manual advance, keep
 // the driver's transition (expire_clocked, the grid re-file, the delivery
 // queues' deadline order). Before, the driver made every transition (a CAS
@@ -69,6 +92,14 @@ public:
     static constexpr std::size_t kPruneClockedPasses = 10;
     static constexpr std::size_t kDrainBatch = 512;
     static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
+    /// A caller applies its message itself (the driver token) only while the
+    /// shard's wheel holds fewer timers than this: beyond, the records its
+    /// unlink and insert touch (the neighbours in a slot's list) are cold,
+    /// and leaving them to the driver, on another core, pays (measured,
+    /// start+stop pairs on 2 cores: equal at 100 K pending, 1.5x slower
+    /// applied by the caller at 200 K and 1 M, 1.75x at 400 K;
+    /// docs/site/design/runtime.md).
+    static constexpr std::size_t kDirectMaxPending = 65536;
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
     /// or to their delivery queue in `queues` (timers bound to one).
@@ -150,7 +181,9 @@ private:
     void run(int cpu);
     void check_wheel() const noexcept;
     bool drain_inbox();
-    void handle(std::uint64_t msg, FreeChain& freed);
+    /// Applies one message to the wheel (the token holder). True if it put
+    /// the record into quarantine (a Cancel whose recycle did).
+    bool handle(std::uint64_t msg, FreeChain& freed);
     bool expire(tick_t now, std::int64_t now_ns, tick_t grid_now);
     /// A boot-time or wall-clock timer popped PENDING (or a fixed-rate one
     /// popped DISPATCHED or RUNNING, to be skipped or owed): false (and
@@ -174,6 +207,28 @@ private:
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
+
+    // ---- the driver token (see the top comment) ----
+    /// A caller's try: takes the token if it is free, the driver does not
+    /// want it, and the wheel is small enough (kDirectMaxPending): one CAS.
+    /// Any thread but the driver.
+    bool try_take_token() noexcept {
+        std::uint32_t v = 0;
+        return token_.load(std::memory_order_relaxed) == 0 && !driver_wants_.load(std::memory_order_relaxed) &&
+               pending_.load(std::memory_order_relaxed) < kDirectMaxPending &&
+               token_.compare_exchange_strong(v, 1, std::memory_order_acquire, std::memory_order_relaxed);
+    }
+    /// The driver, before a pass: takes the token, waiting for a caller that
+    /// holds it (it marks its want first, so no further caller takes it).
+    void take_token_as_driver() noexcept;
+    /// With the token (try_take_token()): applies message `msg` to the wheel
+    /// on this thread, gives the token back, and wakes the driver if `due`
+    /// (an Insert's or a Refile's tick; kNever for a Cancel) is before the
+    /// tick it sleeps until, or if the record went into quarantine while
+    /// it sleeps long.
+    void apply_with_token(std::uint64_t msg, tick_t due) noexcept;
+    /// TW_OWNER_ASSERT: this thread holds the token (the wheel's owner).
+    bool token_held() const noexcept { return token_.load(std::memory_order_relaxed) != 0; }
     /// Counts `n` cancels of this thread; wakes a sleeping driver if the
     /// count passed a multiple of kCancelWakeEvery.
     void count_cancels(unsigned n) noexcept;
@@ -199,6 +254,25 @@ private:
     // the wake-up by CAS-ing this to 0, so one wake-up costs one futex call.
     static constexpr tick_t kLongSleep = tick_t{1} << 63;
     alignas(64) std::atomic<tick_t> sleep_until_{0};
+    // The driver token: who may touch the wheel and the records' wheel links
+    // now. 1: held -- by the driver during a pass, or by a caller applying
+    // its message while the driver is parked; 0: free (the driver is parked).
+    // Held from construction until the driver's first park, and for good
+    // once the driver leaves its loop: a manual runtime's shards (no driver;
+    // the advancing thread drives) and a stopped one's take the inbox path.
+    // driver_wants_: the driver, awake, waits for a caller to give it back;
+    // callers do not take it then (a hint: the CAS decides who holds it).
+    std::atomic<std::uint32_t> token_{1};
+    std::atomic<bool> driver_wants_{false};
+    // Set by every post (after it), cleared by the drainer (before it
+    // drains): a caller that takes the token drains the inbox first only
+    // when this says someone posted (the token was held). A hint: the driver
+    // drains on every pass regardless.
+    std::atomic<bool> inbox_dirty_{false};
+    // The earliest deadline posted to the inbox since the last drain began
+    // (posters' wake_if_sleeping_past; reset by drain_inbox): a driver that
+    // parks with messages still queued sleeps no later than this.
+    std::atomic<tick_t> posted_min_due_{Wheel::kNever};
     std::atomic<bool> stopping_{false};
     std::atomic<std::size_t> pending_{0};
     // Due timers popped from the wheel, not yet handed to the dispatcher

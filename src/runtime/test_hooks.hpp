@@ -36,6 +36,13 @@ namespace tickwheel::rt::test_hooks {
 /// dispatcher (its items popped from the wheel, claim items still PENDING:
 /// a test parks it mid-hand-off while another thread stops or resets them).
 /// The 'h' window is not a schedule point of its own (it is a shard's).
+/// The driver token (shard.hpp), all with a null record: 'T' by a caller
+/// that took its shard's token and is about to apply its message to the
+/// wheel; 'd' by a driver that gave the token back and is about to park;
+/// 'D' by a driver awake again, about to take the token for its pass; 'P'
+/// by a driver in its pass, holding the token, its inbox just drained; 'X'
+/// by a driver that found the token held by a caller and is about to mark
+/// its want and wait for it.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
@@ -43,7 +50,8 @@ extern std::atomic<void (*)(const void* record, char what)> in_window;
 extern std::atomic<std::uint32_t> first_generation;
 
 /// While > 0, each inbox post that may fail fails (and decrements it): the
-/// moodycamel queue's allocation failure, on demand.
+/// moodycamel queue's allocation failure, on demand. Starts then post their
+/// Insert to the inbox even when they could take the driver token.
 extern std::atomic<std::int64_t> fail_inbox_posts;
 
 /// Called after a chain of records was pushed onto a handle table's free
@@ -80,7 +88,11 @@ inline void perturb(char site) noexcept {
 }
 
 inline void window(const void* rec, char what) noexcept {
-    if (auto* f = in_window.load(std::memory_order_relaxed)) f(rec, what);
+    // Acquire (a plain load on x86): a hook that a library thread calls --
+    // a shard's driver at its token points -- sees what the test wrote
+    // before installing it (TSan: a test's static state, constructed just
+    // before the store, read by the driver through the hook).
+    if (auto* f = in_window.load(std::memory_order_acquire)) f(rec, what);
     perturb(what);
 }
 

@@ -39,7 +39,8 @@
 //      a transition first makes the caller the owner, then the hook runs.
 //
 // States, transitions and who makes them (C = a caller with an id, under a
-// hazard; S = the shard thread; W = a worker; O = the current owner):
+// hazard; S = the shard (its driver thread, or a caller holding the
+// shard's driver token: shard.hpp); W = a worker; O = the current owner):
 //
 //   FREE --start (O: the allocator)--> PENDING(d)
 //   PENDING(d) --reset (C)--> PENDING(d2)        later: no message, the shard
@@ -155,7 +156,12 @@
 //                                  | (fill_record), and the own-clock deadline is
 //                                  | read under own_lock's seqlock (OwnDeadline::
 //                                  | read): never a deadline without its tick
-//  the wheel links, deadline, loc  | the shard thread only (shard.hpp)
+//  the wheel links, deadline, loc  | the holder of the shard's driver token
+//                                  | (shard.hpp): its driver thread during a pass,
+//                                  | or a caller applying its message while the
+//                                  | driver is parked (TW_OWNER_ASSERT in
+//                                  | Shard::handle; a manual runtime: the
+//                                  | advancing thread, which never gives it up)
 //
 // ==== Queue binding and delivery items: owner rules (issue 20) ====
 // (delivery_queue.hpp has the machinery; q = the timer's delivery queue,
