@@ -28,11 +28,7 @@ std::int64_t system_clock_ns(ClockId c) noexcept {
         case ClockId::Realtime: clock_gettime(CLOCK_REALTIME, &ts); break;
     }
     const std::int64_t ns = std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-    const std::int64_t v = c == ClockId::Realtime ? ns + test_hooks::realtime_shift_ns.load(std::memory_order_relaxed) : ns;
-    // And after it: the caller holds a reading that may go stale (a wall-clock
-    // step, a re-clock pass) before it acts on it (issue 20, race 7's window).
-    test_hooks::perturb('K');
-    return v;
+    return c == ClockId::Realtime ? ns + test_hooks::realtime_shift_ns.load(std::memory_order_relaxed) : ns;
 }
 
 }  // namespace tickwheel::rt

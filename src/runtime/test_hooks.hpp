@@ -59,7 +59,7 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 /// Schedule fuzzing (tw_stress history --fuzz, stress/history.hpp): called
 /// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
 /// 'i', as above), each clock reading the library makes ('m' monotonic,
-/// 'k' boot-time or wall clock, before the reading; 'K' after it), before a parker's futex sleep ('p') and
+/// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
 /// wake ('u'), when a delivery queue is created ('q': before it enters the
 /// queue table) and before its eventfd is written ('e') and read ('E') --
 /// with that site's code. A fuzzer
