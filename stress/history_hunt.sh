@@ -7,8 +7,8 @@
 #
 #   -b  build directory holding stress/tw_stress (default build/release)
 #   -f  --features (default all); per race of issue 20:
-#         1 nest   2 groups,rearm   3 boottime,delay   4 boottime,realtime,stale,steps
-#         6 qcreate   7 realtime,steps
+#         1 nest   2 groups,rearm   3 boottime,realtime,delay   4 boottime,realtime,stale,steps
+#         5 queues,periodic,delay,rearm   6 qcreate   7 realtime,steps,batch   8 qdestroy
 #   -s  --seconds per seed (default 10)   -n  seeds 1..N (default 10)
 #   -z  --fuzz (default 64)               -k  keep going after a failure
 # Prints one line per seed (PASS, or FAIL with the first violation) and exits 1

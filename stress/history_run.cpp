@@ -42,7 +42,8 @@
 //
 // --features picks what is mixed: "all" (default) or a comma list of
 //   boottime realtime steps periodic delay groups rearm queues batch stale
-//   nest qcreate qwait
+//   nest qcreate qwait qdestroy   (in "all")
+//   gstop1 far                    (not in "all")
 // each prefixed by '-' to remove it from what came before ("all,-steps").
 // "queues": a third of the timers are bound to one of 3 queues, each run by
 // its own thread with timeouts <= 5 ms; "qwait": those threads also wait in
@@ -51,38 +52,53 @@
 // "nest": at the end a callback waits in tw_queue_run(q, 1, -1) on a worker
 // while the runtime shuts down (shutdown must end the wait); "qcreate":
 // queues are created while the runtime shuts down (each must then say
-// TW_ESHUTDOWN). --late MS (default 2500; 4000 under sanitizers) is how late
-// a run may be before it is reported (a load-proof bound, not a latency
-// goal).
+// TW_ESHUTDOWN); "qdestroy": a destroyer thread destroys queues while a
+// start bound to them is held in flight (after it read the queue), then runs
+// the queue created next in the slot (the start fails, or its timer is
+// cancelled by the destroy: it never runs there). "gstop1": group stops
+// from producer 0 only; "far" (with steps): a quarter of the wall-clock
+// timers are due in 2 .. 8 s (see history.hpp: open). --late MS (default
+// 2500; 4000 under sanitizers) is how late a run may be before it is
+// reported (a load-proof bound, not a latency goal).
 //
 // Replaying a race: revert the fix, rebuild tw_stress, and run
 //   stress/history_hunt.sh -f FEATURES -s 6 -n 10
 // which runs seeds 1..10 and names the first that fails with its first
 // complaint (the full report, with the calls on the offending timer's slot,
-// stays in /tmp). What issue 20's races look like on 1.4.0 (a4e5bb9):
-//   1 shutdown vs a nested run   -f nest: "tw_runtime_shutdown did not return
-//                                within 30 s (a callback waits in tw_queue_run...)"
-//   2 grouped re-arm drops out   -f groups,rearm: "GROUP: run at .. after
-//                                tw_group_stop(g) .. that had to stop it"
-//   3 DELAY reset during its run -f boottime,delay (or realtime,delay): "LATE:
-//     on BOOTTIME/REALTIME       run at .., 5000 ms after the latest time it was due"
-//   4 stale reset moves the      -f boottime,realtime,stale,steps: "EARLY: run ..
-//     slot's next timer          before the earliest deadline it may serve" or
-//                                "LOST: due by .., it had not run" (the slot's
-//                                history shows the reset that returned TW_ENOENT)
-//   6 queue_create vs shutdown   -f qcreate: "a queue created .. while the runtime
-//                                shut down was never closed"
-//   7 wall-clock start vs a step -f realtime,steps,batch: "LATE" on a REALTIME
-//                                timer (rare: no schedule point in that window)
+// stays in /tmp). Issue 20's eight fixes, each reverted alone on 4dfd216
+// (1.5.0 with every fix; -s 6, seeds 1..10, the mix of the race, then
+// "all"; docs/site/development.md has the table with the forced tests):
+//   1 shutdown closes queues only    -f nest, all: seed 1, 1: "tw_runtime_shutdown
+//     after the workers are idle     did not return within 30 s (a callback waits in
+//                                    tw_queue_run(q, 1, -1): shutdown must end that wait)"
+//   2 a re-armed grouped one-shot    -f groups,rearm, all: seed 1, 1: "GROUP: run at ..
+//     is not indexed again           after tw_group_stop(g) [..] that had to stop it"
+//   3 a DELAY run overwrites the     -f boottime,realtime,delay, all: seed 1, 1: "LOST:
+//     own-clock deadline a reset     due by .. at the latest, it had not run by the end of
+//     set during the run             the load"; all: "LATE: run at .., 4998.076 ms after
+//                                    the latest time it was due" (the timer's 5 s period)
+//   4 a reset stores the own-clock   -f boottime,realtime,stale,steps, all: seed 1, 1:
+//     deadline before its CAS, no    "LOST: due by .., it had not run by the end of the
+//     deadline lock (stale ids)      load" (the slot shows a reset by 1 h that returned
+//                                    TW_ENOENT, overlapping its start); all: "EARLY: run
+//                                    at .. before the earliest deadline it may serve
+//                                    .. (120.359 ms early)"
+//   5 a run accepts an item whose    -f queues,periodic,delay,rearm: not caught in 10;
+//     episode a reset ended          all: not caught in 10 (the order of a queue's runs
+//                                    needs delivery times the record does not have)
+//   6 queue create not ordered       -f qcreate, all: seed 1, 1: "a queue created (TW_OK
+//     against shutdown               at ..) while the runtime shut down was never closed"
+//   7 a clocked start files by the   -f realtime,steps,batch, all: not caught in 10
+//     readings taken before it is    (a later re-clock pass re-files the timer when the
+//     indexed for clock steps        offset jitters by a tick; a short timer that misses a
+//                                    step is late by less than --late)
+//   8 destroy neither retires the    -f qdestroy, all: seed 1, 1: "run at .. on the wrong
+//     slot nor waits for starts      thread (thread kind 2, inside queue 17; expected
+//                                    queue 16)"
 //   (qwait) a runner in tw_queue_run(q, n, -1) that sleeps while a timer of
 //     q is due (seen once on 1.4.0, seed 33 of periodic,delay,rearm,queues,
 //     batch,stale before qwait was split off: "LATE" runs of one queue only;
 //     the undue()-after-reset item of issue 20 is the likely cause)
-//   5 (queue order) and 8 (start vs queue destroy) are not in the mix: the
-//   order needs the delivery times, which the API does not show; 8 needs a
-//   start in flight while tw_queue_destroy runs, which a caller cannot
-//   arrange without touching a queue that may already be freed (left to
-//   the forced test).
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -119,7 +135,8 @@ constexpr Named kNames[] = {{"boottime", kFBoottime}, {"realtime", kFRealtime}, 
                             {"periodic", kFPeriodic}, {"delay", kFDelay},       {"groups", kFGroups},
                             {"rearm", kFRearm},       {"queues", kFQueues},     {"batch", kFBatch},
                             {"stale", kFStale},       {"nest", kFNest},         {"qcreate", kFQcreate},
-                            {"qwait", kFQwait},       {"gstop1", kFGroupStopsOneThread}};
+                            {"qwait", kFQwait},       {"qdestroy", kFQdestroy},
+                            {"gstop1", kFGroupStopsOneThread}, {"far", kFFar}};
 }  // namespace
 
 bool parse_features(const std::string& s, unsigned& out) {
@@ -180,7 +197,30 @@ std::uint64_t splitmix(std::uint64_t& x) {
     return z ^ (z >> 31);
 }
 
+// qdestroy: a start bound to a queue that is about to be destroyed parks at
+// its first CLOCK_MONOTONIC reading (start_args: the start has read its
+// queue by then -- plan_start -- and has not yet registered against
+// destroy) until the destroyer has called tw_queue_destroy (or 20 ms), then
+// goes on a moment later: a start "in flight when destroy is called, that
+// read q before", which tw_queue_destroy's contract orders against it.
+thread_local bool t_hold_after_q = false;
+std::atomic<int> g_hold{0};  // 1: the start read q and waits; 2: tw_queue_destroy is being called
+std::atomic<unsigned> g_held{0}, g_held_ok{0};  // destroys with a held start; of those, starts that returned TW_OK
+
+void hold_after_q() {
+    t_hold_after_q = false;
+    g_hold.store(1);
+    const std::int64_t until = mono() + 20'000'000;
+    while (g_hold.load() != 2 && mono() < until) sched_yield();
+    const timespec ts{0, static_cast<long>(mono() % 200'000)};  // into destroy's steps
+    nanosleep(&ts, nullptr);
+}
+
 void fuzz_point(char site) {
+    if (t_hold_after_q && site == 'm') [[unlikely]] {
+        hold_after_q();
+        return;
+    }
     thread_local std::uint64_t state =
         g_fuzz_seed.load(std::memory_order_relaxed) * 0x100000001B3ull + g_fuzz_threads.fetch_add(1) + 1;
     const std::uint64_t r = splitmix(state) ^ static_cast<unsigned char>(site);
@@ -425,12 +465,19 @@ TM* make_spec(World& w, std::mt19937_64& r, tw_timer_spec& spec, Event& e) {
     spec.arg = t;
     e.kind = kStart;
     e.key = t->key;
+    // far (with steps): a quarter of the wall-clock timers are due in 2 .. 8 s: a
+    // forward step crosses them, and one that misses it (a start overlapping
+    // the step and its re-clock pass: issue 20, race 7) runs seconds late
+    // (one that misses a step is late by at most its delay: a short one
+    // stays under --late).
+    const bool far = ti.clock == TW_CLOCK_REALTIME && (f & kFSteps) && (f & kFFar) && r() % 4 == 0;
+    const auto delay = [&] { return far ? static_cast<std::int64_t>(2'000'000'000 + r() % 6'000'000'000) : pick_delay(r); };
     if (r() % 6 == 0) {
         e.flags |= kAbs;
-        e.arg = static_cast<std::int64_t>(tw_now_ns_clock(ti.clock)) + pick_delay(r);
+        e.arg = static_cast<std::int64_t>(tw_now_ns_clock(ti.clock)) + delay();
         spec.deadline_ns = static_cast<std::uint64_t>(e.arg);
     } else {
-        e.arg = pick_delay(r);
+        e.arg = delay();
         spec.delay_ns = static_cast<std::uint64_t>(e.arg);
     }
     return t;
@@ -655,6 +702,84 @@ void stepper(World& w, unsigned long seed) {
     }
 }
 
+// qdestroy (issue 20, race 8): over and over, a queue D is created, a start
+// of a one-shot bound to D (due in 0 .. 3 ms) is held by the fuzzer's hook
+// after it read D (hold_after_q) while this thread calls
+// tw_queue_destroy(D); then a queue E is created -- in D's slot, the table
+// reuses it -- and run here for 20 ms, and destroyed. The contract: the start
+// fails (TW_ESHUTDOWN, hook once, no run) or returns TW_OK with a timer the
+// destroy cancels (hook once, on this thread); it never runs in E (the
+// checker: "run ... on the wrong thread ... expected queue D"), and it is
+// not left due with no hook until shutdown (LOST). Queue indices from 16 on
+// (the record's queue numbers; 0 .. 2 are the runners' queues).
+void destroyer(World& w, unsigned long seed) {
+    t_kind = kProducer;
+    std::mt19937_64 r(seed ^ 0xDE57);
+    int next = 16;
+    while (!w.stop.load(std::memory_order_relaxed)) {
+        tw_queue* d = nullptr;
+        if (tw_queue_create(w.rt, &d) != TW_OK) return;
+        const int di = next;
+        next = next >= 30000 ? 16 : next + 2;
+        TM* t = new_tm(w);
+        t->info.queue = di;
+        tw_timer_spec spec;
+        tw_timer_spec_init(&spec);
+        spec.delay_ns = r() % 3'000'000;
+        spec.queue = d;
+        spec.callback = on_run;
+        spec.release = on_release;
+        spec.arg = t;
+        g_hold.store(0);
+        std::thread starter([&w, t, &spec] {
+            t_kind = kProducer;
+            Event e;
+            e.kind = kStart;
+            e.key = t->key;
+            e.arg = static_cast<std::int64_t>(spec.delay_ns);
+            tw_timer id = 0;
+            e.own0 = own_raw(TW_CLOCK_MONOTONIC);
+            e.t0 = mono();
+            {
+                InOp in(kStart);
+                t_hold_after_q = true;
+                e.result = tw_timer_start_ex(w.rt, &spec, &id);
+                t_hold_after_q = false;
+            }
+            e.t1 = mono();
+            e.own1 = own_raw(TW_CLOCK_MONOTONIC);
+            e.id = id;
+            t->id.store(id);
+            record(e);
+        });
+        const std::int64_t until = mono() + 20'000'000;
+        while (g_hold.load() != 1 && mono() < until) sched_yield();
+        int held = 1;
+        if (g_hold.compare_exchange_strong(held, 2)) {
+            g_held.fetch_add(1);
+            tw_queue_destroy(d);  // the start read d and has not returned (or just did)
+            starter.join();
+        } else {
+            // The start did not get to its hold in 20 ms (a slow thread start
+            // on a loaded machine): it may not have read d yet, and destroying
+            // d now would free it under the start. It ends first.
+            starter.join();
+            tw_queue_destroy(d);
+        }
+        if (t->id.load() != 0) g_held_ok.fetch_add(1);
+        tw_queue* e = nullptr;
+        if (tw_queue_create(w.rt, &e) != TW_OK) return;
+        t_kind = kRunner;
+        t_queue = di + 1;
+        const std::int64_t run_until = mono() + 20'000'000;
+        while (mono() < run_until)
+            if (tw_queue_run(e, 16, 5'000'000) < 0) break;
+        t_queue = -1;
+        t_kind = kProducer;
+        tw_queue_destroy(e);
+    }
+}
+
 void runner(World& w, int q) {
     t_kind = kRunner;
     std::mt19937_64 r(static_cast<std::uint64_t>(q) * 7919);
@@ -688,6 +813,8 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
     }
     g_fuzz_seed.store(seed);
     g_fuzz.store(fuzz);
+    g_held.store(0);
+    g_held_ok.store(0);
     tw_config cfg;
     tw_config_init(&cfg);
     cfg.shards = 2;
@@ -708,12 +835,13 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
             tw_queue* q = nullptr;
             if (tw_queue_create(w.rt, &q) == TW_OK) w.queues.push_back(q);
         }
-    if (fuzz != 0) tickwheel::rt::test_hooks::schedule_point.store(&fuzz_point);
+    if (fuzz != 0 || (features & kFQdestroy)) tickwheel::rt::test_hooks::schedule_point.store(&fuzz_point);
     std::vector<std::thread> ts;
     for (std::size_t q = 0; q < w.queues.size(); ++q) ts.emplace_back(runner, std::ref(w), static_cast<int>(q));
     std::vector<std::thread> load;
     for (unsigned i = 0; i < threads; ++i) load.emplace_back(producer, std::ref(w), i, seed);
     if (features & kFSteps) load.emplace_back(stepper, std::ref(w), seed);
+    if (features & kFQdestroy) load.emplace_back(destroyer, std::ref(w), seed);
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     w.stop.store(true);
     for (auto& t : load) t.join();
@@ -732,14 +860,16 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
         }
     }
     std::atomic<bool> creating{true};
+    std::atomic<int> creates{0};
     std::vector<std::pair<tw_queue*, std::int64_t>> created;
     std::thread creator;
-    if (features & kFQcreate)
+    if (features & kFQcreate) {
         creator = std::thread([&] {
             t_kind = kProducer;
             while (creating.load()) {
                 tw_queue* q = nullptr;
                 const std::int64_t t0 = mono();
+                creates.fetch_add(1);
                 const int rc = tw_queue_create(w.rt, &q);
                 if (rc == TW_OK) created.emplace_back(q, t0);
                 if (rc == TW_ESHUTDOWN) break;
@@ -749,6 +879,14 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
                 }
             }
         });
+        // The shutdown begins while the creator is well into its loop (a
+        // create in flight, often held 1 .. 50 ms by the fuzzer between its
+        // shutdown check and the queue table: issue 20, race 6), not before
+        // its first create.
+        const std::int64_t until = mono() + 100'000'000;
+        while (creates.load() < 2 && mono() < until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long>(seed % 7) * 1000));
+    }
     std::atomic<bool> done{false};
     std::atomic<int> stage{0};  // 0: in tw_runtime_shutdown; 1: joining the queue runners
     std::thread watchdog([&] {
@@ -808,6 +946,9 @@ int run(double seconds, unsigned long seed, unsigned threads, unsigned features,
     for (auto& t : w.tms) infos.push_back(t->info);
     const char* reports = std::getenv("TW_HISTORY_REPORTS");  // how many violations to print in full (default 4)
     const std::size_t bad = check(cc, infos, std::move(all), reports != nullptr ? static_cast<unsigned>(std::atoi(reports)) : 4);
+    if (features & kFQdestroy)
+        std::printf("tw_stress history: qdestroy: %u queue destroys with a bound start held in flight (%u of those starts returned TW_OK)\n",
+                    g_held.load(), g_held_ok.load());
     std::printf("tw_stress history: %zu timers started, %zu runs, %zu events; %zu violation(s) (seed %lu)\n", nstart, nrun,
                 [&] {
                     std::size_t n = 0;

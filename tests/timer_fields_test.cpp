@@ -579,6 +579,46 @@ TEST(StartDuringClockStep, AWallClockStartThatOverlapsAStepFollowsIt) {
     }
 }
 
+// ---- the clock-step index and a clocked start in flight ------------------------------------
+// A clocked start indexes its timer for clock steps before it publishes it
+// (race 7's fix). The index's compaction -- run by another add to the same
+// shard's list once it holds 64 entries or more -- dropped entries whose
+// record was FREE, which a start in flight's still is: that timer then
+// ignored every clock step and ran at its monotonic deadline (found by
+// tw_stress history --features realtime,steps,far: 8 of seeds 1..10). The
+// start is parked in its second wall-clock reading (indexed, not yet
+// published) while 200 other wall-clock starts compact the list.
+TEST(ClockIndex, AStartInFlightKeepsItsEntryThroughACompaction) {
+    StepGuard steps;
+    tw::Runtime rt(one_shard());
+    std::atomic<int> x_runs{0};
+    reset_clock_parking();
+    const std::int64_t x_deadline = ns_of(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 1h));
+    std::thread t([&] {
+        tw::StartOptions ox;
+        ox.clock = tw::TimerClock::realtime;
+        ox.deadline = tw::TimePoint(tw::Duration(x_deadline));
+        t_park_clock = CLOCK_REALTIME;
+        t_park_skip = 1;  // its second wall-clock reading: publish_clocked's, after the index add
+        (void)rt.start(ox, [&x_runs] { x_runs.fetch_add(1); });
+    });
+    UnparkClock unpark{t};
+    ASSERT_TRUE(wait_clock_parked());
+    std::vector<tw::Timer> others;
+    for (int i = 0; i < 200; ++i) {
+        tw::StartOptions o;
+        o.clock = tw::TimerClock::realtime;
+        o.deadline = tw::TimePoint(rt.now(tw::TimerClock::realtime) + 2h);
+        others.push_back(rt.start(o, [] {}));
+    }
+    unpark_clock();
+    t.join();
+    for (const tw::Timer& o : others) EXPECT_TRUE(rt.stop(o));
+    g_wall_step.store(3'610'000'000'000);  // 1 h 10 s forward: X's deadline is 10 s in the past
+    EXPECT_TRUE(wait_until([&] { return x_runs.load() == 1; }, tw_test::kSanitized ? 8s : 4s))
+        << "X ignored the clock step: its index entry was dropped while its start was in flight";
+}
+
 // ---- a reset racing the fire of a wall-clock fixed-rate timer ---------------------------------
 // The shard is parked in its own-clock check of the due SKIP timer (inside
 // the wall-clock reading, the old deadline already read), while a reset

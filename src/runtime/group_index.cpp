@@ -15,8 +15,13 @@ constexpr std::size_t kMinFullCompact = 4096;  // nor the index while it holds f
 bool GroupIndex::live(std::uint64_t e) const noexcept {
     const Record* r = table_.find(index_of(e));
     if (r == nullptr || r->gen() != gen_of(e)) return false;  // recycled since
+    // FREE under the entry's generation is a start in flight, not an ended
+    // timer (a record's generation moves on when it is recycled): a clocked
+    // start indexes its timer for clock steps before it publishes it (issue
+    // 20, race 7), and a compaction meanwhile must keep that entry, or the
+    // timer ignores every clock step (ClockIndex.AStartInFlight...).
     const State s = Ctl::state(TimerState::load(*r));
-    return s != State::Free && s != State::Cancelled;
+    return s != State::Cancelled;
 }
 
 void GroupIndex::compact(std::vector<std::uint64_t>& v) const noexcept {
