@@ -293,12 +293,21 @@ struct Checker {
         std::int64_t lb = kInf;   // own clock: the run may not begin before (library's reading)
         std::int64_t ub_mono = 0; // mono: the run must begin by (before --late)
         const Event* from = nullptr;
+        // Given the run's own-clock reading (bounds()' own0): how early it is
+        // against the arming it is least early for, each arming judged with
+        // the wall-clock steps since its own call (a run judged due before a
+        // step back, its arming's deadline then reached, and a reset in
+        // flight whose deadline is earlier but came after the step, is not
+        // early: the reset's shift allowance alone said it was). > 0: early
+        // against every arming it may serve.
+        std::int64_t early = -kInf;
+        std::int64_t early_lb = 0, early_shi = 0;
     };
 
     // The bounds for a run (or, for the final check, a virtual run) at
     // entry time `t`, given runs[0..j) before it.
     Bound bounds(std::uint32_t key, const std::vector<const Event*>& arms, const std::vector<const Event*>& runs,
-                 std::size_t j, std::int64_t t, std::int64_t start_t0) const {
+                 std::size_t j, std::int64_t t, std::int64_t start_t0, const std::int64_t* own0 = nullptr) const {
         const TimerInfo& ti = info(key);
         const bool periodic = ti.period != 0;
         const std::int64_t P = static_cast<std::int64_t>(ti.period);
@@ -358,6 +367,10 @@ struct Checker {
                     lb = std::min(lb, lb0 + static_cast<std::int64_t>(std::max<std::size_t>(i_min, 1)) * P);
                 }
                 ub_mono = std::max(ub_mono, prev.t1 + P + cfg.resolution_ns + (realtime(key) ? (shi - slo) + kReclockNs : 0));
+            }
+            if (own0 != nullptr && lb != kInf) {
+                const std::int64_t e = lb - (*own0 + shi);
+                if (b.early == -kInf || e < b.early) b.early = e, b.early_lb = lb, b.early_shi = shi;
             }
             if (!b.any || lb < b.lb) b.lb = lb, b.from = &a;
             b.ub_mono = b.any ? std::max(b.ub_mono, ub_mono) : ub_mono;
@@ -447,17 +460,15 @@ struct Checker {
         // Never early, and lateness.
         for (std::size_t j = 0; j < runs.size(); ++j) {
             const Event& r = *runs[j];
-            const Bound b = bounds(key, arms, runs, j, r.t0, start->t0);
+            const Bound b = bounds(key, arms, runs, j, r.t0, start->t0, &r.own0);
             if (!b.any) {
                 report(key, "run at %.3f ms serves no arming: a one-shot ran twice, or after a stop", ms(r.t0));
                 return;
             }
-            std::int64_t slo = 0, shi = 0;
-            if (realtime(key)) shifts.range(b.from->t0, r.t0, slo, shi);
-            if (r.own0 + shi < b.lb) {
+            if (b.early > 0) {
                 report(key, "EARLY: run at %.3f ms read its clock at %" PRId64 " (+ shift <= %" PRId64
                             "), before the earliest deadline it may serve, %" PRId64 " (%.3f ms early)",
-                       ms(r.t0), r.own0, shi, b.lb, static_cast<double>(b.lb - r.own0 - shi) / 1e6);
+                       ms(r.t0), r.own0, b.early_shi, b.early_lb, static_cast<double>(b.early) / 1e6);
                 return;
             }
             if (r.t0 > b.ub_mono + cfg.late_ns) {
@@ -714,6 +725,17 @@ int selftest() {
     cases.push_back({"a wall-clock timer that missed a step forward", 1, {wall},
                      {op(kStart, 1, 0, 1, 0, 3000), shift(50, 0, 2000), run_ev(1, 3001, 3002), rel_ev(1, 3002),
                       op(kShutdown, 0, 3900, 3901, 0)}});
+    // Due before a step back, run after it while a reset to an earlier
+    // deadline (on the stepped clock) is in flight: the run serves the start
+    // (judged with the steps since the start), not the reset; then the
+    // reset's run. (The checker once judged it by the reset's allowance
+    // alone: EARLY.)
+    cases.push_back({"a run due before a step back, a reset in flight", 0, {wall},
+                     {op(kStart, 1, 0, 1, 0, 100), shift(150, 0, -1000), op(kReset, 1, 180, 250, 0, -750, kAbs),
+                      run_ev(1, 200, 201), run_ev(1, 260, 261), rel_ev(1, 261), op(kShutdown, 0, 1900, 1901, 0)}});
+    cases.push_back({"a run after a step back before either deadline", 1, {wall},
+                     {op(kStart, 1, 0, 1, 0, 400), shift(150, 0, -1000), op(kReset, 1, 180, 250, 0, -750, kAbs),
+                      run_ev(1, 200, 201), run_ev(1, 260, 261), rel_ev(1, 261), op(kShutdown, 0, 1900, 1901, 0)}});
     int bad = 0;
     for (Case& c : cases) {
         for (Event& e : c.ev)
