@@ -27,20 +27,16 @@ enum Feature : unsigned {
     kFQcreate = 1u << 11,  // at the end queues are created while the runtime shuts down
     kFQwait = 1u << 12,    // queue runners also wait in tw_queue_run(q, n, -1) (else a timeout <= 5 ms)
     kFQdestroy = 1u << 14, // a start bound to a queue in flight while tw_queue_destroy(q) runs, then a queue in its slot
-    kFAll = ((1u << 13) - 1) | kFQdestroy,
-    // Not in "all": group stops from producer 0 only. Two group stops of one
-    // group at once can let a timer run after the first returned (the second
-    // took its entry and has not stopped it yet: open, found by this fuzzer
-    // after issue 20's fixes, --features all --seed 1); CI's groups set
-    // avoids that until it is fixed.
+    // Not in "all": group stops from producer 0 only (two group stops of one
+    // group at once were found to let a timer run after the second returned;
+    // fixed: GroupIndex::claim).
     kFGroupStopsOneThread = 1u << 13,
-    // Not in "all": a quarter of the wall-clock timers due in 2 .. 8 s (with
-    // steps). It shows that such a timer sometimes ignores every later step
-    // and runs at its monotonic deadline, seconds late (open, found with it:
-    // --features realtime,steps,far, most seeds; the clock-step index's
-    // compaction drops the entry of a start still in flight, see
-    // docs/site/development.md); CI leaves it out until that is fixed.
+    // A quarter of the wall-clock timers due in 2 .. 8 s (with steps): such a
+    // timer must follow every later step (found with it: the clock-step
+    // index's compaction dropped the entry of a start still in flight;
+    // fixed: GroupIndex::live).
     kFFar = 1u << 15,
+    kFAll = ((1u << 13) - 1) | kFQdestroy | kFFar,
 };
 /// Parses "all", "none", "a,b,-c" (names as listed in history_run.cpp); false on an unknown name.
 bool parse_features(const std::string& s, unsigned& out);

@@ -42,8 +42,8 @@
 //
 // --features picks what is mixed: "all" (default) or a comma list of
 //   boottime realtime steps periodic delay groups rearm queues batch stale
-//   nest qcreate qwait qdestroy   (in "all")
-//   gstop1 far                    (not in "all")
+//   nest qcreate qwait qdestroy far   (in "all")
+//   gstop1                            (not in "all")
 // each prefixed by '-' to remove it from what came before ("all,-steps").
 // "queues": a third of the timers are bound to one of 3 queues, each run by
 // its own thread with timeouts <= 5 ms; "qwait": those threads also wait in
@@ -57,7 +57,7 @@
 // the queue created next in the slot (the start fails, or its timer is
 // cancelled by the destroy: it never runs there). "gstop1": group stops
 // from producer 0 only; "far" (with steps): a quarter of the wall-clock
-// timers are due in 2 .. 8 s (see history.hpp: open). --late MS (default
+// timers are due in 2 .. 8 s (they must follow every step). --late MS (default
 // 2500; 4000 under sanitizers) is how late a run may be before it is
 // reported (a load-proof bound, not a latency goal).
 //
