@@ -216,6 +216,10 @@ T copy_in(const T* p) noexcept {
     return v;
 }
 
+/// std::system_category(), looked up once (a default std::error_code calls
+/// it through libstdc++'s PLT on every construction).
+const std::error_category& g_system_category = std::system_category();
+
 tickwheel::Duration ns(std::uint64_t v) noexcept {
     return tickwheel::Duration(static_cast<tickwheel::Duration::rep>(v));
 }
@@ -470,19 +474,46 @@ int options_from_spec(tw_runtime* rt, const tw_timer_spec& s, OwnClocks& own, ti
     if (s.queue != nullptr) o.queue = &cqueue(s.queue)->q;
     return TW_OK;
 }
+
+/// The start of tw_timer_start() and tw_timer_start_ex() once every
+/// argument is checked (`o` built from them): from here on the release hook
+/// runs exactly once: when the callable is destroyed -- inside a failed
+/// start (TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM), or when the runtime is done
+/// with the timer.
+int start_checked(tw_runtime* rt, const tickwheel::StartOptions& o, tw_callback cb, void* arg, tw_release release,
+                  tw_timer* out) noexcept {
+    std::error_code ec(0, g_system_category);
+    const tickwheel::Timer t = handle(rt)->rt.start(o, tickwheel::detail::Callback(CFunctor(cb, arg, release)), ec);
+    if (ec.value() != 0) [[unlikely]] {
+        // The callable was released inside start(). Its arguments were all
+        // checked above, so the error is one of the hook-running ones; an
+        // invalid_argument then says that o.queue's destroy began while this
+        // start was in flight (its queue is closing): TW_ESHUTDOWN.
+        const int rc = from_error_code(ec);
+        return rc == TW_EINVAL ? (o.queue != nullptr ? TW_ESHUTDOWN : TW_ENOMEM) : rc;
+    }
+    *out = t.id();
+    return TW_OK;
+}
 }  // namespace
 
 namespace tickwheel::capi {
 
 int timer_start(tw_runtime* rt, std::uint64_t delay_ns, std::uint64_t period_ns, tw_callback cb, void* arg,
                    tw_timer* out) noexcept {
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.delay_ns = delay_ns;
-    spec.period_ns = period_ns;
-    spec.callback = cb;
-    spec.arg = arg;
-    return timer_start_ex(rt, &spec, out);
+    // tw_timer_start_ex() of a spec with these four fields, without building
+    // and copying one: the same checks, in the same order.
+    if (out != nullptr) *out = 0;
+    const int state = check_runtime(rt);
+    if (state == TW_EINVAL) return state;
+    if (out == nullptr) return TW_FAIL(TW_EINVAL, "out is NULL");
+    if (cb == nullptr) return TW_FAIL(TW_EINVAL, "callback is NULL");
+    if (!max_delay_ok(delay_ns, "delay_ns") || !max_delay_ok(period_ns, "period_ns")) return TW_EINVAL;
+    if (state == TW_EFORKED) return state;
+    tickwheel::StartOptions o;
+    o.delay = ns(delay_ns);
+    o.period = ns(period_ns);
+    return start_checked(rt, o, cb, arg, nullptr, out);
 }
 
 void timer_spec_init(tw_timer_spec* spec) noexcept {
@@ -509,22 +540,7 @@ int timer_start_ex(tw_runtime* rt, const tw_timer_spec* spec, tw_timer* out) noe
     tickwheel::StartOptions o;
     if (options_from_spec(rt, s, own, o) != TW_OK) return TW_EINVAL;
     if (state == TW_EFORKED) return state;
-    // From here on the release hook runs exactly once: when the callable is
-    // destroyed -- inside a failed start (TW_ESHUTDOWN, TW_EAGAIN,
-    // TW_ENOMEM), or when the runtime is done with the timer.
-    std::error_code ec;
-    const tickwheel::Timer t =
-        handle(rt)->rt.start(o, tickwheel::detail::Callback(CFunctor(s.callback, s.arg, s.release)), ec);
-    if (ec) {
-        // The callable was released inside start(). Its arguments were all
-        // checked above, so the error is one of the hook-running ones; an
-        // invalid_argument then says that s.queue's destroy began while this
-        // start was in flight (its queue is closing): TW_ESHUTDOWN.
-        const int rc = from_error_code(ec);
-        return rc == TW_EINVAL ? (s.queue != nullptr ? TW_ESHUTDOWN : TW_ENOMEM) : rc;
-    }
-    *out = t.id();
-    return TW_OK;
+    return start_checked(rt, o, s.callback, s.arg, s.release, out);
 }
 
 /// tw_timer_start_n() of specs[first .. first + count), with scratch for

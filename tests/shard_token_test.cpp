@@ -31,8 +31,10 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "runtime/handle_table.hpp"
 #include "runtime/test_hooks.hpp"
 
 namespace {
@@ -320,6 +322,118 @@ TEST(ShardToken, StopWithTheTokenRecyclesTheRecordAtOnce) {
     p.go.open();
     ASSERT_TRUE(wait_until([&] { return near.n.load() == 1; }, kLate + 1s));
     EXPECT_GE(near.at.load(), ns(due));
+}
+
+// Spare records (HandleTable::kSpareMax): a stop applied with the token
+// keeps its record for the next start that holds the token, up to
+// kSpareMax per shard; the others go to the shared free stack. With the
+// driver held at 'D' (awake, before it takes the token back: callers take
+// it), 100 starts and then 100 stops run under the token: 64 records become
+// spares, 36 go to the free stack. Then another thread holds the token
+// (parked at 'T', inside its own start): our starts cannot take it, so they
+// allocate from the free stack -- the 36 -- and then fresh records; the
+// spares are not theirs. Once the token is free again, starts under it
+// take the spares: no fresh record.
+TEST(ShardToken, StopsUnderTheTokenKeepAtMostKSpareMaxRecordsForTheNextTokenHolder) {
+    Hooks h;
+    tw::Runtime rt(one_shard());
+    ASSERT_TRUE(wait_until([] { return g_seen_d.load() > 0; }));
+    Park& d = fresh_park();
+    d.what = 'D';
+    Release rel_d{d};
+    g_park.store(&d);
+    Fired near;
+    start_recorded(rt, Clock::now() + 1ms, near);  // wakes the driver: it parks at 'D'
+    ASSERT_TRUE(d.parked.wait(kWait));
+
+    constexpr std::size_t kN = 100;
+    constexpr std::size_t kSpare = tickwheel::rt::HandleTable::kSpareMax;
+    static_assert(kN > kSpare);
+    std::vector<tw::Timer> first;
+    for (std::size_t i = 0; i < kN; ++i) first.push_back(rt.start(60s, [] {}));
+    const int took = t_took_token;
+    for (auto& t : first) ASSERT_TRUE(t.stop());
+    ASSERT_EQ(t_took_token - took, static_cast<int>(kN)) << "a stop did not take the token";
+    std::vector<std::uint32_t> freed;
+    for (auto& t : first) freed.push_back(tw_test::id_index(t.id()));
+    std::sort(freed.begin(), freed.end());
+
+    Park& holder = fresh_park();
+    holder.what = 'T';
+    Release rel_t{holder};
+    g_park.store(&holder);
+    std::thread th([&] {
+        t_mine = true;
+        (void)rt.start(60s, [] {});
+    });
+    rel_t.t = &th;
+    ASSERT_TRUE(holder.parked.wait(kWait));
+    const std::size_t slots0 = rt.stats().slots;
+    std::vector<tw::Timer> second;
+    const int took2 = t_took_token;
+    for (std::size_t i = 0; i < kN; ++i) second.push_back(rt.start(60s, [] {}));
+    EXPECT_EQ(t_took_token, took2) << "a start took the token another thread holds";
+    std::size_t reused = 0;
+    for (auto& t : second) reused += std::binary_search(freed.begin(), freed.end(), tw_test::id_index(t.id())) ? 1 : 0;
+    EXPECT_EQ(reused, kN - kSpare) << "the free stack did not hold exactly the records past kSpareMax";
+    EXPECT_EQ(rt.stats().slots - slots0, kSpare) << "fresh records: as many as the spares held back";
+    holder.go.open();
+    th.join();
+
+    // The token is free again (the driver still waits at 'D'): the spares
+    // serve the next starts under it, less the one the holder took.
+    const std::size_t slots1 = rt.stats().slots;
+    const int took3 = t_took_token;
+    std::vector<tw::Timer> third;
+    for (std::size_t i = 0; i + 1 < kSpare; ++i) third.push_back(rt.start(60s, [] {}));
+    EXPECT_EQ(t_took_token - took3, static_cast<int>(kSpare - 1));
+    EXPECT_EQ(rt.stats().slots, slots1) << "a start under the token took a fresh record while spares were left";
+    for (auto& t : third) EXPECT_TRUE(t.stop());
+    for (auto& t : second) EXPECT_TRUE(t.stop());
+    d.go.open();
+    ASSERT_TRUE(wait_until([&] { return near.n.load() == 1; }, kLate + 1s));
+}
+
+// Threads starting and stopping on one shard at once, with its driver
+// running: the token passes between them (and the driver), and with it the
+// spare records (plain loads and stores, ordered by the token: the
+// ThreadSanitizer build checks them). Every timer is released exactly once
+// and none runs.
+TEST(ShardToken, ThreadsSharingOneShardsSpareRecordsReleaseEachTimerOnce) {
+    tw::Runtime rt(one_shard());
+    constexpr int kThreads = 4;
+    const int kPairs = kSanitized ? 3000 : 30000;
+    std::atomic<int> released{0}, ran{0};
+    struct Counted {
+        std::atomic<int>* released;
+        std::atomic<int>* ran;
+        Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
+        Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
+        ~Counted() {
+            if (released != nullptr) released->fetch_add(1);
+        }
+        void operator()() const { ran->fetch_add(1); }
+    };
+    std::atomic<bool> go{false};
+    std::vector<std::thread> th;
+    for (int t = 0; t < kThreads; ++t) {
+        th.emplace_back([&] {
+            while (!go.load()) std::this_thread::yield();
+            std::vector<tw::Timer> live;
+            for (int i = 0; i < kPairs; ++i) {
+                live.push_back(rt.start(60s, Counted(&released, &ran)));
+                if (live.size() == 8) {
+                    for (auto& x : live) ASSERT_TRUE(x.stop());
+                    live.clear();
+                }
+            }
+            for (auto& x : live) ASSERT_TRUE(x.stop());
+        });
+    }
+    go.store(true);
+    for (auto& x : th) x.join();
+    EXPECT_EQ(released.load(), kThreads * kPairs);
+    EXPECT_EQ(ran.load(), 0);
 }
 
 // A manual runtime has no driver thread: its shards keep the token (the

@@ -109,6 +109,16 @@ void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::ui
     if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
 }
 
+bool HandleTable::keep_spare(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen,
+                             std::uint32_t count) noexcept {
+    if (spare_n_ + count > kSpareMax) return false;
+    TimerState::mark_free(at(bottom), bottom_gen, spare_top_);
+    spare_top_ = top + 1;
+    spare_n_ += count;
+    if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
+    return true;
+}
+
 Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept {
     std::uint64_t head = free_head_.load(std::memory_order_acquire);
     while ((head & 0xFFFFFFFFu) != 0) {

@@ -152,6 +152,35 @@ public:
     /// under `bottom_gen` here. The caller owns them (terminal state,
     /// unlinked, callable destroyed). Any thread.
     void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count) noexcept;
+    // ---- spare records: the shard's driver-token holder's own free list ----
+    /// Records freed by the holder of the shard's driver token (Shard, the
+    /// token: the lone caller's stops, applied on its own core), kept for
+    /// the holder's next starts: pushed and popped with plain loads and
+    /// stores -- no locked instruction, no line shared with other
+    /// allocators -- because only the token's holder touches them and the
+    /// token's acquire/release orders its successive holders (the owner
+    /// table, timer_state.hpp). At most kSpareMax (per shard, so at most
+    /// that many records are held back from other threads' allocate(),
+    /// which takes fresh ones meanwhile); the rest go to the free stack.
+    /// The records are FREE under their new generation, linked as on the
+    /// free stack (index + 1; 0 ends the list).
+    static constexpr std::uint32_t kSpareMax = 64;
+    /// Pops a spare record (the token holder only): as allocate(), or
+    /// nullptr if there is none.
+    Record* allocate_spare(std::uint32_t& index, std::uint32_t& gen) noexcept {
+        if (spare_top_ == 0) return nullptr;
+        index = spare_top_ - 1;
+        Record& r = at(index);
+        spare_top_ = static_cast<std::uint32_t>(TimerState::free_link(TimerState::load(r)));
+        --spare_n_;
+        gen = r.gen();
+        return &r;
+    }
+    /// Takes a chain (top .. bottom, FreeChain) into the spare records if
+    /// there is room for all of it (the token holder only); false (nothing
+    /// taken) otherwise.
+    bool keep_spare(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count) noexcept;
+
     /// A mirror of the free stack's top for allocate_n(): the records that
     /// chain pushes put on the stack, in stack order, in a ring of kMirror
     /// entries (64 KB, allocated by the first allocate_n(): runtimes that
@@ -222,6 +251,10 @@ private:
     std::atomic<std::uint64_t> quarantined_{0};
     std::atomic<std::uint64_t> retired_{0};
     std::int64_t last_reclaim_ns_ = 0;  // shard thread only
+    // The spare records (the driver-token holder's: see kSpareMax): top
+    // index + 1 (0 = none) and how many.
+    std::uint32_t spare_top_ = 0;
+    std::uint32_t spare_n_ = 0;
     // The mirror (relaxed: read only to prefetch): entries pushed (mod
     // 2^32; the ring holds the last kMirror), moved back by allocate_n()'s
     // pops.
@@ -263,6 +296,15 @@ public:
         table_.mirror_push(bottom_first, n);
         top_ = 0;
         added_ = 0;
+    }
+    /// Moves the chain into the table's spare records instead of the free
+    /// stack, if they have room for it (HandleTable::keep_spare: the
+    /// shard's driver-token holder only); else it stays, for flush().
+    void keep_spare() noexcept {
+        if (top_ != 0 && table_.keep_spare(top_ - 1, bottom_, bottom_gen_, added_)) {
+            top_ = 0;
+            added_ = 0;
+        }
     }
     HandleTable& table() const noexcept { return table_; }
 

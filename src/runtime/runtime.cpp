@@ -182,7 +182,7 @@ bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& t
     return true;
 }
 
-thread_local CurrentRun t_current;
+[[gnu::tls_model("initial-exec")]] constinit thread_local CurrentRun t_current;
 [[gnu::tls_model("initial-exec")]] constinit thread_local int t_release_depth = 0;
 
 bool inside_callback_of(const RuntimeCore* core) noexcept {
@@ -714,6 +714,25 @@ bool RuntimeCore::queue_slot(const Queue* q, std::uint16_t& slot, std::uint32_t&
     return true;
 }
 
+namespace {
+/// The shard a start goes to: StartOptions::shard, or by default the
+/// calling thread's own shard.
+std::uint32_t pick_shard(const RuntimeCore& core, const StartOptions& o) noexcept {
+    // Default placement: the calling thread's own shard, assigned
+    // round-robin on its first start (measured against CPU-local,
+    // round-robin-per-call and single-shard placement in
+    // bench/shard_choice.cpp: see README).
+    // (Initial-exec and constant-initialised: a plain load in the shared
+    // library too, no __tls_get_addr and no guard; 0 = not assigned yet.)
+    [[gnu::tls_model("initial-exec")]] constinit thread_local std::uint32_t t_thread_seq1 = 0;
+    std::uint32_t seq1 = t_thread_seq1;
+    if (seq1 == 0) [[unlikely]]
+        t_thread_seq1 = seq1 = next_thread_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    const auto nshards = static_cast<std::uint32_t>(core.shards.size());
+    return o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : (seq1 - 1) % nshards;
+}
+}  // namespace
+
 errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Callback& cb, Readings& now,
                 StartPlan& plan) noexcept {
     if (!cb) {
@@ -739,18 +758,7 @@ errc plan_start(const RuntimeCore& core, const StartOptions& o, const detail::Ca
         return errc::invalid_argument;
     }
     if (const errc bad = start_args(core, o, now, plan.tick, plan.period, plan.own_deadline); bad != errc{}) return bad;
-    // Default placement: the calling thread's own shard, assigned
-    // round-robin on its first start (measured against CPU-local,
-    // round-robin-per-call and single-shard placement in
-    // bench/shard_choice.cpp: see README).
-    // (Initial-exec and constant-initialised: a plain load in the shared
-    // library too, no __tls_get_addr and no guard; 0 = not assigned yet.)
-    [[gnu::tls_model("initial-exec")]] constinit thread_local std::uint32_t t_thread_seq1 = 0;
-    std::uint32_t seq1 = t_thread_seq1;
-    if (seq1 == 0) [[unlikely]]
-        t_thread_seq1 = seq1 = next_thread_seq.fetch_add(1, std::memory_order_relaxed) + 1;
-    const auto nshards = static_cast<std::uint32_t>(core.shards.size());
-    plan.shard = o.shard >= 0 ? static_cast<std::uint32_t>(o.shard) % nshards : (seq1 - 1) % nshards;
+    plan.shard = pick_shard(core, o);
     return errc{};
 }
 
@@ -882,6 +890,170 @@ errc fill_record(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t index
 }
 }  // namespace rt
 
+namespace rt {
+namespace {
+/// The common timer: a one-shot on the monotonic clock (from a delay or at
+/// a deadline), with no queue, leeway, group or period, on a runtime with
+/// the machine's clock. Its start (start_plain) skips the planning the
+/// options need: it checks what it uses and reads the monotonic clock once.
+/// Anything else -- and every bad value -- takes plan_start(), which also
+/// words the errors.
+bool is_plain(const RuntimeCore& core, const StartOptions& o) noexcept {
+    return o.period == Duration::zero() && o.queue == nullptr &&
+           o.leeway == Duration::zero() && o.group == 0 && o.clock == TimerClock::monotonic && o.reserved == 0 &&
+           o.policy == PeriodPolicy::skip && !core.clocks.manual();
+}
+
+/// Counts a starting timer against max_timers: false (nothing counted) if
+/// max_timers are alive. uncount_live() undoes it.
+bool count_live(RuntimeCore& core) noexcept {
+    if (core.max_timers != 0 &&
+        core.live.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(core.max_timers)) {
+        core.live.fetch_sub(1, std::memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+void uncount_live(RuntimeCore& core) noexcept {
+    if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+/// A StartGuard'ed start's record: max_timers counted, then a record of
+/// `shard` taken (errc{}, `r` set), or limit_reached / no_memory with
+/// nothing taken.
+errc take_record(RuntimeCore& core, Shard& shard, Record*& r, std::uint32_t& index, std::uint32_t& gen) noexcept {
+    if (!count_live(core)) return errc::limit_reached;
+    r = shard.table().allocate(index, gen);
+    if (r == nullptr) {
+        uncount_live(core);
+        return errc::no_memory;
+    }
+    return errc{};
+}
+
+/// Files a filled, published record: its Insert to the shard (applied at
+/// once under the driver token when it is free). errc{} and `id`, or
+/// no_memory with the timer taken back whole (its callable back in `cb`).
+errc file_started(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t shard_index, std::uint32_t index,
+                  std::uint32_t gen, tick_t file_at, detail::Callback& cb, std::uint64_t& id) noexcept {
+    if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
+        // No memory to queue the Insert: nobody knows this id yet, so the
+        // timer is taken back whole (its callable returns to `cb`).
+        // (Unless a group stop found it in its group and ended it: then
+        // the start succeeded, and the timer was stopped at once.)
+        if (take_back_published(core, shard, r, gen, cb)) return errc::no_memory;
+    }
+    core.counters.add(kStarted);
+    id = Id::make(gen, shard_index, index);
+    return errc{};
+}
+
+/// start() of any timer (and of a plain one with a bad value: it words
+/// the error).
+errc start_general(RuntimeCore& core, const StartOptions& o, detail::Callback& cb, std::uint64_t& id) noexcept {
+    if (core.forked()) return errc::forked;
+    Readings now(core.clocks);
+    StartPlan plan;
+    if (const errc bad = plan_start(core, o, cb, now, plan); bad != errc{}) return bad;
+
+    const StartGuard guard(core);
+    if (guard.shutting_down()) return errc::shutting_down;
+    // Bound to a queue whose destroy began: refused (inside the guard, so
+    // destroy_queue's sweep finds every bound start that gets past here).
+    if (plan.queue_slot != 0 && !queue_still_bindable(core, plan)) [[unlikely]]
+        return errc::invalid_argument;
+    Shard& shard = core.shard(plan.shard);
+    Record* r;
+    std::uint32_t index, gen;
+    if (const errc e = take_record(core, shard, r, index, gen); e != errc{}) return e;
+    // A start that fails after taking the record gives it back whole
+    // (take_back(); the callable is back in `cb`).
+    tick_t file_at;
+    if (fill_record(core, shard, *r, index, gen, o, plan, cb, file_at) != errc{}) {
+        take_back(core, shard, *r);
+        return errc::no_memory;
+    }
+    return file_started(core, shard, *r, plan.shard, index, gen, file_at, cb, id);
+}
+
+/// start() of a plain timer (is_plain): the general path below without
+/// plan_start()'s option checks or fill_record()'s side records.
+errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb, std::uint64_t& id) noexcept {
+    if (core.forked()) [[unlikely]]
+        return errc::forked;
+    const std::int64_t now = core.clocks.mono();
+    std::int64_t due;
+    bool ok = static_cast<bool>(cb);
+    if (o.deadline == TimePoint{}) {
+        ok = ok && o.delay >= Duration::zero() && o.delay <= kMaxDelay;
+        due = now + o.delay.count();
+    } else {
+        due = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count();
+        ok = ok && (due <= now || due - now <= kMaxDelay.count());
+    }
+    const tick_t tick = core.clock.deadline_tick(due);
+    if (!ok || tick > Ctl::kMaxDeadline) [[unlikely]]
+        return start_general(core, o, cb, id);  // (words the error)
+    const std::uint32_t si = pick_shard(core, o);
+    const StartGuard guard(core);
+    if (guard.shutting_down()) return errc::shutting_down;
+    Shard& shard = core.shard(si);
+    // With the shard's driver token free (its driver parked) and a callable
+    // stored without a heap allocation, the whole start is made on this
+    // core under the token: its record comes from the spare records, and it
+    // is filed at once (Shard::take_token_and_record).
+    const std::uint16_t kind = Record::kind_of(cb);
+    Record* r = nullptr;
+    std::uint32_t index, gen;
+    bool held = false;
+    if (!count_live(core)) return errc::limit_reached;
+    if (kind != CallableKinds::kNone) r = shard.take_token_and_record(index, gen, held);
+    if (r == nullptr && !held) r = shard.table().allocate(index, gen);
+    if (r == nullptr) [[unlikely]] {
+        uncount_live(core);
+        return errc::no_memory;
+    }
+    // The record's fields are written by this start, its owner, while its
+    // word is FREE, after the fence that orders them after the generation's
+    // move (as in fill_record()).
+    std::atomic_thread_fence(std::memory_order_release);
+    if (!r->store_callable(cb, kind)) [[unlikely]] {  // (never when held: no box to allocate)
+        take_back(core, shard, *r);
+        return errc::no_memory;
+    }
+    TimerState::publish(*r, gen, tick);
+    if (held) {
+        shard.file_with_token(Msg::make(MsgType::Insert, gen, index), tick);
+        core.counters.add(kStarted);
+        id = Id::make(gen, si, index);
+        return errc{};
+    }
+    return file_started(core, shard, *r, si, index, gen, tick, cb, id);
+}
+
+/// The error detail of a failed start (those plan_start() did not word)
+/// and the release of its callable (cold).
+[[gnu::noinline, gnu::cold]] void start_failed(RuntimeCore& core, errc e, detail::Callback& cb,
+                                                std::error_code& ec) noexcept {
+    if (e == errc::limit_reached)
+        set_error_detail(e, "max_timers (%zu) timers are alive", core.max_timers);
+    else if (e == errc::shutting_down)
+        set_error_detail(e, "the runtime \"%s\" is shut down or shutting down", core.config.name.c_str());
+    else if (e == errc::forked)
+        set_error_detail(e, "the runtime \"%s\" was created in the parent of this fork() child",
+                         core.config.name.c_str());
+    else if (e == errc::no_memory)
+        set_error_detail(e, "no memory for a timer record or its start request");
+    RuntimeCore::release_unstarted(cb);  // the release hook runs even on failure, outside the guard
+    ec = make_error_code(e);
+}
+
+/// std::system_category(), looked up once (error_code::clear() calls it
+/// through libstdc++'s PLT on every start otherwise).
+const std::error_category& g_system_category = std::system_category();
+}  // namespace
+}  // namespace rt
+
 Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, detail::Callback&& cb,
                            std::error_code& ec) noexcept {
     if (opts_size != sizeof(StartOptions)) [[unlikely]] {
@@ -897,67 +1069,19 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         return Timer{};
     }
     rt::RuntimeCore& core = *core_;
-    ec.clear();
     std::uint64_t id = 0;
-    const errc e = [&]() noexcept -> errc {
-        if (core.forked()) return errc::forked;
-        if (opts == nullptr) return errc::invalid_argument;
-        const StartOptions& o = *opts;
-        rt::Readings now(core.clocks);
-        rt::StartPlan plan;
-        if (const errc bad = rt::plan_start(core, o, cb, now, plan); bad != errc{}) return bad;
-
-        const rt::StartGuard guard(core);
-        if (guard.shutting_down()) return errc::shutting_down;
-        // Bound to a queue whose destroy began: refused (inside the guard, so
-        // destroy_queue's sweep finds every bound start that gets past here).
-        if (plan.queue_slot != 0 && !rt::queue_still_bindable(core, plan)) [[unlikely]]
-            return errc::invalid_argument;
-        if (core.max_timers != 0 &&
-            core.live.fetch_add(1, std::memory_order_relaxed) >= static_cast<std::int64_t>(core.max_timers)) {
-            core.live.fetch_sub(1, std::memory_order_relaxed);
-            return errc::limit_reached;
-        }
-        rt::Shard& shard = core.shard(plan.shard);
-        std::uint32_t index, gen;
-        Record* r = shard.table().allocate(index, gen);
-        if (r == nullptr) {
-            if (core.max_timers != 0) core.live.fetch_sub(1, std::memory_order_relaxed);
-            return errc::no_memory;
-        }
-        // A start that fails after taking the record gives it back whole
-        // (take_back(); the callable is back in `cb`).
-        tick_t file_at;
-        if (rt::fill_record(core, shard, *r, index, gen, o, plan, cb, file_at) != errc{}) {
-            rt::take_back(core, shard, *r);
-            return errc::no_memory;
-        }
-        if (!shard.try_post_insert(Msg::make(MsgType::Insert, gen, index), file_at)) {
-            // No memory to queue the Insert: nobody knows this id yet, so the
-            // timer is taken back whole (its callable returns to `cb`).
-            // (Unless a group stop found it in its group and ended it: then
-            // the start succeeded, and the timer was stopped at once.)
-            if (rt::take_back_published(core, shard, *r, gen, cb)) return errc::no_memory;
-        }
-        core.counters.add(rt::kStarted);
-        id = Id::make(gen, plan.shard, index);
-        return errc{};
-    }();
-    if (e != errc{}) {
-        // The detail of the errors not checked in plan_start (cold).
-        if (e == errc::limit_reached)
-            rt::set_error_detail(e, "max_timers (%zu) timers are alive", core.max_timers);
-        else if (e == errc::shutting_down)
-            rt::set_error_detail(e, "the runtime \"%s\" is shut down or shutting down", core.config.name.c_str());
-        else if (e == errc::forked)
-            rt::set_error_detail(e, "the runtime \"%s\" was created in the parent of this fork() child",
-                                 core.config.name.c_str());
-        else if (e == errc::no_memory)
-            rt::set_error_detail(e, "no memory for a timer record or its start request");
-        rt::RuntimeCore::release_unstarted(cb);  // the release hook runs even on failure, outside the guard
-        ec = make_error_code(e);
+    errc e;
+    if (opts == nullptr) [[unlikely]]
+        e = core.forked() ? errc::forked : errc::invalid_argument;
+    else if (rt::is_plain(core, *opts)) [[likely]]
+        e = rt::start_plain(core, *opts, cb, id);
+    else
+        e = rt::start_general(core, *opts, cb, id);
+    if (e != errc{}) [[unlikely]] {
+        rt::start_failed(core, e, cb, ec);
         return Timer{};
     }
+    ec.assign(0, rt::g_system_category);
     return Timer(this, id);
 }
 

@@ -33,7 +33,9 @@ struct CurrentRun {
     const DeliveryQueue* queue = nullptr;  // the queue that runs it; nullptr on a worker
     const CurrentRun* prev = nullptr;
 };
-extern thread_local CurrentRun t_current;
+// (Initial-exec: a plain %fs-relative access in the shared library too, on
+// every run and stop_sync; the library's TLS block is static already.)
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local CurrentRun t_current;
 /// Whether this thread is inside a callback of `core` (at any depth).
 bool inside_callback_of(const RuntimeCore* core) noexcept;
 /// Whether this thread is inside the callback of record `r` (at any depth).

@@ -118,6 +118,9 @@ void Shard::apply_with_token(std::uint64_t msg, tick_t due) noexcept {
     {
         FreeChain freed(table_);
         quarantined = handle(msg, freed);
+        // A stopped timer's record: kept for this thread's next start while
+        // the spare records have room (the rest to the free stack).
+        freed.keep_spare();
     }
     pending_.store(wheel_.size(), std::memory_order_relaxed);
     check_wheel();
@@ -161,7 +164,7 @@ void Shard::post_cancel(std::uint64_t msg) noexcept {
 }
 
 void Shard::count_cancels(unsigned n) noexcept {
-    thread_local unsigned cancels = 0;
+    [[gnu::tls_model("initial-exec")]] constinit thread_local unsigned cancels = 0;  // (a plain load: see pick_shard)
     const unsigned before = cancels;
     cancels += n;
     if (before / kCancelWakeEvery != cancels / kCancelWakeEvery) {

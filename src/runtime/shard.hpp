@@ -143,6 +143,27 @@ public:
     /// driver if it sleeps past `due`. False: no memory to queue it (nothing
     /// queued). Any thread.
     bool try_post_insert(std::uint64_t msg, tick_t due) noexcept;
+    /// A caller's start with the token free (try_take_token()): takes it and
+    /// a record for the start -- a spare one (HandleTable::allocate_spare:
+    /// the one this thread's last stop freed, most likely, its line still
+    /// in this core's cache), else allocate() -- and returns the record
+    /// with the token held: the caller publishes it and files it with
+    /// apply_with_token(), which gives the token back. nullptr if the token
+    /// is not free (nothing taken: post as usual), or if no record can be
+    /// had (`held` then says the token was taken and given back).
+    Record* take_token_and_record(std::uint32_t& index, std::uint32_t& gen, bool& held) noexcept {
+        held = test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0 && try_take_token();
+        if (!held) return nullptr;
+        Record* r = table_.allocate_spare(index, gen);
+        if (r == nullptr) [[unlikely]] {
+            r = table_.allocate(index, gen);
+            if (r == nullptr) token_.store(0, std::memory_order_release);  // (the driver sleeps as planned)
+        }
+        return r;
+    }
+    /// Files the record take_token_and_record() gave (published: `msg` its
+    /// Insert, `due` its tick) and gives the token back (apply_with_token()).
+    void file_with_token(std::uint64_t msg, tick_t due) noexcept { apply_with_token(msg, due); }
     /// Queues a message about a deadline `due` (never lost: see inbox.hpp),
     /// waking the driver if it sleeps past `due`. Any thread.
     void post_and_wake(std::uint64_t msg, tick_t due) noexcept;

@@ -170,8 +170,14 @@ public:
     /// Moves `cb`'s callable in (start(), owning the record; the record holds
     /// none). False if it had to be boxed and there was no memory for the
     /// box: then `cb` is unchanged. Precondition: cb is not empty.
-    bool store_callable(detail::Callback& cb) noexcept {
-        const std::uint16_t kind = CallableKinds::find(CallbackAccess::ops(cb));
+    bool store_callable(detail::Callback& cb) noexcept { return store_callable(cb, kind_of(cb)); }
+    /// The kind store_callable() gives `cb` (kNone: it would box it -- a heap
+    /// allocation -- first).
+    static std::uint16_t kind_of(const detail::Callback& cb) noexcept {
+        return CallableKinds::find(CallbackAccess::ops(cb));
+    }
+    /// store_callable() of a callable whose kind_of() is `kind`.
+    bool store_callable(detail::Callback& cb, std::uint16_t kind) noexcept {
         if (kind == CallableKinds::kNone) [[unlikely]] {
             if (!CallableKinds::box(cb, fn_)) return false;
             user16 = CallableKinds::kBoxed;

@@ -162,6 +162,14 @@
 //                                  | driver is parked (TW_OWNER_ASSERT in
 //                                  | Shard::handle; a manual runtime: the
 //                                  | advancing thread, which never gives it up)
+//  a FREE record's free-list link  | whoever frees it: on the free stack (any
+//  (the word's low half) and which | thread, FreeChain + one CAS), or -- a record
+//  list holds it                   | a stop freed under the shard's driver token --
+//                                  | on the spare records (HandleTable::kSpareMax),
+//                                  | which only the token's holder pushes and
+//                                  | pops (plain accesses; the token's acquire
+//                                  | and release order its holders): the lone
+//                                  | caller's next start takes it under the token
 //
 // ==== Queue binding and delivery items: owner rules (issue 20) ====
 // (delivery_queue.hpp has the machinery; q = the timer's delivery queue,
