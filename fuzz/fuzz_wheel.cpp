@@ -228,6 +228,12 @@ struct Fuzz {
                 ++due;
             }
         now = eff;
+        // Odd targets advance through advance_uncounted() (due level-0 slots
+        // join the expired lists whole): the pops and check() judge it.
+        if ((t & 1) != 0) {
+            w->advance_uncounted(t);
+            return;
+        }
         const std::size_t got = w->advance(t);
         if (got != due)
             fail("advance(" + hex(t) + ") returned " + std::to_string(got) + ", expected " + std::to_string(due));

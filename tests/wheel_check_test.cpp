@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <deque>
 #include <iostream>
@@ -368,6 +370,62 @@ TEST(WheelCheckTest, DetectsALocationFieldThatNamesAnotherList) {
     ASSERT_TRUE(fails_with(p.w, Fault::kLocation, List::kOverflow));
     A::loc(p.far1) = A::loc(p.far2);
     EXPECT_TRUE(passes(p.w));
+}
+
+// advance_uncounted(): a due level-0 slot's lists join the expired lists
+// whole; its nodes keep the slot's location until popped or removed.
+// check() accepts exactly that location (the slot of the deadline's lowest
+// digit) on the expired lists, remove() and the pops treat them as expired,
+// and the slot, reused by the next lap, is independent of them.
+TEST(WheelCheckTest, AdvanceUncountedSplicesADueLevel0SlotAndCheckAcceptsItsNodes) {
+    constexpr tick_t kStart = 0x0000'1234'5678'9AC0ull;  // digit 0 at level 0
+    Wheel w{kStart};
+    WheelNode a, b, c, d, later;
+    for (WheelNode* n : {&a, &b, &c, &d}) w.insert(n, kStart + 5);  // one level-0 slot, its 4 ways
+    w.insert(&later, kStart + 9);
+    ASSERT_TRUE(passes(w));
+    const std::uint16_t slot5 = A::loc(a);
+    w.advance_uncounted(kStart + 5);
+    EXPECT_EQ(w.now(), kStart + 5);
+    EXPECT_TRUE(w.has_expired());
+    EXPECT_EQ(w.size(), 5u);
+    EXPECT_EQ(A::loc(a), slot5) << "spliced, not walked: the node keeps its slot's location";
+    ASSERT_TRUE(passes(w));
+    // A spliced node's location must still be its deadline's slot.
+    A::loc(c) = static_cast<std::uint16_t>(slot5 + 1);
+    ASSERT_TRUE(fails_with(w, Fault::kLocation, List::kExpired));
+    A::loc(c) = slot5;
+    ASSERT_TRUE(passes(w));
+    // remove() of a spliced node: as an expired one.
+    EXPECT_TRUE(w.remove(&b));
+    EXPECT_FALSE(b.linked());
+    EXPECT_EQ(w.size(), 4u);
+    ASSERT_TRUE(passes(w));
+    // The next lap: slot 9 is spliced too, and a new node files into slot 5
+    // again while a, c and d (location slot 5) wait on the expired lists.
+    w.advance_uncounted(kStart + 64);
+    WheelNode lap;
+    w.insert(&lap, kStart + 64 + 5);
+    EXPECT_EQ(A::loc(lap), slot5);
+    ASSERT_TRUE(passes(w));
+    EXPECT_TRUE(w.remove(&c));  // alone in no list: slot 5's bit stays (lap is there)
+    ASSERT_TRUE(passes(w));
+    EXPECT_EQ(w.next_expiry(), kStart + 64);  // expired nodes wait
+    std::vector<WheelNode*> popped;
+    while (WheelNode* n = w.pop_expired()) popped.push_back(n);
+    std::sort(popped.begin(), popped.end());
+    std::vector<WheelNode*> want{&a, &d, &later};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(popped, want);
+    for (WheelNode* n : popped) EXPECT_FALSE(n->linked());
+    ASSERT_TRUE(passes(w));
+    EXPECT_EQ(w.next_expiry(), kStart + 64 + 5);
+    w.advance_uncounted(kStart + 64 + 5);
+    WheelNode* out[4];
+    ASSERT_EQ(w.pop_expired_n(out, 4), 1u);
+    EXPECT_EQ(out[0], &lap);
+    EXPECT_TRUE(w.empty());
+    EXPECT_TRUE(passes(w));
 }
 
 TEST(WheelCheckTest, DetectsAPrevLinkThatDoesNotPointBack) {

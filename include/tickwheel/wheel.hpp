@@ -182,6 +182,16 @@ public:
     /// goes back). Returns how many nodes became expired in this call.
     /// Cost: O(non-empty slots whose start is <= t, plus nodes re-filed).
     std::size_t advance(tick_t t) noexcept;
+    /// advance(t) without the count: a level-0 slot that comes due -- every
+    /// node in it is due, its deadline is the slot's start -- is moved to
+    /// the expired lists whole (its kWays lists spliced on, O(kWays)),
+    /// instead of node by node (a cache miss each, in a burst of many due
+    /// together: the runtime's driver pops them next anyway). Until popped
+    /// or removed, such a node keeps the location of its level-0 slot (see
+    /// check()); remove(), rearm() and the pops treat it as expired.
+    /// Cost: O(non-empty slots whose start is <= t, plus nodes re-filed from
+    /// the levels above 0).
+    void advance_uncounted(tick_t t) noexcept;
 
     /// Pops one expired node (in no particular order), unlinked, or nullptr
     /// if there is none. O(1). Inserting with a deadline <= now() while
@@ -280,7 +290,10 @@ public:
     ///    highest bit of deadline ^ now() (so it shares every digit above L
     ///    with now() and its digit at L is greater than now()'s), and its
     ///    digit at L is s;
-    ///  - an expired node has deadline <= now(); an overflow node has
+    ///  - an expired node has deadline <= now(), and its location is the
+    ///    expired list's or, moved with its due level-0 slot by
+    ///    advance_uncounted(), that slot's (the slot of its deadline's
+    ///    lowest digit); an overflow node has
     ///    deadline > now() in a later 2^48-epoch than now();
     ///  - the overflow epoch hint is kNever when the overflow list is empty,
     ///    else a multiple of 2^48 in (now(), earliest overflow epoch];
@@ -315,6 +328,7 @@ private:
     void file(WheelNode* node) noexcept;  // place node by its deadline_ relative to now_
     std::size_t refile_list(ListHead* list) noexcept;
     std::size_t refile_slot(unsigned level, unsigned slot) noexcept;
+    std::size_t advance_impl(tick_t t, bool count) noexcept;
     bool slot_empty(unsigned level, unsigned slot) const noexcept;
     tick_t overflow_min_epoch() noexcept;
 

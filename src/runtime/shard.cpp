@@ -637,7 +637,7 @@ void Shard::run(int cpu) {
         if (stopping_.load(std::memory_order_acquire)) break;
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);
-        wheel_.advance(now);
+        wheel_.advance_uncounted(now);  // (a due level-0 slot joins the expired lists whole)
 #ifdef TICKWHEEL_STAGE_TRACE
         stage_trace::record(stage_trace::kAdvance, monotonic_ns() - now_ns);
 #endif

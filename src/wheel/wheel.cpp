@@ -123,7 +123,11 @@ tick_t Wheel::overflow_min_epoch() noexcept {
     return best;
 }
 
-std::size_t Wheel::advance(tick_t t) noexcept {
+std::size_t Wheel::advance(tick_t t) noexcept { return advance_impl(t, true); }
+
+void Wheel::advance_uncounted(tick_t t) noexcept { (void)advance_impl(t, false); }
+
+std::size_t Wheel::advance_impl(tick_t t, bool count) noexcept {
     std::size_t expired = 0;
     if (t < now_) t = now_;
     for (;;) {
@@ -135,6 +139,25 @@ std::size_t Wheel::advance(tick_t t) noexcept {
             if (start > t) break;
             now_ = start;
             occupied_[level] &= ~(std::uint64_t{1} << slot);
+            if (level == 0 && !count) {
+                // Every node here is due at `start`: the slot's lists join
+                // the expired ones whole (two links written per list), the
+                // nodes keep this slot as their location (remove() and the
+                // pops handle it: see advance_uncounted()).
+                for (unsigned w = 0; w < kWays; ++w) {
+                    ListHead& from = slots_[0][slot][w];
+                    if (list_empty(&from)) continue;
+                    ListHead& to = expired_[next_expired_way_++ & (kWays - 1)];
+                    WheelLink* const first = from.next;
+                    WheelLink* const last = from.prev;
+                    first->prev = to.prev;
+                    to.prev->next = first;
+                    last->next = &to;
+                    to.prev = last;
+                    list_init(&from);
+                }
+                continue;
+            }
             expired += refile_slot(level, slot);
             continue;
         }
@@ -213,6 +236,12 @@ Wheel::CheckResult Wheel::check() const noexcept {
     // points back), so a corrupt list ends the walk instead of looping: the
     // first node met twice would have to point back to two predecessors.
     // Every node's location must be `loc`; then `per_node` checks placement.
+    // (An expired node may also carry the location of the level-0 slot it
+    // was spliced from, advance_uncounted(): its deadline's lowest digit.)
+    const auto loc_ok = [](const WheelNode* n, std::uint16_t loc) {
+        return n->loc_ == loc ||
+               (loc == kExpiredList && n->loc_ < kSlots && (n->deadline_ & (kSlots - 1)) == n->loc_);
+    };
     const auto walk = [&](const ListHead* head, std::uint16_t loc, auto&& per_node) -> bool {
         const WheelLink* prev = head;
         const auto prev_node = [&] { return prev == head ? nullptr : static_cast<const WheelNode*>(prev); };
@@ -221,7 +250,7 @@ Wheel::CheckResult Wheel::check() const noexcept {
                 return fail(Fault::kList, prev_node(), reinterpret_cast<std::uintptr_t>(l), 0);
             if (l == head) return true;
             const WheelNode* n = static_cast<const WheelNode*>(l);
-            if (n->loc_ != loc) return fail(Fault::kLocation, n, n->loc_, loc);
+            if (!loc_ok(n, loc)) return fail(Fault::kLocation, n, n->loc_, loc);
             ++count;
             if (!per_node(n)) return false;
             prev = l;
