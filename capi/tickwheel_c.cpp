@@ -453,8 +453,12 @@ int options_from_spec(tw_runtime* rt, const tw_timer_spec& s, OwnClocks& own, ti
     o = tickwheel::StartOptions{};
     if (s.deadline_ns != 0) {
         // On the timer's own clock (the machine's: a manual runtime's clocks
-        // are never ahead of it by more than what advance() added).
-        if (const std::uint64_t now = own.now(s.clock); s.deadline_ns > now + TW_MAX_DELAY_NS)
+        // are never ahead of it by more than what advance() added). A
+        // monotonic deadline up to TW_MAX_DELAY_NS needs no reading: the
+        // clock is never negative (the start reads none then either).
+        const bool in_range_anyway = s.clock == TW_CLOCK_MONOTONIC && s.deadline_ns <= TW_MAX_DELAY_NS;
+        if (const std::uint64_t now = in_range_anyway ? 0 : own.now(s.clock);
+            !in_range_anyway && s.deadline_ns > now + TW_MAX_DELAY_NS)
             return TW_FAIL(TW_EINVAL,
                            "deadline_ns %llu is %llu ns after the runtime's clock %d reads now (%llu): above "
                            "TW_MAX_DELAY_NS (%llu)",

@@ -41,6 +41,7 @@
 #include "runtime/timer_state.hpp"
 #include "test_support.hpp"
 #include "tickwheel/runtime.hpp"
+#include "tickwheel/tickwheel.h"
 
 namespace tw = tickwheel;
 using namespace std::chrono_literals;
@@ -67,6 +68,8 @@ bool g_clock_parked = false, g_clock_go = false;
 // wall-clock timer (see clock_gettime below).
 std::atomic<bool> g_park_shard_armed{false};
 thread_local clockid_t t_last_clock = -1;
+// CLOCK_MONOTONIC readings this thread made (StartClockReads).
+thread_local int t_mono_reads = 0;
 bool is_shard_thread();
 void park_here();
 
@@ -97,6 +100,7 @@ void unpark_clock() {
 extern "C" int clock_gettime(clockid_t id, timespec* ts) noexcept {
     ClockGettime real = real_clock_gettime();
     const int rc = real != nullptr ? real(id, ts) : static_cast<int>(syscall(SYS_clock_gettime, id, ts));
+    if (id == CLOCK_MONOTONIC) ++t_mono_reads;
     if (id == CLOCK_REALTIME && rc == 0) {
         const std::int64_t step = g_wall_step.load(std::memory_order_relaxed);
         if (step != 0) {
@@ -762,6 +766,70 @@ TEST(FailedStart, AQuarantinedRecordWakesAShardInALongSleep) {
 // Debug and sanitizer builds check at each write of the own-clock deadline
 // that the writer holds the timer's deadline lock (OwnDeadline): a write
 // without it aborts with the rule it broke.
+// ---- the clock reads of a start (issue 21: "no clock read where none is
+// needed") ----
+// A start with a delay reads CLOCK_MONOTONIC once (its deadline is "now +
+// delay": never a cached now, which could fire it early); one at an
+// absolute monotonic deadline reads none: the deadline is the deadline, and
+// one within kMaxDelay of 0 is within kMaxDelay of now (the clock is never
+// negative). Only a deadline beyond kMaxDelay is checked against a reading.
+// Counted on this thread by the interposed clock_gettime() above (a start
+// under the driver token runs here whole; a posted one too).
+TEST(StartClockReads, OneForADelayNoneForAMonotonicDeadline) {
+    tw::Config c;
+    c.shards = 1;
+    tw::Runtime rt(c);
+    std::vector<tw::Timer> keep;
+    int before = t_mono_reads;
+    keep.push_back(rt.start(60s, [] {}));
+    EXPECT_EQ(t_mono_reads - before, 1) << "start(delay)";
+    const tw::TimePoint at = tw::Clock::now() + 60s;
+    before = t_mono_reads;
+    keep.push_back(rt.start_at(at, [] {}));
+    EXPECT_EQ(t_mono_reads - before, 0) << "start_at(deadline)";
+    before = t_mono_reads;
+    keep.push_back(rt.start_at(tw::TimePoint{} + 1ns, [] {}));  // long past: fires at once
+    EXPECT_EQ(t_mono_reads - before, 0) << "start_at(past deadline)";
+    // Beyond kMaxDelay from 0: checked against a reading (and refused when
+    // it is beyond kMaxDelay from now too).
+    before = t_mono_reads;
+    EXPECT_THROW((void)rt.start_at(tw::TimePoint{} + tw::kMaxDelay * 2, [] {}), tw::Error);
+    EXPECT_GE(t_mono_reads - before, 1);
+    for (auto& t : keep) (void)t.stop();
+}
+
+TEST(StartClockReads, TheCApiReadsOnceForADelayAndNoneForAMonotonicDeadline) {
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.shards = 1;
+    tw_runtime* rt = nullptr;
+    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    const auto noop = [](void*, tw_timer) {};
+    tw_timer a = 0, b = 0, c = 0;
+    int before = t_mono_reads;
+    ASSERT_EQ(tw_timer_start(rt, 60'000'000'000ull, 0, noop, nullptr, &a), TW_OK);
+    EXPECT_EQ(t_mono_reads - before, 1) << "tw_timer_start";
+    tw_timer_spec s;
+    tw_timer_spec_init(&s);
+    s.callback = noop;
+    s.deadline_ns = tw_now_ns() + 60'000'000'000ull;
+    before = t_mono_reads;
+    ASSERT_EQ(tw_timer_start_ex(rt, &s, &b), TW_OK);
+    EXPECT_EQ(t_mono_reads - before, 0) << "tw_timer_start_ex(deadline_ns)";
+    s.deadline_ns = 0;
+    s.delay_ns = 1'000'000'000;
+    before = t_mono_reads;
+    ASSERT_EQ(tw_timer_start_ex(rt, &s, &c), TW_OK);
+    EXPECT_EQ(t_mono_reads - before, 1) << "tw_timer_start_ex(delay_ns)";
+    s.delay_ns = 0;
+    s.deadline_ns = TW_MAX_DELAY_NS * 3;  // beyond: checked against a reading, refused
+    tw_timer d = 0;
+    before = t_mono_reads;
+    EXPECT_EQ(tw_timer_start_ex(rt, &s, &d), TW_EINVAL);
+    EXPECT_GE(t_mono_reads - before, 1);
+    EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
+}
+
 TEST(OwnerRule, AnOwnClockDeadlineWriteWithoutTheLockAborts) {
     namespace rt = tickwheel::rt;
     alignas(64) rt::Extra x;

@@ -418,7 +418,10 @@ public:
     /// captures up to 24 bytes are stored without a heap allocation.
     /// Returns the timer's handle. Throws Error: invalid_argument (negative
     /// delay or delay > kMaxDelay), limit_reached, shutting_down. Cost: O(1),
-    /// lock-free: one slot allocation and one queue push.
+    /// never waits: one clock read; then, with the shard's driver parked (a
+    /// lone caller), the timer is filed on this thread under the shard's
+    /// driver token, in a record the thread's last stop freed; otherwise
+    /// one slot allocation and one queue push to the shard.
     template <class F>
     Timer start(Duration delay, F&& f) {
         StartOptions o;
@@ -426,7 +429,9 @@ public:
         return start(o, std::forward<F>(f));
     }
     /// As start(), at an absolute steady_clock deadline (a past one fires
-    /// at once).
+    /// at once). Reads no clock (a deadline up to kMaxDelay after the
+    /// clock's zero -- every one in practice -- needs none): a caller
+    /// starting many timers from one "now" pays one reading for all.
     template <class F>
     Timer start_at(TimePoint deadline, F&& f) {
         StartOptions o;

@@ -312,8 +312,13 @@ typedef struct tw_timer_spec {
     uint64_t deadline_ns; /**< absolute deadline of the first run, in ns on the
                              timer's clock (`clock`: by default CLOCK_MONOTONIC,
                              tw_now_ns()); a past one fires at once;
-                             0 (default) = use delay_ns instead */
-    uint64_t delay_ns;    /**< first run this long from now, if deadline_ns == 0 */
+                             0 (default) = use delay_ns instead. A
+                             CLOCK_MONOTONIC deadline (up to
+                             TW_MAX_DELAY_NS) costs the start no clock
+                             read: prefer it where the caller has "now"
+                             already (one read for many starts) */
+    uint64_t delay_ns;    /**< first run this long from now, if deadline_ns == 0
+                             (the start reads CLOCK_MONOTONIC once) */
     uint64_t period_ns;   /**< 0 = one-shot (default); else the period (see period_policy) */
     tw_callback callback; /**< required */
     void *arg;            /**< passed to callback and release */

@@ -981,15 +981,20 @@ errc start_general(RuntimeCore& core, const StartOptions& o, detail::Callback& c
 errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb, std::uint64_t& id) noexcept {
     if (core.forked()) [[unlikely]]
         return errc::forked;
-    const std::int64_t now = core.clocks.mono();
     std::int64_t due;
     bool ok = static_cast<bool>(cb);
     if (o.deadline == TimePoint{}) {
         ok = ok && o.delay >= Duration::zero() && o.delay <= kMaxDelay;
-        due = now + o.delay.count();
+        due = core.clocks.mono() + o.delay.count();  // the start's one clock read
     } else {
+        // An absolute deadline needs no reading: CLOCK_MONOTONIC is never
+        // negative, so a deadline within kMaxDelay of 0 is within kMaxDelay
+        // of now. Only a later one is checked against a reading.
         due = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count();
-        ok = ok && (due <= now || due - now <= kMaxDelay.count());
+        if (due > kMaxDelay.count()) {
+            const std::int64_t now = core.clocks.mono();
+            ok = ok && (due <= now || due - now <= kMaxDelay.count());
+        }
     }
     const tick_t tick = core.clock.deadline_tick(due);
     if (!ok || tick > Ctl::kMaxDeadline) [[unlikely]]

@@ -21,6 +21,14 @@
 // inbox as below. A manual runtime's shards never give the token out (no
 // driver thread: the advancing thread drives), nor does a stopped shard.
 // The races of the handoff are forced in tests/shard_token_test.cpp.
+// A caller's start of a common timer (a monotonic one-shot: Runtime's
+// start_plain) takes the token before its record: take_token_and_record()
+// pops one of the shard's spare records -- those the token holders' stops
+// freed (HandleTable::kSpareMax, at most 64): plain loads and stores, the
+// token orders its holders -- so a lone caller's start+stop pair touches no
+// line another core writes and makes no locked instruction but the token's
+// CAS and the stop's word CAS (measured: 1 K pending, C ABI, 103 -> 75 ns a
+// pair; docs/site/design/performance.md).
 //
 // The inbox. Other threads reach the wheel through the inbox (inbox.hpp:
 // insert / refile earlier / cancel messages), drained in bulk by the
@@ -54,7 +62,10 @@
 // (a reset) posts an Insert: the wheel stays the token holder's alone. Periodic,
 // boot-time/wall-clock and queue-bound timers, and a manual advance, keep
 // the driver's transition (expire_clocked, the grid re-file, the delivery
-// queues' deadline order). Before, the driver made every transition (a CAS
+// queues' deadline order). The driver advances with
+// Wheel::advance_uncounted(): a level-0 slot that comes due joins the
+// expired lists whole instead of node by node (one cache miss less per due
+// timer on the driver). Before, the driver made every transition (a CAS
 // on each record) and the workers a second one: one driver thread per
 // shard bounded expiry at ~5-10 M callbacks/s however many workers ran.
 #pragma once
