@@ -360,13 +360,13 @@ TEST(ShardToken, StopsUnderTheTokenKeepAtMostKSpareMaxRecordsForTheNextTokenHold
 
     Park& holder = fresh_park();
     holder.what = 'T';
-    Release rel_t{holder};
+    std::thread th;  // (before rel_t: joined by it, destroyed after it)
+    Release rel_t{holder, &th};
     g_park.store(&holder);
-    std::thread th([&] {
+    th = std::thread([&] {
         t_mine = true;
         (void)rt.start(60s, [] {});
     });
-    rel_t.t = &th;
     ASSERT_TRUE(holder.parked.wait(kWait));
     const std::size_t slots0 = rt.stats().slots;
     std::vector<tw::Timer> second;
