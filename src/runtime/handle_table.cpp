@@ -111,10 +111,11 @@ void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::ui
 
 bool HandleTable::keep_spare(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen,
                              std::uint32_t count) noexcept {
-    if (spare_n_ + count > kSpareMax) return false;
+    const std::uint32_t n = spare_n_.load(std::memory_order_relaxed);
+    if (n + count > kSpareMax) return false;
     TimerState::mark_free(at(bottom), bottom_gen, spare_top_);
     spare_top_ = top + 1;
-    spare_n_ += count;
+    spare_n_.store(n + count, std::memory_order_relaxed);
     if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
     return true;
 }

@@ -172,10 +172,14 @@ public:
         index = spare_top_ - 1;
         Record& r = at(index);
         spare_top_ = static_cast<std::uint32_t>(TimerState::free_link(TimerState::load(r)));
-        --spare_n_;
+        spare_n_.store(spare_n_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
         gen = r.gen();
         return &r;
     }
+    /// How many spare records there are, as a hint to any thread (a start
+    /// takes the token for one only when this says there is one; the pop,
+    /// under the token, decides).
+    std::uint32_t spares_hint() const noexcept { return spare_n_.load(std::memory_order_relaxed); }
     /// Takes a chain (top .. bottom, FreeChain) into the spare records if
     /// there is room for all of it (the token holder only); false (nothing
     /// taken) otherwise.
@@ -254,7 +258,7 @@ private:
     // The spare records (the driver-token holder's: see kSpareMax): top
     // index + 1 (0 = none) and how many.
     std::uint32_t spare_top_ = 0;
-    std::uint32_t spare_n_ = 0;
+    std::atomic<std::uint32_t> spare_n_{0};  // written by the holder only; read by anyone (spares_hint)
     // The mirror (relaxed: read only to prefetch): entries pushed (mod
     // 2^32; the ring holds the last kMirror), moved back by allocate_n()'s
     // pops.

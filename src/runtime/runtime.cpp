@@ -1003,17 +1003,19 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     const StartGuard guard(core);
     if (guard.shutting_down()) return errc::shutting_down;
     Shard& shard = core.shard(si);
-    // With the shard's driver token free (its driver parked) and a callable
-    // stored without a heap allocation, the whole start is made on this
-    // core under the token: its record comes from the spare records, and it
-    // is filed at once (Shard::take_token_and_record).
+    // With the shard's driver token free (its driver parked), a spare
+    // record (one the token holders' stops freed) and a callable stored
+    // without a heap allocation, the whole start is made on this core
+    // under the token: the spare is filled and filed at once
+    // (Shard::take_token_and_record). Otherwise: a record from the free
+    // stack, then the Insert (applied under the token if it is free).
     const std::uint16_t kind = Record::kind_of(cb);
     Record* r = nullptr;
     std::uint32_t index, gen;
-    bool held = false;
     if (!count_live(core)) return errc::limit_reached;
-    if (kind != CallableKinds::kNone) r = shard.take_token_and_record(index, gen, held);
-    if (r == nullptr && !held) r = shard.table().allocate(index, gen);
+    if (kind != CallableKinds::kNone) r = shard.take_token_and_record(index, gen);
+    const bool held = r != nullptr;
+    if (r == nullptr) r = shard.table().allocate(index, gen);
     if (r == nullptr) [[unlikely]] {
         uncount_live(core);
         return errc::no_memory;

@@ -22,10 +22,12 @@
 // driver thread: the advancing thread drives), nor does a stopped shard.
 // The races of the handoff are forced in tests/shard_token_test.cpp.
 // A caller's start of a common timer (a monotonic one-shot: Runtime's
-// start_plain) takes the token before its record: take_token_and_record()
-// pops one of the shard's spare records -- those the token holders' stops
-// freed (HandleTable::kSpareMax, at most 64): plain loads and stores, the
-// token orders its holders -- so a lone caller's start+stop pair touches no
+// start_plain), when the shard has a spare record, takes the token before
+// its record: take_token_and_record() pops one of the spare records --
+// those the token holders' stops freed (HandleTable::kSpareMax, at most
+// 64): plain loads and stores, the token orders its holders; a fresh record
+// (maybe a new chunk: an mmap) is never taken under the token -- so a lone
+// caller's start+stop pair touches no
 // line another core writes and makes no locked instruction but the token's
 // CAS and the stop's word CAS (measured: 1 K pending, C ABI, 103 -> 75 ns a
 // pair; docs/site/design/performance.md).
@@ -154,22 +156,23 @@ public:
     /// driver if it sleeps past `due`. False: no memory to queue it (nothing
     /// queued). Any thread.
     bool try_post_insert(std::uint64_t msg, tick_t due) noexcept;
-    /// A caller's start with the token free (try_take_token()): takes it and
-    /// a record for the start -- a spare one (HandleTable::allocate_spare:
-    /// the one this thread's last stop freed, most likely, its line still
-    /// in this core's cache), else allocate() -- and returns the record
-    /// with the token held: the caller publishes it and files it with
-    /// apply_with_token(), which gives the token back. nullptr if the token
-    /// is not free (nothing taken: post as usual), or if no record can be
-    /// had (`held` then says the token was taken and given back).
-    Record* take_token_and_record(std::uint32_t& index, std::uint32_t& gen, bool& held) noexcept {
-        held = test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0 && try_take_token();
-        if (!held) return nullptr;
+    /// A caller's start with the token free (try_take_token()) and a spare
+    /// record (HandleTable::allocate_spare: the one this thread's last stop
+    /// freed, most likely, its line still in this core's cache): takes the
+    /// token and the record, and returns the record with the token held:
+    /// the caller publishes it and files it with file_with_token(), which
+    /// gives the token back. nullptr (nothing taken, the token not held) if
+    /// the token is not free or there is no spare: the caller allocates
+    /// and posts as usual (a new record may need a fresh chunk -- an mmap
+    /// and 2 MiB of first touches -- which is never done under the token,
+    /// for the driver may be waiting for it).
+    Record* take_token_and_record(std::uint32_t& index, std::uint32_t& gen) noexcept {
+        if (table_.spares_hint() == 0 || test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) != 0 ||
+            !try_take_token())
+            return nullptr;
         Record* r = table_.allocate_spare(index, gen);
-        if (r == nullptr) [[unlikely]] {
-            r = table_.allocate(index, gen);
-            if (r == nullptr) token_.store(0, std::memory_order_release);  // (the driver sleeps as planned)
-        }
+        if (r == nullptr) [[unlikely]]
+            token_.store(0, std::memory_order_release);  // (taken meanwhile: the hint was stale)
         return r;
     }
     /// Files the record take_token_and_record() gave (published: `msg` its
