@@ -25,12 +25,12 @@
 // start_plain), when the shard has a spare record, takes the token before
 // its record: take_token_and_record() pops one of the spare records --
 // those the token holders' stops freed (HandleTable::kSpareMax, at most
-// 64): plain loads and stores, the token orders its holders; a fresh record
-// (maybe a new chunk: an mmap) is never taken under the token -- so a lone
-// caller's start+stop pair touches no
-// line another core writes and makes no locked instruction but the token's
-// CAS and the stop's word CAS (measured: 1 K pending, C ABI, 103 -> 75 ns a
-// pair; docs/site/design/performance.md).
+// 64): plain loads and stores, the token orders its holders; a fresh
+// record (maybe a new chunk: an mmap) is never taken under the token. So a
+// lone caller's start+stop pair touches no line another core writes and
+// makes no locked instruction but the token's CASes and the stop's word
+// CAS (measured: 1 K pending, C ABI, 103 -> 73 ns a pair;
+// docs/site/design/performance.md).
 //
 // The inbox. Other threads reach the wheel through the inbox (inbox.hpp:
 // insert / refile earlier / cancel messages), drained in bulk by the
