@@ -689,22 +689,7 @@ TEST(CApiBatch, BatchesRaceSingleCallsFiresAndShutdownWithExactAccounting) {
 // =============================================================================
 // The C++ overloads
 // =============================================================================
-namespace {
-/// Counts its destruction (the release hook) and its runs.
-struct Counted {
-    std::atomic<int>* released;
-    std::atomic<int>* ran;
-    Counted(std::atomic<int>* r, std::atomic<int>* n) noexcept : released(r), ran(n) {}
-    Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
-    Counted(const Counted&) = delete;
-    Counted& operator=(const Counted&) = delete;
-    Counted& operator=(Counted&&) = delete;
-    ~Counted() {
-        if (released != nullptr) released->fetch_add(1);
-    }
-    void operator()() const { ran->fetch_add(1); }
-};
-}  // namespace
+using tw_test::Counted;
 
 TEST(RuntimeBatch, SpansStartStopAndResetWithPerElementResults) {
     tw::Runtime rt(tw_test::small_config(3));

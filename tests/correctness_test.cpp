@@ -629,17 +629,7 @@ struct FailPosts {
 // Before the fix start() ignored a failed enqueue: it reported success and
 // the timer never fired. Now it fails with no_memory, releases the callable
 // exactly once, and frees the slot.
-/// A callable that counts its runs and its release (its destruction).
-struct Counted {
-    std::atomic<int>* released;
-    std::atomic<int>* ran;
-    Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
-    Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
-    ~Counted() {
-        if (released != nullptr) released->fetch_add(1);
-    }
-    void operator()() const { ran->fetch_add(1); }
-};
+using tw_test::Counted;
 
 TEST(InboxFailure, StartFailsWithNoMemoryAndReleasesOnce) {
     PushHook pushes;

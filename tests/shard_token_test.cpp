@@ -404,16 +404,6 @@ TEST(ShardToken, ThreadsSharingOneShardsSpareRecordsReleaseEachTimerOnce) {
     constexpr int kThreads = 4;
     const int kPairs = kSanitized ? 3000 : 30000;
     std::atomic<int> released{0}, ran{0};
-    struct Counted {
-        std::atomic<int>* released;
-        std::atomic<int>* ran;
-        Counted(std::atomic<int>* r, std::atomic<int>* n) : released(r), ran(n) {}
-        Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
-        ~Counted() {
-            if (released != nullptr) released->fetch_add(1);
-        }
-        void operator()() const { ran->fetch_add(1); }
-    };
     std::atomic<bool> go{false};
     std::vector<std::thread> th;
     for (int t = 0; t < kThreads; ++t) {
@@ -421,7 +411,7 @@ TEST(ShardToken, ThreadsSharingOneShardsSpareRecordsReleaseEachTimerOnce) {
             while (!go.load()) std::this_thread::yield();
             std::vector<tw::Timer> live;
             for (int i = 0; i < kPairs; ++i) {
-                live.push_back(rt.start(60s, Counted(&released, &ran)));
+                live.push_back(rt.start(60s, tw_test::Counted(&released, &ran)));
                 if (live.size() == 8) {
                     for (auto& x : live) ASSERT_TRUE(x.stop());
                     live.clear();

@@ -6,11 +6,13 @@
 // reused). Public API only (tickwheel/runtime.hpp): nothing from src/.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tickwheel/runtime.hpp"
@@ -137,5 +139,22 @@ template <class Start>
         timeout);
     return reused ? got : 0;
 }
+
+/// A callable that counts its runs and its release (its destruction, which
+/// the runtime performs exactly once per started timer): move-only, so a
+/// copy cannot count twice.
+struct Counted {
+    std::atomic<int>* released;
+    std::atomic<int>* ran;
+    Counted(std::atomic<int>* r, std::atomic<int>* n) noexcept : released(r), ran(n) {}
+    Counted(Counted&& o) noexcept : released(std::exchange(o.released, nullptr)), ran(o.ran) {}
+    Counted(const Counted&) = delete;
+    Counted& operator=(const Counted&) = delete;
+    Counted& operator=(Counted&&) = delete;
+    ~Counted() {
+        if (released != nullptr) released->fetch_add(1);
+    }
+    void operator()() const { ran->fetch_add(1); }
+};
 
 }  // namespace tw_test
