@@ -114,6 +114,38 @@ struct Destroy {
     }
 };
 
+
+// The pending gauge (stats' pending, the metrics' tickwheel_timers_pending)
+// never counts a timer whose callback may already have run: the driver
+// stores it before it hands a batch to the workers. With the driver parked
+// right after the hand-over ('H'), the worker runs the timer and releases
+// it, and the gauge reads 0 already. (Stored only after the pass, as before,
+// it read 1 here: a reader that waited for the callback could see the timer
+// both run and pending -- MetricsCombined's scrape did, under TSan.)
+TEST(PendingGauge, ATimerHandedToTheWorkersIsNoLongerCountedPending) {
+    tw_runtime* rt = make_runtime(1, 1);
+    Destroy d{rt};
+    Park park;
+    ParkGuard guard(park, 'H');
+    Probe p;
+    tw_timer id = 0;
+    tw_timer_spec s;
+    tw_timer_spec_init(&s);
+    s.delay_ns = 1'000'000;
+    s.callback = probe_fire;
+    s.release = probe_release;
+    s.arg = &p;
+    ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
+    ASSERT_TRUE(park.parked.wait(30s)) << "the driver never handed a batch over";
+    ASSERT_TRUE(wait_until([&] { return p.released.load() == 1; })) << "the worker did not run and release it";
+    EXPECT_EQ(p.runs.load(), 1);
+    tw_stats st;
+    tw_stats_init(&st);
+    ASSERT_EQ(tw_runtime_stats(rt, &st), TW_OK);
+    EXPECT_EQ(st.pending, 0u) << "a timer that ran is still counted pending";
+    park.go.open();
+}
+
 }  // namespace
 
 // ---- the pure decision ------------------------------------------------------------

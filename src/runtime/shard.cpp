@@ -284,9 +284,15 @@ bool Shard::flush_fired() {
         fired_n_ = 0;
         return true;
     }
+    // The gauge of pending timers (stats, metrics) first: once a worker can
+    // run these, none of them is counted pending any more (the hand-over
+    // orders this store before their callbacks; stored after the pass
+    // instead, a reader that saw a callback finish could still read it).
+    pending_.store(wheel_.size(), std::memory_order_relaxed);
     test_hooks::window(nullptr, 'h');  // a driver mid-hand-off: its items popped, not handed over yet
     if (!dispatcher_.submit(fired_, fired_n_)) return false;  // no memory: keep them, retry soon
     fired_n_ = 0;
+    test_hooks::window(nullptr, 'H');  // handed over: the workers may be running them
     return true;
 }
 
@@ -295,6 +301,7 @@ bool Shard::flush_fired() {
 // they stay here, and so does the section, for the next pass.
 bool Shard::flush_queued(std::int64_t now_ns) {
     if (queued_n_ != 0) {
+        pending_.store(wheel_.size(), std::memory_order_relaxed);  // before a queue can run them (flush_fired)
         std::stable_sort(queued_, queued_ + queued_n_,
                          [](const Queued& a, const Queued& b) { return a.slot < b.slot; });
         FireItem group[kFireBatch];

@@ -35,7 +35,9 @@ namespace tickwheel::rt::test_hooks {
 /// 'h' when a driver is about to hand a batch of due timers to the
 /// dispatcher (its items popped from the wheel, claim items still PENDING:
 /// a test parks it mid-hand-off while another thread stops or resets them).
-/// The 'h' window is not a schedule point of its own (it is a shard's).
+/// 'H' right after it handed such a batch over (the workers may be running
+/// them already). The 'h' and 'H' windows are not schedule points of their
+/// own (they are a shard's).
 /// The driver token (shard.hpp), all with a null record: 'T' by a caller
 /// that took its shard's token and is about to apply its message to the
 /// wheel; 'd' by a driver that gave the token back and is about to park;
