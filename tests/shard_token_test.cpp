@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "runtime/handle_table.hpp"
+#include "runtime/shard.hpp"
 #include "runtime/test_hooks.hpp"
 
 namespace {
@@ -62,11 +63,11 @@ struct Park {
 std::atomic<Park*> g_park{nullptr};
 /// A Park for one test, never used before (a Park parks once). Static
 /// storage: a library thread may still be inside the hook, reading the last
-/// one, after its test returned. (256: --gtest_repeat=64 of the 4 tests that park.)
+/// one, after its test returned. (1024: --gtest_repeat=100 of the 9 parks this file's tests make.)
 Park& fresh_park() {
-    static Park parks[256];
+    static Park parks[1024];
     static int next = 0;
-    if (next == 256) std::abort();
+    if (next == 1024) std::abort();
     return parks[next++];
 }
 // Counts of the hook points seen (any thread), and 'T's of threads marked.
@@ -322,6 +323,44 @@ TEST(ShardToken, StopWithTheTokenRecyclesTheRecordAtOnce) {
     p.go.open();
     ASSERT_TRUE(wait_until([&] { return near.n.load() == 1; }, kLate + 1s));
     EXPECT_GE(near.at.load(), ns(due));
+}
+
+// kDirectMaxPending: a lone caller applies its requests itself (the token)
+// while its shard's wheel holds fewer timers than that, and posts them to
+// the inbox once the wheel holds as many (the driver, on another core, then
+// absorbs the cold records of large wheels). 100 000 pending is below it
+// (it was not in 1.5: 65 536). With the driver held at 'D' (awake, before it
+// takes the token back: callers may take it), 500 start+stop pairs take the
+// token 1000 times with 100 000 timers filed, and never with
+// kDirectMaxPending filed.
+TEST(ShardToken, ALoneCallerTakesTheTokenOnlyWhileTheWheelHoldsFewerThanKDirectMaxPending) {
+    constexpr std::size_t kBelow = 100000;  // (applied by the caller: the figure the threshold is for)
+    for (const std::size_t filed : {kBelow, tickwheel::rt::Shard::kDirectMaxPending}) {
+        SCOPED_TRACE(filed);
+        Hooks h;
+        tw::Runtime rt(one_shard());
+        ASSERT_TRUE(wait_until([] { return g_seen_d.load() > 0; }));
+        for (std::size_t i = 0; i < filed; ++i) (void)rt.start(60s, [] {});
+        // All filed: those posted (once the wheel was full) drained by the driver.
+        ASSERT_TRUE(wait_until([&] { return rt.stats().pending_per_shard.at(0) == filed; }, kWait));
+        Fired near;
+        Park& p = fresh_park();
+        p.what = 'D';
+        Release rel{p};
+        g_park.store(&p);
+        const TimePoint due = Clock::now() + 1ms;
+        start_recorded(rt, due, near);  // (posted or applied) wakes the driver: it parks at 'D'
+        ASSERT_TRUE(p.parked.wait(kWait));
+        const int before = t_took_token;
+        for (int i = 0; i < 500; ++i) {
+            tw::Timer t = rt.start(60s, [] {});
+            ASSERT_TRUE(t.stop());
+        }
+        EXPECT_EQ(t_took_token - before, filed == kBelow ? 1000 : 0);
+        p.go.open();
+        ASSERT_TRUE(wait_until([&] { return near.n.load() == 1; }, kLate + 1s));
+        EXPECT_GE(near.at.load(), ns(due));
+    }
 }
 
 // Spare records (HandleTable::kSpareMax): a stop applied with the token

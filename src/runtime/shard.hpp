@@ -106,13 +106,16 @@ public:
     static constexpr std::size_t kDrainBatch = 512;
     static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
     /// A caller applies its message itself (the driver token) only while the
-    /// shard's wheel holds fewer timers than this: beyond, the records its
-    /// unlink and insert touch (the neighbours in a slot's list) are cold,
-    /// and leaving them to the driver, on another core, pays (measured,
-    /// start+stop pairs on 2 cores: equal at 100 K pending, 1.5x slower
-    /// applied by the caller at 200 K and 1 M, 1.75x at 400 K;
-    /// docs/site/design/runtime.md).
-    static constexpr std::size_t kDirectMaxPending = 65536;
+    /// shard's wheel holds fewer timers than this (8 MiB of records): beyond,
+    /// the records its unlink and insert touch (the neighbours in a slot's
+    /// list) are cold, and leaving them to the driver, on another core,
+    /// pays. Below, the caller's own core wins, and by much more where lines
+    /// cross cores slowly (measured, C ABI start+stop pairs on 2 vCPUs,
+    /// interleaved: at 100 K pending 95-101 ns applied by the caller against
+    /// 102 ns posted in a quiet hour and 230-237 ns posted in an hour when
+    /// this VM's cross-core transfers were slow; at 200 K equal, at 400 K
+    /// and 1 M the caller 1.1x slower; docs/site/design/performance.md).
+    static constexpr std::size_t kDirectMaxPending = 131072;
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
     /// or to their delivery queue in `queues` (timers bound to one).
