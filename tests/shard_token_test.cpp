@@ -138,6 +138,16 @@ std::uint64_t start_recorded(tw::Runtime& rt, TimePoint at, Fired& run) {
         .id();
 }
 
+/// Holds `rt`'s driver at 'D' with `p` (awake, before it takes the token
+/// back: callers may take it meanwhile): starts `near`, due at `due`, whose
+/// filing wakes the parked driver. False if it did not get there in kWait.
+[[nodiscard]] bool hold_driver_at_D(tw::Runtime& rt, Park& p, TimePoint due, Fired& near) {
+    p.what = 'D';
+    g_park.store(&p);
+    start_recorded(rt, due, near);
+    return p.parked.wait(kWait);
+}
+
 // The driver gave the token back (sleep_until_ set to the far timer) and is
 // parked at 'd', before its futex sleep. A caller takes the token and files
 // a deadline earlier than the one the driver is about to sleep until: it
@@ -180,12 +190,9 @@ TEST(ShardToken, CallerAppliesWhileTheAwakeDriverWaitsAtTheHandoff) {
     ASSERT_TRUE(wait_until([] { return g_seen_d.load() > 0; }));
     Fired first, second;
     Park& p = fresh_park();
-    p.what = 'D';
     Release rel{p};
-    g_park.store(&p);
     const TimePoint due1 = Clock::now() + 30ms;
-    start_recorded(rt, due1, first);  // wakes the parked driver: 'D'
-    ASSERT_TRUE(p.parked.wait(kWait));
+    ASSERT_TRUE(hold_driver_at_D(rt, p, due1, first));
     const int before = t_took_token;
     const TimePoint due2 = Clock::now() + 1ms;
     start_recorded(rt, due2, second);
@@ -304,12 +311,9 @@ TEST(ShardToken, StopWithTheTokenRecyclesTheRecordAtOnce) {
     ASSERT_TRUE(wait_until([] { return g_seen_d.load() > 0; }));
     Fired near;
     Park& p = fresh_park();
-    p.what = 'D';
     Release rel{p};
-    g_park.store(&p);
     const TimePoint due = Clock::now() + 1ms;
-    start_recorded(rt, due, near);  // wakes the driver: it parks at 'D'
-    ASSERT_TRUE(p.parked.wait(kWait));
+    ASSERT_TRUE(hold_driver_at_D(rt, p, due, near));
     constexpr int kPairs = 20000;
     const int before = t_took_token;
     const std::size_t slots_before = rt.stats().slots;
@@ -345,12 +349,9 @@ TEST(ShardToken, ALoneCallerTakesTheTokenOnlyWhileTheWheelHoldsFewerThanKDirectM
         ASSERT_TRUE(wait_until([&] { return rt.stats().pending_per_shard.at(0) == filed; }, kWait));
         Fired near;
         Park& p = fresh_park();
-        p.what = 'D';
         Release rel{p};
-        g_park.store(&p);
         const TimePoint due = Clock::now() + 1ms;
-        start_recorded(rt, due, near);  // (posted or applied) wakes the driver: it parks at 'D'
-        ASSERT_TRUE(p.parked.wait(kWait));
+        ASSERT_TRUE(hold_driver_at_D(rt, p, due, near));  // (its start posted or applied)
         const int before = t_took_token;
         for (int i = 0; i < 500; ++i) {
             tw::Timer t = rt.start(60s, [] {});
