@@ -109,12 +109,12 @@ public:
     /// shard's wheel holds fewer timers than this (8 MiB of records): beyond,
     /// the records its unlink and insert touch (the neighbours in a slot's
     /// list) are cold, and leaving them to the driver, on another core,
-    /// pays. Below, the caller's own core wins, and by much more where lines
-    /// cross cores slowly (measured, C ABI start+stop pairs on 2 vCPUs,
-    /// interleaved: at 100 K pending 95-101 ns applied by the caller against
-    /// 102 ns posted in a quiet hour and 230-237 ns posted in an hour when
-    /// this VM's cross-core transfers were slow; at 200 K equal, at 400 K
-    /// and 1 M the caller 1.1x slower; docs/site/design/performance.md).
+    /// pays. Below, the caller's own core is as fast or much faster: the
+    /// posted path depends on the machine's state, the caller's barely
+    /// (measured, C ABI start+stop pairs on 2 vCPUs, interleaved: at 100 K
+    /// pending 90-150 ns applied by the caller, posted 102 ns in some
+    /// minutes and 230-237 ns in others; at 200 K equal, at 400 K and 1 M
+    /// the caller 1.1x slower; docs/site/design/performance.md).
     static constexpr std::size_t kDirectMaxPending = 131072;
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
