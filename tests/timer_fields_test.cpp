@@ -768,21 +768,23 @@ TEST(FailedStart, AQuarantinedRecordWakesAShardInALongSleep) {
 // without it aborts with the rule it broke.
 // ---- the clock reads of a start (issue 21: "no clock read where none is
 // needed") ----
-// A start with a delay reads CLOCK_MONOTONIC once (its deadline is "now +
-// delay": never a cached now, which could fire it early); one at an
+// A start with a delay reads CLOCK_MONOTONIC at most once (its deadline is
+// "now + delay": never a cached now, which could fire it early; where the
+// TSC path is on, the TSC extends this thread's reading of at most 50 us
+// ago to an upper bound of now instead: runtime/clock.hpp); one at an
 // absolute monotonic deadline reads none: the deadline is the deadline, and
 // one within kMaxDelay of 0 is within kMaxDelay of now (the clock is never
 // negative). Only a deadline beyond kMaxDelay is checked against a reading.
 // Counted on this thread by the interposed clock_gettime() above (a start
 // under the driver token runs here whole; a posted one too).
-TEST(StartClockReads, OneForADelayNoneForAMonotonicDeadline) {
+TEST(StartClockReads, AtMostOneForADelayNoneForAMonotonicDeadline) {
     tw::Config c;
     c.shards = 1;
     tw::Runtime rt(c);
     std::vector<tw::Timer> keep;
     int before = t_mono_reads;
     keep.push_back(rt.start(60s, [] {}));
-    EXPECT_EQ(t_mono_reads - before, 1) << "start(delay)";
+    EXPECT_LE(t_mono_reads - before, 1) << "start(delay)";
     const tw::TimePoint at = tw::Clock::now() + 60s;
     before = t_mono_reads;
     keep.push_back(rt.start_at(at, [] {}));

@@ -20,7 +20,11 @@
 ///    runtime's virtual clocks.
 ///    Deadlines are rounded UP to the runtime's resolution (a tick, default
 ///    1 ms); a timer fires within about one tick plus scheduling noise after
-///    its deadline.
+///    its deadline. A relative delay counts from a reading taken during the
+///    call: where the kernel clocks on the TSC, an upper bound of
+///    CLOCK_MONOTONIC at most ~3 us above it (never below), which spares
+///    the call the ordered clock read (environment TICKWHEEL_TSC=0: the
+///    exact clock_gettime() reading instead).
 ///  * Callback context. Callbacks run on the runtime's TBB worker threads,
 ///    never on the caller's thread and never on a shard thread. Runs of one
 ///    timer never overlap. A callback may call any function here, on its own
@@ -413,7 +417,10 @@ public:
 
     // ---- start ---------------------------------------------------------
     /// Starts a one-shot timer that calls `f` once, `delay` from now (a
-    /// fresh steady_clock reading), rounded up to the tick. `f` is any
+    /// steady_clock reading taken during the call, or an upper bound of it
+    /// at most ~3 us above where the kernel clocks on the TSC: never below
+    /// it, so never early; TICKWHEEL_TSC=0 turns it off), rounded up to the
+    /// tick. `f` is any
     /// move-constructible callable taking `tickwheel::Timer` or nothing;
     /// captures up to 24 bytes are stored without a heap allocation.
     /// Returns the timer's handle. Throws Error: invalid_argument (negative

@@ -285,8 +285,11 @@ TW_API int tw_runtime_shutdown(tw_runtime *rt) TW_NOEXCEPT;
 TW_API int tw_runtime_destroy(tw_runtime *rt) TW_NOEXCEPT;
 
 /* ---- timers -------------------------------------------------------------------- */
-/** Starts a timer: first run delay_ns from now (a fresh CLOCK_MONOTONIC
- *  reading), rounded up to the tick; then, if period_ns > 0, every
+/** Starts a timer: first run delay_ns from now (a CLOCK_MONOTONIC reading
+ *  taken during the call -- where the kernel clocks on the TSC, an upper
+ *  bound of it, at most ~3 us above: never below, so never early; see
+ *  "Which clock" in the guide, TICKWHEEL_TSC=0 turns it off), rounded up
+ *  to the tick; then, if period_ns > 0, every
  *  period_ns (fixed rate: runs at first + k * period, rounded up to the
  *  tick; overrun periods are skipped, never run in a burst). delay_ns 0
  *  fires as soon as possible. O(1), lock-free. Returns, in this order:

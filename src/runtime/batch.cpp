@@ -122,7 +122,7 @@ std::size_t stop_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t 
 std::size_t reset_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t n, std::int64_t delay_ns,
                         std::error_code* results) noexcept {
     Readings now(core.clocks);
-    (void)now.mono();  // the call's one reading of the wheels' clock, before any element
+    (void)now.mono_upper();  // the call's one reading of the wheels' clock (its upper bound: clock.hpp), before any element
     Outbox box(core, Outbox::Kind::Deadline);
     HazardSlot* const slot = hazard_detail::this_thread_slot();
     std::uint64_t rearmed = 0;
@@ -215,7 +215,7 @@ void reserve_live(RuntimeCore& core, Pending* p, std::size_t m) noexcept {
 std::size_t start_batch(RuntimeCore& core, Runtime* self, const StartOptions* opts, std::size_t opts_size,
                         std::size_t n, detail::Callback* cbs, Timer* out, std::error_code* results) noexcept {
     Readings now(core.clocks);
-    (void)now.mono();  // the call's one reading of the wheels' clock, before any element
+    (void)now.mono_upper();  // the call's one reading of the wheels' clock (its upper bound: clock.hpp), before any element
     std::uint64_t started = 0;
     {
         const StartGuard guard(core);

@@ -26,6 +26,112 @@ inline std::int64_t monotonic_ns() noexcept {
     return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// ---- the start path's reading: an upper bound of CLOCK_MONOTONIC -----------
+// A start with a relative delay needs "now" only to add the delay to it, and
+// only one promise rests on that reading: the timer must not fire before
+// `delay` has passed since the call. Any reading at or after the call keeps
+// it; one a little later only makes the timer as much later. clock_gettime()
+// (the vDSO) gives the exact reading, but it orders its TSC read (RDTSCP or
+// LFENCE; RDTSC) after every earlier instruction: the start then waits for
+// whatever the caller's previous calls left in flight -- the cache misses of
+// the timer it just stopped, above all. Measured on the 2-vCPU EPYC VM with
+// bench/peers (a start+stop pair through the C ABI, 1 K pending, 4
+// interleaved rounds of variants built to measure): 75.7 ns with
+// clock_gettime, 61.3 ns with a TSC bound read by RDTSC, 76.6 ns with the same
+// bound read by RDTSCP (ordered): the order costs the time, not the call.
+// This implementation: 73.0 -> 63.8 ns (design/performance.md, "The start's
+// clock reading").
+//
+// monotonic_upper_ns() therefore reads the TSC unordered and extends a
+// thread's last exact reading by it:
+//
+//   upper = mono0 + (tsc - tsc0) * rate_hi + kUpperMarginNs
+//
+// where (tsc0, mono0) is a pair this thread took at most kResyncNs ago (tsc0
+// read before mono0's clock_gettime, so tsc - tsc0 over-counts the time
+// since mono0), rate_hi the TSC's period measured against CLOCK_MONOTONIC
+// over >= kCalibrationNs and raised by 1/256 (~3900 ppm), and kUpperMarginNs
+// covers the unordered read running ahead of the call (an older instruction
+// still in flight -- a DRAM miss, a page walk -- for at most a few hundred
+// ns). Where the kernel clocks on the TSC, CLOCK_MONOTONIC *is* the TSC times
+// a rate that NTP moves by at most 500 ppm of frequency and 500 ppm of phase
+// slew either way: at most 2000 ppm from the rate measured, half the raise.
+// So the bound is never below the exact reading and at most about
+// kUpperMarginNs + a pair's bracket (<= kMaxBracketTicks, ~1 us) + 200 ns
+// above it: deadlines are rounded up to a tick anyway, and a timer due in
+// the last microseconds of a tick moves to the next tick's start, no later
+// than its tick-mates.
+//
+// It is used only where the machine's kernel keeps CLOCK_MONOTONIC on the
+// TSC (clocksource "tsc", which requires an invariant TSC synchronised across
+// CPUs) on x86-64, after a calibration of kCalibrationNs, and unless
+// TICKWHEEL_TSC=0 is set in the environment; elsewhere, or until then, it is
+// clock_gettime(). Each re-synchronisation also checks the bound against the
+// exact reading: a bound found below it (the TSC's rate changed: a migrated
+// VM, a kernel that gave the TSC up) switches the TSC off for the process
+// (fast_clock::mode() == Mode::kOff) -- any timer started in the <= 50 us
+// before that check is then late or at most that little early.
+// Used for "now + delay" on the monotonic clock: starts (start_plain,
+// start_args), resets and their batches (Readings::mono_upper). Everything
+// that compares a reading with a deadline (the shard's firing, absolute
+// deadlines, other clocks' offsets, clock steps) reads the exact clock.
+namespace fast_clock {
+enum class Mode : int { kUnknown = 0, kCalibrating = 1, kOn = 2, kOff = -1 };
+inline constexpr std::int64_t kUpperMarginNs = 2000;
+inline constexpr std::int64_t kCalibrationNs = 10'000'000;
+inline constexpr std::int64_t kResyncNs = 50'000;
+
+// Published once calibrated: `mult` = rate_hi * 2^32 (ns per TSC tick,
+// fixed point, rounded up), `resync_ticks` = kResyncNs in TSC ticks; 0 while
+// not on, so that every reading takes the slow path. resync_ticks is stored
+// after mult (release) and read before it (acquire).
+struct alignas(64) Published {
+    std::atomic<std::uint64_t> resync_ticks{0};
+    std::atomic<std::uint64_t> mult{0};
+};
+extern Published g_published;
+// This thread's last exact pair (tsc0 read before mono0).
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local std::uint64_t t_tsc0;
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local std::int64_t t_mono0;
+
+/// Decides, once per process, whether the TSC may be used (environment,
+/// CPU, kernel clocksource) and starts its calibration. Called by every
+/// runtime's construction; cheap after the first. Any thread.
+void prepare() noexcept;
+/// The current mode (tests, tw_runtime's diagnostics).
+Mode mode() noexcept;
+/// The slow path of monotonic_upper_ns(): an exact reading, kept as this
+/// thread's pair; calibrates and checks the bound on the way.
+std::int64_t resync() noexcept;
+
+/// An upper bound of CLOCK_MONOTONIC now (see above). Any thread.
+inline std::int64_t monotonic_upper_ns() noexcept {
+#if defined(__x86_64__)
+    test_hooks::perturb('m');
+    const std::uint64_t limit = g_published.resync_ticks.load(std::memory_order_acquire);
+    const std::uint64_t d = __builtin_ia32_rdtsc() - t_tsc0;  // (a thread's first reading: huge)
+    if (d >= limit) [[unlikely]]
+        return resync();
+    const std::uint64_t mult = g_published.mult.load(std::memory_order_relaxed);
+    return t_mono0 + static_cast<std::int64_t>((d * mult) >> 32) + kUpperMarginNs;
+#else
+    return monotonic_ns();
+#endif
+}
+
+namespace testing {
+/// Replaces the published rate by `mult` (ns per tick * 2^32): a rate too
+/// low makes the next re-synchronisation find the bound below the clock.
+void set_mult(std::uint64_t mult) noexcept;
+/// Forgets this thread's pair (its next reading re-synchronises).
+void forget_thread() noexcept;
+/// Back to kUnknown, nothing published, this thread's pair forgotten: the
+/// next prepare() decides and calibrates again. Only while no other thread
+/// reads the clock.
+void reset() noexcept;
+}  // namespace testing
+}  // namespace fast_clock
+
 /// The clocks a timer may count on (tw_timer_spec.clock, TimerClock).
 enum class ClockId : std::uint8_t { Monotonic = 0, Boottime = 1, Realtime = 2 };
 constexpr unsigned kClocks = 3;
@@ -72,6 +178,11 @@ public:
     bool manual() const noexcept { return manual_; }
     /// CLOCK_MONOTONIC now (the wheels' clock). Any thread.
     std::int64_t mono() const noexcept { return manual_ ? virt_.load(std::memory_order_acquire) : monotonic_ns(); }
+    /// An upper bound of CLOCK_MONOTONIC now, at most ~2 us above it
+    /// (fast_clock::monotonic_upper_ns): only for `now + delay`. Any thread.
+    std::int64_t mono_upper() const noexcept {
+        return manual_ ? virt_.load(std::memory_order_acquire) : fast_clock::monotonic_upper_ns();
+    }
     /// Clock `c` now. Any thread.
     std::int64_t now(ClockId c) const noexcept {
         if (!manual_) return system_clock_ns(c);

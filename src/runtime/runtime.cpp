@@ -245,6 +245,7 @@ RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
       max_timers(config.max_timers),
       created_in_epoch(fork_epoch()) {
     (void)hazard_detail::asymmetric();  // decided before this runtime's threads fence (hazard.hpp)
+    if (!config.manual_clock) fast_clock::prepare();  // the start path's clock (clock.hpp)
     dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);
     shards.reserve(config.shards);
     for (unsigned i = 0; i < config.shards; ++i)
@@ -662,8 +663,10 @@ errc start_args(const RuntimeCore& core, const StartOptions& o, Readings& readin
         return errc::invalid_argument;
     }
     const auto cid = static_cast<ClockId>(o.clock);
-    const std::int64_t mono = readings.mono();
-    const std::int64_t now = readings.now(cid);
+    // "now + delay" on the monotonic clock: the upper bound (clock.hpp).
+    const bool upper = cid == ClockId::Monotonic && o.deadline == TimePoint{};
+    const std::int64_t mono = upper ? readings.mono_upper() : readings.mono();
+    const std::int64_t now = upper ? mono : readings.now(cid);
     const std::int64_t offset = now - mono;  // the timer's clock minus the monotonic one
     std::int64_t deadline;
     if (o.deadline != TimePoint{}) {
@@ -985,7 +988,7 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     bool ok = static_cast<bool>(cb);
     if (o.deadline == TimePoint{}) {
         ok = ok && o.delay >= Duration::zero() && o.delay <= kMaxDelay;
-        due = core.clocks.mono() + o.delay.count();  // the start's one clock read
+        due = core.clocks.mono_upper() + o.delay.count();  // the start's one clock read: an upper bound (clock.hpp)
     } else {
         // An absolute deadline needs no reading: CLOCK_MONOTONIC is never
         // negative, so a deadline within kMaxDelay of 0 is within kMaxDelay
@@ -1252,8 +1255,10 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
         }
     } unlock_own{own, held};  // (on every return until it is let go below)
     rt::Readings& at = own != nullptr ? fresh : readings;
-    const std::int64_t mono = at.mono();
-    const std::int64_t now = at.now(cid);
+    // "now + delay" on the monotonic clock: the upper bound (clock.hpp).
+    const bool upper = !absolute && cid == rt::ClockId::Monotonic;
+    const std::int64_t mono = upper ? at.mono_upper() : at.mono();
+    const std::int64_t now = upper ? mono : at.now(cid);
     if (absolute && value > now && value - now > kMaxDelay.count()) {
         set_error_detail(errc::invalid_argument,
                          "deadline %lld ns is %lld ns after the timer's clock reads now (%lld): above kMaxDelay (%lld ns)",

@@ -31,6 +31,18 @@ public:
         }
         return value_[i];
     }
+    /// An upper bound of CLOCK_MONOTONIC, read once (Clocks::mono_upper,
+    /// at most ~3 us above the clock): only for "now + delay" on the
+    /// monotonic clock, where a reading a little late only makes the timer
+    /// as much later. Everything else (absolute deadlines, another clock's
+    /// offset) uses mono().
+    std::int64_t mono_upper() noexcept {
+        if (!have_upper_) {
+            upper_ = clocks_.mono_upper();
+            have_upper_ = true;
+        }
+        return upper_;
+    }
     /// clock.deadline_tick(mono_deadline), computed once for a run of equal
     /// deadlines (a batch's one delay from its one reading).
     tick_t deadline_tick(const TickClock& clock, std::int64_t mono_deadline) noexcept {
@@ -46,6 +58,8 @@ private:
     const Clocks& clocks_;
     unsigned have_ = 0;
     std::int64_t value_[kClocks] = {};
+    bool have_upper_ = false;
+    std::int64_t upper_ = 0;
     bool have_tick_ = false;
     std::int64_t tick_of_ = 0;
     tick_t tick_ = 0;
