@@ -507,7 +507,8 @@ public:
 
     // ---- reset ---------------------------------------------------------
     /// Re-arms a pending timer to fire `delay` from now (a periodic timer:
-    /// next run then, then every period). Returns true on success, false if
+    /// next run then, then every period; "now" as in start(delay, f): never
+    /// before the call). Returns true on success, false if
     /// the timer is not pending (already fired -- unless called from its own
     /// running callback, which re-arms a one-shot timer --, stopped, stale).
     /// A stale id changes nothing: no timer's state or deadline (also not

@@ -321,7 +321,9 @@ typedef struct tw_timer_spec {
                              read: prefer it where the caller has "now"
                              already (one read for many starts) */
     uint64_t delay_ns;    /**< first run this long from now, if deadline_ns == 0
-                             (the start reads CLOCK_MONOTONIC once) */
+                             (the start reads CLOCK_MONOTONIC once -- for a
+                             monotonic timer an upper bound of it, as in
+                             tw_timer_start()) */
     uint64_t period_ns;   /**< 0 = one-shot (default); else the period (see period_policy) */
     tw_callback callback; /**< required */
     void *arg;            /**< passed to callback and release */
@@ -433,7 +435,8 @@ TW_API int tw_timer_stop(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
 TW_API int tw_timer_stop_sync(tw_runtime *rt, tw_timer id) TW_NOEXCEPT;
 
 /** Re-arms a pending timer to fire delay_ns from now (a periodic timer: its
- *  next run then, then every period). From a one-shot timer's own running
+ *  next run then, then every period; "now" for a monotonic timer as in
+ *  tw_timer_start(): never before the call). From a one-shot timer's own running
  *  callback it re-arms that timer. A boot-time or wall-clock timer's new
  *  deadline on its clock and its place in the wheel change together (a
  *  query, a run ending, a clock step never see one without the other);
