@@ -69,8 +69,10 @@ inline std::int64_t monotonic_ns() noexcept {
 // clock_gettime(). Each re-synchronisation also checks the bound against the
 // exact reading: a bound found below it (the TSC's rate changed: a migrated
 // VM, a kernel that gave the TSC up) switches the TSC off for the process
-// (fast_clock::mode() == Mode::kOff) -- any timer started in the <= 50 us
-// before that check is then late or at most that little early.
+// (fast_clock::mode() == Mode::kOff). A timer started in the <= 50 us
+// before that check counted from a bound off by at most the rate's error
+// over 50 us, which kUpperMarginNs covers unless the rate moved by more
+// than 4%.
 // Used for "now + delay" on the monotonic clock: starts (start_plain,
 // start_args), resets and their batches (Readings::mono_upper). Everything
 // that compares a reading with a deadline (the shard's firing, absolute
