@@ -36,12 +36,6 @@ std::int64_t g_cal_mono = 0;
 // far from its TSC. <= 1 us at 2 GHz and up; clock_gettime takes ~20-50 ns.
 constexpr std::uint64_t kMaxBracketTicks = 2000;
 
-std::int64_t raw_monotonic_ns() noexcept {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 #if defined(__x86_64__)
 struct Pair {
     std::uint64_t before;  // TSC read before the reading
@@ -95,15 +89,16 @@ void finish_calibration(const Pair& b) noexcept {
     }
     const unsigned __int128 ns = static_cast<unsigned __int128>(b.mono - g_cal_mono) << 32;
     const std::uint64_t ticks = b.before - g_cal_tsc_after;
-    auto mult = static_cast<std::uint64_t>(ns / ticks + 1);
+    const unsigned __int128 exact = ns / ticks + 1;
+    if (exact >= (std::uint64_t{1} << 40)) {  // a TSC slower than ~4 MHz: not the clock this is for
+        switch_off();
+        return;
+    }
+    auto mult = static_cast<std::uint64_t>(exact);
     mult += (mult >> 8) + 1;
     // Ticks in kResyncNs: kResyncNs * 2^32 / mult (at least 1).
     const std::uint64_t resync =
         std::max<std::uint64_t>(1, static_cast<std::uint64_t>((static_cast<unsigned __int128>(kResyncNs) << 32) / mult));
-    if (mult >= (std::uint64_t{1} << 40)) {  // a TSC slower than ~4 MHz: not the clock this is for
-        switch_off();
-        return;
-    }
     g_published.mult.store(mult, std::memory_order_relaxed);
     g_published.resync_ticks.store(resync, std::memory_order_release);
     g_mode.store(static_cast<int>(Mode::kOn), std::memory_order_release);

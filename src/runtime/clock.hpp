@@ -18,12 +18,17 @@
 
 namespace tickwheel::rt {
 
-/// CLOCK_MONOTONIC now (a schedule point: test_hooks::perturb('m')).
-inline std::int64_t monotonic_ns() noexcept {
-    test_hooks::perturb('m');
+/// CLOCK_MONOTONIC now, read as it is (no schedule point).
+inline std::int64_t raw_monotonic_ns() noexcept {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// CLOCK_MONOTONIC now (a schedule point: test_hooks::perturb('m')).
+inline std::int64_t monotonic_ns() noexcept {
+    test_hooks::perturb('m');
+    return raw_monotonic_ns();
 }
 
 // ---- the start path's reading: an upper bound of CLOCK_MONOTONIC -----------
