@@ -18,6 +18,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "runtime/abi_sizes.hpp"
 #include "runtime/error_detail.hpp"
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
@@ -61,18 +62,11 @@ Error::~Error() = default;  // the key function: Error's vtable and typeinfo liv
 // defaults. Growing a struct: append the field, add it to the field list of
 // its read/write function below, and keep the asserts true (no tail padding,
 // so that every growth changes sizeof; the 1.0 size stays the minimum).
+// The released sizes: abi_sizes.hpp.
 namespace {
-constexpr std::size_t kConfigSizeV1 = 64;
-constexpr std::size_t kConfigSizeV13 = 72;  // 1.3 appended `manual_clock` (+ padding)
-constexpr std::size_t kConfigSizeV15 = 104;  // 1.5 appended `name`
 static_assert(sizeof(Config) == kConfigSizeV15, "a new Config size: add it to read_config");
-constexpr std::size_t kStartOptionsSizeV1 = 32;
-constexpr std::size_t kStartOptionsSizeV12 = 40;  // 1.2 appended `queue`
-constexpr std::size_t kStartOptionsSizeV13 = 64;  // 1.3 appended `leeway`, `group`, `clock`, `reserved`
 static_assert(sizeof(StartOptions) == kStartOptionsSizeV13, "a new StartOptions size: add it to read_start_options");
-constexpr std::size_t kTimerInfoSizeV13 = 64;
 static_assert(sizeof(TimerInfo) == kTimerInfoSizeV13 && std::is_trivially_copyable_v<TimerInfo>);
-constexpr std::size_t kStatsSizeV1 = 152;
 static_assert(sizeof(Config) >= kConfigSizeV1 && sizeof(StartOptions) >= kStartOptionsSizeV1 &&
                   sizeof(Stats) >= kStatsSizeV1,
               "Config/StartOptions/Stats only grow within ABI major 1");
@@ -185,18 +179,6 @@ bool read_start_options(const StartOptions* p, std::size_t size, StartOptions& t
 [[gnu::tls_model("initial-exec")]] constinit thread_local CurrentRun t_current;
 [[gnu::tls_model("initial-exec")]] constinit thread_local int t_release_depth = 0;
 
-bool inside_callback_of(const RuntimeCore* core) noexcept {
-    for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
-        if (f->core == core) return true;
-    return false;
-}
-
-bool inside_callback_of(const Record* r) noexcept {
-    for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
-        if (f->rec == r) return true;
-    return false;
-}
-
 namespace {
 unsigned online_cpus() noexcept {
     const long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -227,14 +209,6 @@ Config validated(Config c) {
         c.name = "tickwheel-" + std::to_string(runtimes_named.fetch_add(1, std::memory_order_relaxed) + 1);
     return c;
 }
-
-/// Marks this thread as inside a release hook for the scope's life.
-struct ReleaseScope {
-    ReleaseScope() noexcept { ++t_release_depth; }
-    ~ReleaseScope() { --t_release_depth; }
-    ReleaseScope(const ReleaseScope&) = delete;
-    ReleaseScope& operator=(const ReleaseScope&) = delete;
-};
 }  // namespace
 
 RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
@@ -557,14 +531,6 @@ DeliveryQueue* RuntimeCore::create_queue() {
     const StartGuard guard(*this);
     if (guard.shutting_down()) throw Error(errc::shutting_down);
     return queues.create(*this);
-}
-
-void RuntimeCore::wait_for_starts() noexcept {
-    // The heavy side of StartGuard's fence: a start whose registration this
-    // misses sees what the caller stored before (timer_ops.hpp).
-    heavy_fence();
-    for (auto& g : starting)
-        while (g.n.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
 void RuntimeCore::destroy_queue(DeliveryQueue& q) noexcept {
@@ -1097,41 +1063,6 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
 
 // ---- stop ------------------------------------------------------------------
 namespace rt {
-/// A stop or a reset of a timer bound to a delivery queue takes the queue's
-/// transition mutex around its CAS (delivery_queue.hpp: every way out of
-/// DISPATCHED of a bound timer is taken under it), inside a section (the
-/// queue cannot go away). The queue is found BEFORE the CAS, from the
-/// record's flags and slot: they are the id's timer's if the CAS then
-/// succeeds on its generation (a record is recycled -- generation + 1 --
-/// before a new occupant writes them), so a thread that no longer owns the
-/// record never reads them (issue 20: undue() after a reset). A timer not
-/// bound to a queue costs one flags test.
-class BoundTransition {
-public:
-    BoundTransition(const RuntimeCore& core, const Record& r, std::uint32_t gen) noexcept {
-        if ((r.flags() & Record::kHasQueue) == 0) [[likely]]
-            return;
-        section_.emplace(core.queues);
-        if (r.gen() != gen) return;  // stale id: its CAS fails; no queue to tell
-        q_ = core.queues.get(HandleTable::queue_slot_of(r));
-        if (q_ == nullptr) return;
-        test_hooks::window(&r, 'q');
-        lock_ = std::unique_lock<std::mutex>(q_->transition_mutex());
-    }
-    /// The CAS took the timer out of DISPATCHED: its item is no longer live.
-    void left_dispatched(const Record& r) noexcept {
-        if (q_ == nullptr) return;
-        TW_OWNER_ASSERT(lock_.owns_lock());  // the CAS out of DISPATCHED was made under q's mutex
-        test_hooks::window(&r, 'u');
-        q_->undue_locked(r);
-    }
-
-private:
-    std::optional<QueueTable::Section> section_;
-    DeliveryQueue* q_ = nullptr;
-    std::unique_lock<std::mutex> lock_;
-};
-
 CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen, HazardSlot* slot) noexcept {
     BoundTransition bound(core, r, gen);
     State from = State::Free;
