@@ -246,30 +246,6 @@ void RuntimeCore::abandon() noexcept {
     dispatcher->abandon();
 }
 
-Record* RuntimeCore::lookup(std::uint64_t id, Shard** shard_out) noexcept {
-    const std::uint32_t s = Id::shard(id);
-    if (id == 0 || s >= shards.size()) return nullptr;
-    Record* r = shards[s]->table().find(Id::index(id));
-    if (r == nullptr || r->gen() != Id::gen(id)) return nullptr;
-    *shard_out = shards[s].get();
-    return r;
-}
-
-void RuntimeCore::release(Record& r) noexcept {
-    release_hook(r);
-    count_released(1);
-}
-
-void RuntimeCore::release_hook(Record& r) noexcept {
-    ReleaseScope in_hook;
-    r.destroy_callable();
-}
-
-void RuntimeCore::count_released(std::uint64_t n) noexcept {
-    counters.add(kReleased, n);
-    if (max_timers != 0) live.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
-}
-
 void RuntimeCore::release_unstarted(detail::Callback& cb) noexcept {
     ReleaseScope in_hook;
     cb.reset();
@@ -754,81 +730,6 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
     return Timer(this, id);
 }
 
-// ---- stop ------------------------------------------------------------------
-namespace rt {
-CancelOutcome try_stop(RuntimeCore& core, Record& r, std::uint32_t gen, HazardSlot* slot) noexcept {
-    BoundTransition bound(core, r, gen);
-    State from = State::Free;
-    CancelOutcome out;
-    {
-        HazardScope acting_on(&r, slot);
-        out = TimerState::try_cancel(r, gen, &from);
-    }
-    if (out == CancelOutcome::Cancelled && from == State::Dispatched) bound.left_dispatched(r);
-    return out;
-}
-
-void settle_cancelled(RuntimeCore& core, Record& r, bool wake) noexcept {
-    core.release_hook(r);
-    TimerState::finish_cancel(r, wake);
-}
-}  // namespace rt
-
-namespace {
-/// After a successful try_cancel: release (the hook), CANCELLED, and ask the
-/// shard to unlink and recycle the record.
-void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uint32_t gen) noexcept {
-    rt::settle_cancelled(core, r);
-    core.count_released(1);
-    core.counters.add(rt::kStopped);
-    shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
-}
-}  // namespace
-
-bool Runtime::stop(std::uint64_t id) noexcept {
-    rt::RuntimeCore& core = *core_;
-    if (core.forked()) return false;
-    rt::Shard* shard = nullptr;
-    Record* r = core.lookup(id, &shard);
-    if (r == nullptr) return false;
-    switch (rt::try_stop(core, *r, Id::gen(id), rt::hazard_detail::this_thread_slot())) {
-        case rt::CancelOutcome::Cancelled: stop_cancelled(core, *shard, *r, Id::gen(id)); return true;
-        case rt::CancelOutcome::StoppedDuringRun: core.counters.add(rt::kStopped); return true;
-        default: return false;
-    }
-}
-
-bool Runtime::stop_sync(std::uint64_t id) noexcept {
-    rt::RuntimeCore& core = *core_;
-    if (core.forked()) return false;
-    rt::Shard* shard = nullptr;
-    Record* r = core.lookup(id, &shard);
-    if (r == nullptr) return false;
-    const std::uint32_t gen = Id::gen(id);
-    const bool own_callback = rt::inside_callback_of(r);
-    bool stopped = false;
-    for (;;) {
-        switch (rt::try_stop(core, *r, gen, rt::hazard_detail::this_thread_slot())) {
-            case rt::CancelOutcome::Cancelled:
-                stop_cancelled(core, *shard, *r, gen);  // no run was in progress; the hook has returned
-                return true;
-            case rt::CancelOutcome::StoppedDuringRun:
-                core.counters.add(rt::kStopped);
-                stopped = true;
-                break;
-            default: break;
-        }
-        if (own_callback) return stopped;  // never wait for ourselves
-        // Wait while a run, or a release hook, of this timer is in progress
-        // (a waiter holds no hazard: it only loads). Then look again: the run
-        // may have re-armed the timer.
-        const rt::Word c = TimerState::wait_while_busy(*r, gen);
-        if (r->gen() != gen) return stopped;  // done and recycled
-        const State s = Ctl::state(c);
-        if (s != State::Pending && s != State::Dispatched) return stopped;
-    }
-}
-
 // ---- reset -----------------------------------------------------------------
 bool Runtime::reset(std::uint64_t id, Duration delay) {
     std::error_code ec;
@@ -985,39 +886,6 @@ bool Runtime::reset_at(std::uint64_t id, TimePoint deadline, std::error_code& ec
         return false;
     }
     return reset_one(core, id, std::chrono::duration_cast<Duration>(deadline.time_since_epoch()).count(), true, ec);
-}
-
-// ---- groups ------------------------------------------------------------------
-std::size_t Runtime::stop_group(std::uint64_t group, bool sync, std::error_code& ec) noexcept {
-    rt::RuntimeCore& core = *core_;
-    ec.clear();
-    if (core.forked()) {
-        rt::set_forked(ec);
-        return 0;
-    }
-    if (group == 0) {
-        rt::set_error_detail(errc::invalid_argument, "group 0 names no group (groups are 1 .. 2^64 - 1)");
-        ec = make_error_code(errc::invalid_argument);
-        return 0;
-    }
-    // Each shard's list is claimed, not just taken: a concurrent group stop
-    // of the same group stops what this one took too, so that neither
-    // returns while a timer of the list it saw is still pending
-    // (group_index.hpp).
-    std::size_t stopped = 0;
-    const bool nested = rt::t_current.rec != nullptr || rt::t_release_depth != 0;
-    for (std::uint32_t si = 0; si < core.shards.size(); ++si) {
-        rt::GroupIndex::Claim claim;
-        core.shard(si).groups().claim(group, claim);
-        const auto stop_entry = [&](std::uint64_t e) {
-            const std::uint64_t id = Id::make(rt::GroupIndex::gen_of(e), si, rt::GroupIndex::index_of(e));
-            if (sync ? stop_sync(id) : stop(id)) ++stopped;
-        };
-        for (const std::uint64_t e : claim.mine) stop_entry(e);
-        for (const std::uint64_t e : claim.others) stop_entry(e);
-        if (!claim.others_complete && !nested) claim.wait_earlier();
-    }
-    return stopped;
 }
 
 // ---- query ---------------------------------------------------------------------
