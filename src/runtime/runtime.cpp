@@ -1,21 +1,28 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// The C++ API: Runtime's public functions (the callers' half of the timer
-// state machine: start, stop, stop_sync, reset, shutdown), and RuntimeCore
-// (its construction and the worker's half: run a due timer, settle after).
-// Every change of a timer's word is a TimerState call (timer_state.hpp).
+// A Runtime's life and what it shows: the errors (error_category, Error's
+// key function), the 1.x C++ ABI (the caller's sizeof of Config and Stats;
+// the layout asserts), RuntimeCore's construction and destruction, Runtime's
+// constructor and destructor, shutdown(), query() and stats().
+//
+// Threads: any thread that holds the Runtime. shutdown() is refused
+// (would_deadlock) inside one of its callbacks or a release hook: it waits
+// for every run and hook. ~Runtime is shutdown() (then terminate() on
+// would_deadlock). In a fork() child everything here answers `forked` or
+// frees memory only (fork.hpp).
+// Rules relied on: shutdown's handshake with the starts in flight
+// (StartGuard and RuntimeCore::wait_for_starts, timer_ops.hpp); its sweep
+// ends a pending timer by the same CAS as stop() (timer_state.hpp: a
+// concurrent stop wins or loses it whole); query() reads a record's fields
+// as a seqlock ("the query's seqlock" in timer_state.hpp's owner table).
+// (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)
 #include "tickwheel/runtime.hpp"
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdio>
-#include <cstring>
-#include <limits>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <type_traits>
 
 #include "runtime/abi_sizes.hpp"
@@ -23,7 +30,6 @@
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_ops.hpp"
-#include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel {
@@ -241,10 +247,7 @@ void RuntimeCore::abandon() noexcept {
 }  // namespace rt
 
 using rt::Ctl;
-using rt::HazardScope;
 using rt::Id;
-using rt::Msg;
-using rt::MsgType;
 using rt::Record;
 using rt::State;
 using rt::TimerState;
