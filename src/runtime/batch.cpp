@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The batch calls (issue 14): start, stop and re-arm many timers in one call,
-// each element exactly as the single call (runtime.cpp) would treat it, in
-// order, through the same steps (timer_ops.hpp). What a batch saves is what
-// the single calls pay once per timer:
+// each element exactly as the single call (start.cpp, stop.cpp, reset.cpp)
+// would treat it, in order, through the same steps (timer_ops.hpp). What a
+// batch saves is what the single calls pay once per timer:
 //   * memory latency: the records of up to kWindow elements are located and
 //     prefetched (both lines, for writing) before the window's first locked
 //     instruction, so their cache misses overlap instead of each one being

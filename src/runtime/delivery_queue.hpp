@@ -30,12 +30,13 @@
 // bound record, the delivery number (`seq`) of the one item that may run
 // (`live_`). Every way out of DISPATCHED for a timer bound to an open queue
 // is taken under the queue's mutex: a run's begin_run (run()), and a stop's
-// or a reset's CAS (runtime.cpp, try_stop / reset_record: they read the
-// slot before their CAS and call undue_locked() after it). So an item whose
-// episode a stop or reset ended is never run, even when the timer is due
-// again under the same generation (issue 20, race 5): its record's entry is
-// gone or names a later item. deliver() reads the timer's word under the
-// same mutex and drops an item whose episode ended before it arrived.
+// or a reset's CAS (try_stop, stop.cpp / reset_record, reset.cpp: they read
+// the slot before their CAS and call undue_locked() after it; BoundTransition,
+// timer_ops.hpp). So an item whose episode a stop or reset ended is never
+// run, even when the timer is due again under the same generation (issue 20,
+// race 5): its record's entry is gone or names a later item. deliver() reads
+// the timer's word under the same mutex and drops an item whose episode
+// ended before it arrived.
 //
 // Lifetime. A queue is reference-counted: its slot in the runtime's
 // QueueTable holds one reference, a tickwheel::Queue the other. Its life:

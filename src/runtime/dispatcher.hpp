@@ -4,7 +4,7 @@
 // process: fork.hpp), on a WorkerPool of the runtime's own threads
 // (worker_pool.hpp), with the same policy. Policy only: it knows neither
 // shards nor timers' states; what running an item means is the function it
-// is handed (the runtime's worker half of the state machine, runtime.cpp).
+// is handed (the runtime's worker half of the state machine, worker.cpp).
 //
 // A shard hands over a batch of due timers as min(batch size, workers)
 // tickets: each ticket is a drain task's turn at the batch; on a WorkerPool

@@ -5,7 +5,7 @@
 // child handler bumps the epoch, and every operation compares (one relaxed
 // load of a read-mostly global): in the child, operations on an inherited
 // runtime fail with errc::forked, and destroying it frees what can be freed
-// without running any callback or release hook (runtime.cpp).
+// without running any callback or release hook (~RuntimeCore, runtime.cpp).
 //
 // A runtime created in the child must work, and oneTBB is not fork-safe:
 // its process-wide worker pool is copied without its threads (tasks

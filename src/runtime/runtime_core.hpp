@@ -1,9 +1,27 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // RuntimeCore: what a Runtime is -- its shards, its dispatcher, its counters
 // and its shutdown state -- and the worker's half of the timer state machine
-// (the callers' half is runtime.cpp). The shards and the dispatcher do not
-// know it: a shard is built with the clock and the dispatcher it uses, the
-// dispatcher with the function that runs an item (RuntimeCore::drain).
+// (worker.cpp; the callers' half is start.cpp, stop.cpp and reset.cpp). The
+// shards and the dispatcher do not know it: a shard is built with the clock
+// and the dispatcher it uses, the dispatcher with the function that runs an
+// item (RuntimeCore::drain).
+//
+// The rooms of the C++ API (tickwheel::Runtime and RuntimeCore), one idea
+// each; every one opens with its rules (threads, owners, who waits):
+//   runtime.cpp          a Runtime's life and what it shows: errors, the 1.x
+//                        C++ ABI, construction, shutdown, query, stats
+//   start.cpp            start(): check, plan, take a record, fill, publish, file
+//   stop.cpp             stop(), stop_sync(), stop_group(); the release every
+//                        end of a timer takes (release, release_hook)
+//   reset.cpp            reset(), reset_at()
+//   worker.cpp           the worker's half: run a due timer, settle after it
+//   manual_clock.cpp     advance(), now(): a manual runtime's driver
+//   queue_lifecycle.cpp  a delivery queue's creation and destruction
+//   batch.cpp            the batch calls (the single calls' steps, in blocks)
+// What they share: this header, and timer_ops.hpp (the steps of start, stop
+// and reset on one timer). Every change of a timer's word is a TimerState
+// call (timer_state.hpp); every other per-timer field has its writer in the
+// owner table there ("THE OWNER TABLE").
 #pragma once
 
 #include <atomic>
@@ -34,19 +52,36 @@ struct CurrentRun {
     const CurrentRun* prev = nullptr;
 };
 // (Initial-exec: a plain %fs-relative access in the shared library too, on
-// every run and stop_sync; the library's TLS block is static already.)
+// every run and stop_sync; the library's TLS block is static already.
+// Defined in worker.cpp, with t_release_depth.)
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local CurrentRun t_current;
 /// Whether this thread is inside a callback of `core` (at any depth).
-bool inside_callback_of(const RuntimeCore* core) noexcept;
+/// (Inline: stop_sync, advance and shutdown, in their own rooms, inline it.)
+inline bool inside_callback_of(const RuntimeCore* core) noexcept {
+    for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
+        if (f->core == core) return true;
+    return false;
+}
 /// Whether this thread is inside the callback of record `r` (at any depth).
-bool inside_callback_of(const Record* r) noexcept;
+inline bool inside_callback_of(const Record* r) noexcept {
+    for (const CurrentRun* f = &t_current; f != nullptr; f = f->prev)
+        if (f->rec == r) return true;
+    return false;
+}
 /// How many release hooks (callables' destructors run by a runtime) this
 /// thread is inside. Shutting a runtime down from one is refused
 /// (would_deadlock): a hook may run on a worker, inside a stop, inside a
 /// shutdown sweep or a failed start, where that would deadlock or free
 /// memory in use. Initial-exec: every stop's and every run's release hook
 /// counts here (a plain load in the shared library too).
-[[gnu::tls_model("initial-exec")]] extern thread_local int t_release_depth;
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local int t_release_depth;
+/// Marks this thread as inside a release hook for the scope's life.
+struct ReleaseScope {
+    ReleaseScope() noexcept { ++t_release_depth; }
+    ~ReleaseScope() { --t_release_depth; }
+    ReleaseScope(const ReleaseScope&) = delete;
+    ReleaseScope& operator=(const ReleaseScope&) = delete;
+};
 
 struct RuntimeCore {
     RuntimeCore(Runtime* owner, Config config);
@@ -62,15 +97,18 @@ struct RuntimeCore {
     /// Destroys a timer's callable (its release hook) and counts the timer
     /// as no longer live. Called exactly once per started timer, by whoever
     /// owns its terminal transition; the record itself is recycled later.
+    /// (lookup and the release family: stop.cpp, where a stop inlines them.)
     void release(Record& r) noexcept;
     /// release() in two: the hook alone, and counting `n` released timers
     /// (a batch counts once per call).
     void release_hook(Record& r) noexcept;
     void count_released(std::uint64_t n) noexcept;
-    /// Destroys the callable of a start() that failed, as a release hook.
+    /// Destroys the callable of a start() that failed, as a release hook
+    /// (start.cpp).
     static void release_unstarted(detail::Callback& cb) noexcept;
 
-    /// The dispatcher's DrainFn: runs the items of one drain task.
+    /// The dispatcher's DrainFn: runs the items of one drain task. (The
+    /// worker's half: worker.cpp.)
     static void drain(void* self, Dispatcher::Cursor& items) noexcept;
     void run_one(const FireItem& item, FreeChain& freed) noexcept;
     /// DISPATCHED -> RUNNING for `item`, unless a stop or reset got there
@@ -89,7 +127,8 @@ struct RuntimeCore {
     void abandon() noexcept;
 
     /// A new delivery queue (tickwheel::Queue); carries a reference for the
-    /// caller. Throws Error(shutting_down), std::bad_alloc, std::system_error.
+    /// caller (create_queue and destroy_queue: queue_lifecycle.cpp). Throws
+    /// Error(shutting_down), std::bad_alloc, std::system_error.
     /// Ordered against shutdown like a start (StartGuard): a queue it
     /// returns is closed by a shutdown that began at any time.
     DeliveryQueue* create_queue();
@@ -102,19 +141,20 @@ struct RuntimeCore {
     /// callbacks (the caller checks: would_deadlock).
     void destroy_queue(DeliveryQueue& q) noexcept;
     /// StartOptions::queue's slot and its generation; false for another runtime's
-    /// queue or a closed one.
+    /// queue or a closed one. (start.cpp: plan_start inlines it.)
     bool queue_slot(const Queue* q, std::uint16_t& slot, std::uint32_t& slot_gen) const noexcept;
     /// Waits until every start (and queue create) registered on a stripe of
     /// `starting` when it was called has left its StartGuard; the heavy
     /// side of the guard's fence comes first, so a start that registers
     /// later sees what the caller stored before (shutting_down, a queue's
     /// claim). Shutdown and destroy_queue. Never from inside a StartGuard.
-    void wait_for_starts() noexcept;
+    /// (Defined in timer_ops.hpp, beside StartGuard: inline in both.)
+    inline void wait_for_starts() noexcept;
 
-    /// A manual runtime (Config::manual_clock): moves its clocks by `ns`
-    /// and runs what falls due on this thread, in deadline order (ties:
-    /// start order); returns the callbacks run. The caller checked: manual,
-    /// not inside a callback of this runtime, not shut down.
+    /// A manual runtime (Config::manual_clock; manual_clock.cpp): moves its
+    /// clocks by `ns` and runs what falls due on this thread, in deadline
+    /// order (ties: start order); returns the callbacks run. The caller
+    /// checked: manual, not inside a callback of this runtime, not shut down.
     std::size_t advance(std::int64_t ns);
     /// advance()'s answer when a shutdown began before it took advance_mutex.
     static constexpr std::size_t kAdvanceShutDown = static_cast<std::size_t>(-1);

@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The steps of start, stop and reset on one timer, shared by the single
-// calls (runtime.cpp) and the batch calls (batch.cpp), and what a call
-// carries between them: its clock readings (Readings) and, for a batch, the
-// inbox messages it collects to post as one block per shard (Outbox).
+// calls (start.cpp, stop.cpp, reset.cpp) and the batch calls (batch.cpp),
+// and what a call carries between them: its clock readings (Readings) and,
+// for a batch, the inbox messages it collects to post as one block per
+// shard (Outbox).
 // Every change of a timer's word stays a TimerState call (timer_state.hpp).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <system_error>
+#include <thread>
 
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
+#include "runtime/test_hooks.hpp"
+#include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
 
@@ -183,6 +189,17 @@ private:
     const unsigned stripe_;
     std::atomic<std::int64_t>& n_;
 };
+
+// (runtime_core.hpp; shutdown, runtime.cpp, and destroy_queue,
+// queue_lifecycle.cpp, inline it.)
+inline void RuntimeCore::wait_for_starts() noexcept {
+    // The heavy side of StartGuard's fence: a start whose registration this
+    // misses sees what the caller stored before (StartGuard, above).
+    heavy_fence();
+    for (auto& g : starting)
+        while (g.n.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+}
+
 /// Makes a record this thread just allocated (index, gen) the timer `plan`
 /// describes: period, side record, flags, the callable (moved from `cb`),
 /// PENDING, group and clock indexes. `file_at` gets the tick to file it
@@ -203,6 +220,41 @@ bool take_back_published(RuntimeCore& core, Shard& shard, Record& r, std::uint32
                          detail::Callback& cb) noexcept;
 
 // ---- stop ------------------------------------------------------------------
+/// A stop or a reset of a timer bound to a delivery queue takes the queue's
+/// transition mutex around its CAS (delivery_queue.hpp: every way out of
+/// DISPATCHED of a bound timer is taken under it), inside a section (the
+/// queue cannot go away). The queue is found BEFORE the CAS, from the
+/// record's flags and slot: they are the id's timer's if the CAS then
+/// succeeds on its generation (a record is recycled -- generation + 1 --
+/// before a new occupant writes them), so a thread that no longer owns the
+/// record never reads them (issue 20: undue() after a reset). A timer not
+/// bound to a queue costs one flags test.
+class BoundTransition {
+public:
+    BoundTransition(const RuntimeCore& core, const Record& r, std::uint32_t gen) noexcept {
+        if ((r.flags() & Record::kHasQueue) == 0) [[likely]]
+            return;
+        section_.emplace(core.queues);
+        if (r.gen() != gen) return;  // stale id: its CAS fails; no queue to tell
+        q_ = core.queues.get(HandleTable::queue_slot_of(r));
+        if (q_ == nullptr) return;
+        test_hooks::window(&r, 'q');
+        lock_ = std::unique_lock<std::mutex>(q_->transition_mutex());
+    }
+    /// The CAS took the timer out of DISPATCHED: its item is no longer live.
+    void left_dispatched(const Record& r) noexcept {
+        if (q_ == nullptr) return;
+        TW_OWNER_ASSERT(lock_.owns_lock());  // the CAS out of DISPATCHED was made under q's mutex
+        test_hooks::window(&r, 'u');
+        q_->undue_locked(r);
+    }
+
+private:
+    std::optional<QueueTable::Section> section_;
+    DeliveryQueue* q_ = nullptr;
+    std::unique_lock<std::mutex> lock_;
+};
+
 /// One stop attempt (a CAS in a HazardScope on `slot`, this thread's; a
 /// delivery queue's due timer is counted out). On Cancelled the caller owns
 /// the record (RELEASING): settle_cancelled() runs its hook, then the

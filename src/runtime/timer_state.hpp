@@ -617,7 +617,7 @@ inline void shard_live(const Record& r, const char* field) noexcept {
 // but the shard's clock-step index mutex (a start indexing its timer; that
 // mutex is never held while a deadline lock is taken) and, for a reset of a
 // queue-bound timer, that queue's transition mutex around its CAS
-// (BoundTransition, runtime.cpp; no thread waits for a deadline lock while
+// (BoundTransition, timer_ops.hpp; no thread waits for a deadline lock while
 // it holds a queue's mutex: the shard only tries one, a queue run takes
 // none under it). Takers that may not wait (the shard)
 // try once and come back later (it re-files the timer at the next tick, or

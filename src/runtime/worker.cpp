@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The worker's half of the timer state machine: run a due timer's callback
+// and settle after it.
+//
+// A shard hands due timers to the dispatcher in batches (FireItem,
+// messages.hpp); a worker drains a batch (drain), takes each timer
+// DISPATCHED -> RUNNING (begin_run), or PENDING -> RUNNING for a claim item
+// the shard only found due (TimerState::claim_run), unless a stop or reset
+// got there first; runs it (call: lateness, exceptions, counters), a BURST
+// timer's catch-up runs after it, and settles (finish_run): a periodic
+// timer is pending again, a one-shot ends (release, then its record is
+// freed with the batch's one CAS, FreeChain), a re-armed one goes back to
+// its shard, a stopped one is released here. run_begun() also serves a
+// delivery queue's runner (delivery_queue.cpp) and a manual runtime's
+// advance (manual_clock.cpp).
+//
+// Threads: the dispatcher's workers (oneTBB arena or the runtime's own
+// pool), a thread running a delivery queue, the advancing thread. While it
+// runs a callback the thread is marked (t_current): shutdown() from there
+// reports would_deadlock and stop_sync() of its own timer does not wait.
+// The worker owns the record while the word is RUNNING*: the fields it may
+// write then are in the owner table in timer_state.hpp.
+// (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+
+#include "runtime/hazard.hpp"
+#include "runtime/runtime_core.hpp"
+#include "runtime/timer_state.hpp"
+
+namespace tickwheel {
+namespace rt {
+
+// This thread's place: the run it is inside (if any), and how many release
+// hooks it is inside (runtime_core.hpp). Defined here, where a run sets
+// t_current.
+[[gnu::tls_model("initial-exec")]] constinit thread_local CurrentRun t_current;
+[[gnu::tls_model("initial-exec")]] constinit thread_local int t_release_depth = 0;
+
+// ---- the worker's half -------------------------------------------------------
+void RuntimeCore::drain(void* self, Dispatcher::Cursor& items) noexcept {
+    auto& core = *static_cast<RuntimeCore*>(self);
+    const FireItem* item = items.next();
+    if (item == nullptr) return;
+    // A batch comes from one shard; its one-shot records are freed with one
+    // CAS when this drain task leaves it (before the batch counts as done).
+    FreeChain freed(core.shard(item->shard).table());
+    do {
+        core.run_one(*item, freed);
+    } while ((item = items.next()) != nullptr);
+}
+
+void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
+    if ((item.gen & FireItem::kClaim) != 0) {
+        // A claim item: the shard only found it due; expiry's transition is
+        // ours (PENDING -> RUNNING, judged at the shard's tick: never early).
+        const FireItem own{item.rec, item.gen & ~FireItem::kClaim, item.shard, item.due};
+        ClaimStep step;
+        {
+            HazardScope acting_on(own.rec);
+            step = TimerState::claim_run(*own.rec, own.gen, own.due);
+        }
+        switch (step.out) {
+            case ClaimOutcome::Run:
+                run_begun(FireItem{own.rec, own.gen, own.shard, step.due}, freed, nullptr);
+                return;
+            case ClaimOutcome::Later:
+                // A reset moved it later after the shard looked: back to the
+                // wheel, which only its shard touches (it files it at the
+                // word's deadline; a stale Insert is dropped there).
+                shard(own.shard).post_and_wake(Msg::make(MsgType::Insert, own.gen, HandleTable::index_of(own.rec)),
+                                               step.due);
+                return;
+            case ClaimOutcome::Drop: return;  // stopped: its canceller ends it
+        }
+        return;
+    }
+    if (begin_run(item)) run_begun(item, freed, nullptr);
+}
+
+bool RuntimeCore::begin_run(const FireItem& item) noexcept {
+    // DISPATCHED -> RUNNING, unless a stop or reset got there first.
+    HazardScope acting_on(item.rec);
+    return TimerState::begin_run(*item.rec, item.gen);
+}
+
+void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
+    const std::int64_t due_ns = clock.tick_start_ns(due);
+    if (clocks.manual()) clocks.advance_to(due_ns);  // an advance steps the clocks to each deadline it serves
+    const std::int64_t start_ns = clocks.mono();
+    lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
+    try {
+        r.invoke(Timer(owner, id));
+    } catch (...) {
+        counters.add(kCallbackExceptions);
+        if (config.on_callback_error) {
+            try {
+                config.on_callback_error(std::current_exception(), id);
+            } catch (...) {
+                // The error hook must not throw; if it does, we drop it.
+            }
+        }
+    }
+    counters.add(kFired);
+}
+
+std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
+    Record& r = *item.rec;
+    const std::uint32_t index = HandleTable::index_of(&r);
+    Extra* x = r.has_extra() ? &shard(item.shard).table().extra(index) : nullptr;
+    if (x != nullptr) {
+        owner::running(r, "Extra::runs");
+        x->runs.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    const CurrentRun saved = t_current;
+    t_current = CurrentRun{this, &r, queue, &saved};
+    const std::uint64_t id = Id::make(item.gen, item.shard, index);
+    call(r, id, item.due);
+    std::size_t calls = 1;
+    if (x != nullptr && r.policy() == Policy::Burst) {
+        // Catch up: the grid deadlines that passed meanwhile (owed, counted
+        // by the shard) run now, back to back, while the word stays RUNNING
+        // (a stop makes it RUNNING_STOPPED, a reset clears owed: either ends
+        // the burst). They serve due + period, due + 2 period, ...
+        tick_t due = item.due;
+        for (;;) {
+            std::uint64_t o = x->owed.load(std::memory_order_relaxed);
+            if ((o & Extra::kOwedCountMask) == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
+            if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
+            x->runs.fetch_add(1, std::memory_order_relaxed);
+            due += HandleTable::period_ticks_of(r);
+            call(r, id, due);
+            ++calls;
+        }
+    }
+    if (x == nullptr && Ctl::state(TimerState::load(r)) == State::RunningRearmed) {
+        // A one-shot that re-armed itself lives on: from now on it counts
+        // its runs (only its own callback could re-arm it, and that has
+        // returned, so the word stays RUNNING_REARMED or goes
+        // RUNNING_STOPPED meanwhile: the worker owns the record).
+        if (Extra* e = shard(item.shard).table().make_extra(index)) {
+            owner::running(r, "Extra (a one-shot that re-armed itself)");
+            e->runs.store(1, std::memory_order_relaxed);
+            e->missed.store(0, std::memory_order_relaxed);
+            e->owed.store(Extra::owed_tag(item.gen), std::memory_order_relaxed);
+            e->group.store(0, std::memory_order_relaxed);
+            e->leeway_ns.store(0, std::memory_order_relaxed);
+            r.set_flags(static_cast<std::uint16_t>(r.flags() | Record::kHasExtra));
+        }
+    }
+    // Still "inside" the timer while settling: the release hook may run here,
+    // and from it shutdown() must report would_deadlock and stop_sync() on
+    // this timer must not wait for itself.
+    finish_run(r, item, freed);
+    t_current = saved;
+    return calls;
+}
+
+void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept {
+    // Messages are built from the item: once the word leaves RUNNING*, the
+    // record may be recycled and its generation move on.
+    const std::uint32_t index = HandleTable::index_of(&r);
+    Shard& s = shard(item.shard);
+    // A DELAY timer's next run: the end of this one plus the period.
+    const std::uint64_t delay_period =
+        r.periodic() && r.policy() == Policy::Delay ? HandleTable::period_ticks_of(r) : 0;
+    // A boot-time or wall-clock DELAY timer: its next deadline on its clock
+    // and the word's tick are set together under its deadline lock, and
+    // only if the word takes this run's "end + period" -- not when a reset
+    // during the run set the next deadline already (RUNNING_REARMED: the
+    // reset wrote its own; issue 20, race 3).
+    Extra* own = delay_period != 0 && r.clock() != rt::ClockId::Monotonic ? &HandleTable::extra_of(r) : nullptr;
+    std::uint64_t held = 0;
+    if (own != nullptr && !OwnDeadline::lock(r, *own, item.gen, held)) own = nullptr;  // (the worker owns the record)
+    const tick_t delay_next = delay_period != 0 ? clock.deadline_tick(clocks.mono()) + delay_period : 0;
+    const std::int64_t own_next =
+        own != nullptr ? clocks.now(r.clock()) + static_cast<std::int64_t>(delay_period * clock.resolution_ns()) : 0;
+    // A grouped one-shot that re-armed itself begins a new pending episode:
+    // it is indexed again before the word makes it PENDING, so a group stop
+    // that took its entry while it ran (and could not stop a run in
+    // progress) does not lose it (issue 20, race 2). The index drops the
+    // duplicate this leaves when no group stop came (GroupIndex::compact).
+    if (!r.periodic() && r.has_extra() && Ctl::state(TimerState::load(r)) == State::RunningRearmed) {
+        if (const std::uint64_t group = HandleTable::extra_of(r).group.load(std::memory_order_relaxed); group != 0) {
+            try {
+                s.groups().add(group, item.gen, index);
+            } catch (...) {
+                // No memory for the entry: the timer is left out of its
+                // group's index (a later group stop does not find it).
+            }
+        }
+    }
+    const FinishStep step = TimerState::finish_run(r, delay_next);
+    if (own != nullptr) {
+        if (step.out == FinishOutcome::Rearmed && step.from == State::Running) OwnDeadline::store(*own, held, own_next);
+        OwnDeadline::unlock(*own, held);
+    }
+    switch (step.out) {
+        case FinishOutcome::Periodic: return;  // pending again, already in the wheel
+        case FinishOutcome::Last:
+            release(r);
+            s.recycle_ended(r, freed);  // FREE at once (waiters woken); reused after the chain's flush
+            return;
+        case FinishOutcome::Rearmed:
+            s.post_and_wake(Msg::make(MsgType::Insert, item.gen, index), Ctl::deadline(step.next));
+            return;
+        case FinishOutcome::Stopped:
+            // A stop() returned true during the run; release, then let the
+            // shard unlink and recycle it.
+            release(r);
+            TimerState::finish_stopped(r);
+            s.post_cancel(Msg::make(MsgType::Cancel, item.gen, index));
+            return;
+    }
+}
+
+}  // namespace rt
+
+}  // namespace tickwheel
