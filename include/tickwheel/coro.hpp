@@ -503,9 +503,16 @@ private:
     }
     void hurry(std::uint64_t id) noexcept {
         // Due (in a queue, or handed to a worker): it runs anyway; a reset
-        // would take it back for a pass.
+        // would take it back for a pass. But query() calls a boot-time or
+        // wall-clock timer due once its exact deadline passed, while in the
+        // wheel it still waits for the tick its deadline rounds up to (on a
+        // manual runtime off the grid, past the next advance(0)): hurried as
+        // well (if it was in fact due in a queue, the reset takes it back
+        // and the next pass -- the next advance() -- delivers it again).
         const auto info = rt_->query(id);
-        if (info && info->state == TimerStatus::pending) hurry_id(*rt_, id);
+        if (info && (info->state == TimerStatus::pending ||
+                     (info->state == TimerStatus::due && clock_ != TimerClock::monotonic)))
+            hurry_id(*rt_, id);
     }
 
     wake decide(std::uint32_t bits, wake natural) const noexcept {
