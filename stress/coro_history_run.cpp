@@ -143,10 +143,22 @@ struct Slot {
     tickwheel::event ev;
 };
 
+// A queue and its id, read together (a slot's queue is replaced after a close).
+struct QRef {
+    tickwheel::Queue* q = nullptr;
+    std::int32_t id = -1;
+};
 struct QSlot {
     std::mutex m;  // closes, and destroys of its waits, under it (real runtime)
-    std::atomic<tickwheel::Queue*> q{nullptr};
-    std::atomic<std::int32_t> id{-1};
+    std::atomic<QRef*> ref{nullptr};  // null once the runtime is shut down
+    tickwheel::Queue* q() const noexcept {
+        const QRef* r = ref.load(std::memory_order_acquire);
+        return r != nullptr ? r->q : nullptr;
+    }
+    std::int32_t id() const noexcept {
+        const QRef* r = ref.load(std::memory_order_acquire);
+        return r != nullptr ? r->id : -1;
+    }
 };
 
 struct Run;
@@ -241,6 +253,18 @@ using D = tickwheel::deadline_awaiter<X>;
 using AnyAw = std::variant<std::monostate, S, C, E, D<S>, D<C>, D<E>, D<D<S>>, D<D<C>>, D<D<E>>>;
 
 thread_local Rec* t_arming = nullptr;  // the wait this thread is arming (for the hook)
+// This thread holds a queue slot's lock (real runtime): it takes no other
+// (a close under one resumes coroutines inline, whose arming would take
+// another: two such threads would wait for each other).
+thread_local bool t_holding_qlock = false;
+struct QLock {
+    std::unique_lock<std::mutex> lk;
+    explicit QLock(std::mutex& m) : lk(m) { t_holding_qlock = true; }
+    QLock(std::mutex& m, std::try_to_lock_t) : lk(m, std::try_to_lock) { t_holding_qlock = lk.owns_lock(); }
+    ~QLock() {
+        if (lk.owns_lock()) t_holding_qlock = false;
+    }
+};
 
 // A named local of the coroutine (in its frame). await_suspend keeps the
 // slot's phase: arming, then suspended once the inner await_suspend
@@ -378,6 +402,7 @@ struct Run {
     QSlot qs[kQueues];
     std::mutex old_m;
     std::vector<std::unique_ptr<tickwheel::Queue>> queues;  // every queue made (kept until the end)
+    std::vector<std::unique_ptr<QRef>> refs;
     std::atomic<std::int32_t> next_qid{0};
     DequeExecutor exec;
 #if TW_CORO_HISTORY_ASIO
@@ -410,25 +435,29 @@ struct Run {
     tickwheel::Queue* make_queue(int k) {
         try {
             auto q = std::make_unique<tickwheel::Queue>(*rt);
-            tickwheel::Queue* p = q.get();
+            auto ref = std::make_unique<QRef>();
+            ref->q = q.get();
+            ref->id = next_qid.fetch_add(1);
+            QRef* r = ref.get();
             {
                 std::lock_guard<std::mutex> lk(old_m);
                 queues.push_back(std::move(q));
+                refs.push_back(std::move(ref));
             }
-            qs[k].id.store(next_qid.fetch_add(1), std::memory_order_release);
-            qs[k].q.store(p, std::memory_order_release);
-            return p;
+            qs[k].ref.store(r, std::memory_order_release);
+            return r->q;
         } catch (const tickwheel::Error&) {  // shut down
-            qs[k].q.store(nullptr, std::memory_order_release);
+            qs[k].ref.store(nullptr, std::memory_order_release);
             return nullptr;
         }
     }
     // Closes slot k's queue and puts a new one there; the caller holds qs[k].m
     // (real) and is not inside a run of that queue.
     void close_queue(int k) {
-        tickwheel::Queue* q = qs[k].q.load(std::memory_order_acquire);
-        if (q == nullptr) return;
-        const std::int32_t id = qs[k].id.load(std::memory_order_acquire);
+        const QRef* ref = qs[k].ref.load(std::memory_order_acquire);
+        if (ref == nullptr) return;
+        tickwheel::Queue* q = ref->q;
+        const std::int32_t id = ref->id;
         Close c;
         c.queue = id;
         const std::int32_t outer = t_where.closing_queue;
@@ -516,6 +545,7 @@ struct Spec {
     bool victim = false;
     int qslot = -1;
     tickwheel::Queue* queue = nullptr;
+    std::int32_t queue_id = -1;
     std::int64_t d = 0;     // sleep_for delay, or sleep_until's offset from now
     int nlim = 0;
     bool lim_tp[2] = {false, false};
@@ -554,8 +584,13 @@ Spec draw(Run& run, std::mt19937_64& rng, std::uint32_t slot) {
 #endif
     if (sp.ctx == kOnQueue) {
         sp.qslot = int(rng() % Run::kQueues);
-        sp.queue = run.qs[sp.qslot].q.load(std::memory_order_acquire);
-        if (sp.queue == nullptr) sp.ctx = kOnWorker;
+        const QRef* ref = run.qs[sp.qslot].ref.load(std::memory_order_acquire);
+        if (ref == nullptr) {
+            sp.ctx = kOnWorker;
+        } else {
+            sp.queue = ref->q;
+            sp.queue_id = ref->id;
+        }
     }
     const unsigned k = pct();
     sp.kind = k < 40 ? kSleepFor : k < 70 ? kSleepUntil : kEventWait;
@@ -597,7 +632,7 @@ void build(Run& run, Tracked& t, const Spec& sp, Rec& r, std::uint32_t slot) {
     tickwheel::resume_on where = tickwheel::on_worker();
     if (sp.ctx == kOnQueue) {
         where = tickwheel::on_queue(*sp.queue);
-        w.queue = run.qs[sp.qslot].id.load(std::memory_order_acquire);
+        w.queue = sp.queue_id;
     } else if (sp.ctx == kOnExecutor) {
         where = tickwheel::on_executor(&run.exec, &DequeExecutor::post);
 #if TW_CORO_HISTORY_ASIO
@@ -686,11 +721,11 @@ task body(std::uint32_t slot, std::uint32_t coro, std::uint64_t seed) {
             if (victim != slot) {
                 if (run.manual) {
                     run.destroy(victim, &may_destroy_manual);
-                } else if (t_where.run_queue >= 0) {
+                } else if (t_where.run_queue >= 0 && !t_holding_qlock) {
                     for (auto& q : run.qs)
-                        if (q.id.load() == t_where.run_queue && q.m.try_lock()) {
-                            run.destroy(victim, &may_destroy_queue_mate);
-                            q.m.unlock();
+                        if (q.id() == t_where.run_queue) {
+                            const QLock lk(q.m, std::try_to_lock);
+                            if (lk.lk.owns_lock()) run.destroy(victim, &may_destroy_queue_mate);
                         }
                 }
             }
@@ -717,7 +752,7 @@ void hook_fuzz(char site) {
     if (g == nullptr || g->opt.fuzz == 0 || g->manual) return;
     const unsigned f = g->opt.fuzz;
     const unsigned x = unsigned(t_fuzz() % 65536);
-    const bool window = site == 'a';  // the arming window: wider
+    const bool window = site == 'a' || site == 'r';  // the arming window, a re-post: wider
     if (x < (window ? 8u : 1u) * f / 1) {
         std::this_thread::sleep_for(std::chrono::microseconds(1 + t_fuzz() % (window ? 400 : 50)));
     } else if (x < 64u * f) {
@@ -744,14 +779,14 @@ void hook_armed(const std::atomic<std::uint32_t>&) {
     // A close of its queue during arming (c5): not from inside a run (two
     // closes inside each other's runs would wait for each other).
     if (r->w.ctx == kOnQueue && x >= 900 && x < (run.manual ? 960u : 925u) && t_where.run_queue == -1 &&
-        !run.ending.load()) {
+        !t_holding_qlock && !run.ending.load()) {
         for (int k = 0; k < Run::kQueues; ++k)
-            if (run.qs[k].id.load() == r->w.queue) {
+            if (run.qs[k].id() == r->w.queue) {
                 if (run.manual) {
                     run.close_queue(k);
                 } else {
-                    std::lock_guard<std::mutex> lk(run.qs[k].m);
-                    if (run.qs[k].id.load() == r->w.queue) run.close_queue(k);
+                    const QLock lk(run.qs[k].m);
+                    if (run.qs[k].id() == r->w.queue) run.close_queue(k);
                 }
                 run.arming_closes.fetch_add(1);
             }
@@ -779,20 +814,21 @@ void real_runner(Run& run, int k, std::atomic<bool>& quit, std::uint64_t seed) {
     auto last_close = std::chrono::steady_clock::now();
     while (!quit.load()) {
         if (!run.ending.load()) {
-            std::lock_guard<std::mutex> lk(run.qs[k].m);
-            t_my_queue = run.qs[k].id.load();
+            const QLock lk(run.qs[k].m);
+            t_my_queue = run.qs[k].id();
             for (int tries = 0; tries < 4; ++tries) run.destroy(std::uint32_t(rng() % run.slots.size()), &may_destroy_mine);
             if (std::chrono::steady_clock::now() - last_close > 250ms && rng() % 8 == 0) {
                 run.close_queue(k);
                 last_close = std::chrono::steady_clock::now();
             }
         }
-        tickwheel::Queue* q = run.qs[k].q.load(std::memory_order_acquire);
-        if (q == nullptr) {
+        const QRef* ref = run.qs[k].ref.load(std::memory_order_acquire);
+        if (ref == nullptr) {
             std::this_thread::sleep_for(1ms);
             continue;
         }
-        t_where.run_queue = run.qs[k].id.load();
+        tickwheel::Queue* q = ref->q;
+        t_where.run_queue = ref->id;
         std::error_code ec;
         q->run(64, 1ms, ec);
         t_where.run_queue = -1;
@@ -924,9 +960,10 @@ void manual_drain(Run& run) {
     for (bool more = true; more;) {
         more = false;
         for (int k = 0; k < Run::kQueues; ++k) {
-            tickwheel::Queue* q = run.qs[k].q.load();
-            if (q == nullptr) continue;
-            t_where.run_queue = run.qs[k].id.load();
+            const QRef* ref = run.qs[k].ref.load(std::memory_order_acquire);
+            if (ref == nullptr) continue;
+            tickwheel::Queue* q = ref->q;
+            t_where.run_queue = ref->id;
             std::error_code ec;
             const std::size_t n = q->run(1024, Duration::zero(), ec);
             t_where.run_queue = -1;

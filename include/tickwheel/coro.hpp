@@ -179,6 +179,33 @@
 ///              DONE set without having set it returns at once, touching
 ///              nothing more (and never resumes).
 ///
+///   THE OWNER TABLE: every field of the node, who writes it, when; who
+///   reads it. (A = the arming thread, inside await_suspend; T = the timer's
+///   callback or release hook; S = a stop callback or a notify (setter);
+///   R = the resumed coroutine, in await_resume; D = the destructor of a
+///   suspended coroutine's awaiter.)
+///
+///    field              | written by                        | read by
+///    -------------------+-----------------------------------+---------------------------------
+///    config (rt_,       | the constructor, with_deadline    | A; T (where_, timed_out_wins_);
+///    where_, deadlines, | (before the co_await); A          | S (rt_, clock_); D (rt_): all
+///    timed_out_wins_)   | (timed_out_wins_, before PUBLISHED)| after PUBLISHED (acquire)
+///    state_             | A, T, S, D: atomic RMWs only      | all
+///    id_                | A, before each publication        | S and D, after a FINAL one (rule 2)
+///    h_                 | A, before PUBLISHED               | T, after it won DONE
+///    result_            | T after it won DONE; A (inline)   | R; D (only if T won: rule 6)
+///    stop_cb_           | A (emplace, before the start);    | S runs it; its destruction waits
+///                       | R / D / the failure path (reset)  | for a running one (rule 4)
+///    ev_                | the constructor                   | A, R, D, the failure path
+///    registered_        | A (before its registering CAS);   | R, D, the failure path (A's own
+///                       | unregister() (R, D, failure path) | thread, or one after R/D's handoff)
+///    finished_          | R, the failure path               | D (the coroutine's owner, after
+///                       |                                   | the suspension)
+///   After a FINAL publication A touches no field; after T won DONE it
+///   touches none past h_/where_ (the resumption); after R and D nobody does
+///   (rules 4 and 6). The event's word names the node only between A's
+///   registering CAS and unregister()/a notify's taking it off.
+///
 ///   Ground rules:
 ///   1. `result_` is written only by the DONE setter T (or by A when it
 ///      resumes inline), before the resumption; read by await_resume after
