@@ -63,8 +63,9 @@
 ///    Two exceptions, both at the end of the runtime's (or the queue's)
 ///    life: when the runtime is shut down (or the queue closed) while a
 ///    coroutine waits, it is resumed with shutdown on the thread running
-///    shutdown()/~Runtime/Queue::close()/~Queue (inside its release hook: it
-///    may not shut the runtime down from there) -- or posted, for
+///    shutdown()/~Runtime/
+///    Queue::close()/~Queue (inside its release hook: it may not shut the
+///    runtime down from there) -- or posted, for
 ///    on_executor; and a co_await that starts after shutdown, or whose timer
 ///    the shutdown or the queue's close() cancels while the co_await is still
 ///    arming it (between the start and the end of await_suspend), resumes at
