@@ -122,7 +122,7 @@
 ///    stop callback are taken back), or a wait that cannot be decided
 ///    meanwhile (no stop, notify, deadline, close or shutdown can come). The
 ///    Runtime must be alive when a frame whose wait has not resumed is
-///    destroyed. (tests/coro_test.cpp CoroDestroy.*; stress: tw_stress
+///    destroyed. (tests/coro_destroy_test.cpp CoroDestroy.*; stress: tw_stress
 ///    coro-history destroys frames at random moments.)
 ///  * Task types. The awaitables follow the standard protocol
 ///    (await_ready/await_suspend(std::coroutine_handle<>)/await_resume) and
