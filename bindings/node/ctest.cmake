@@ -34,7 +34,7 @@ endif()
 file(MAKE_DIRECTORY "${WORK}")
 file(REMOVE_RECURSE "${WORK}/test" "${WORK}/fixtures")
 file(COPY "${SOURCE}/package.json" "${SOURCE}/package-lock.json" "${SOURCE}/index.js" "${SOURCE}/promises.js"
-          "${SOURCE}/index.d.ts" "${SOURCE}/test" "${SOURCE}/fixtures"
+          "${SOURCE}/index.mjs" "${SOURCE}/promises.mjs" "${SOURCE}/index.d.ts" "${SOURCE}/test" "${SOURCE}/fixtures"
      DESTINATION "${WORK}")
 
 set(_stamp "${WORK}/node_modules/.tickwheel-lock")
