@@ -18,26 +18,28 @@
  * Threading. Every Runtime has one delivery queue of the C library
  * (tw_queue, issue 11) and starts all its timers on it: a timer that comes
  * due is handed to the queue, never to a worker thread. The queue's eventfd
- * is watched by the JavaScript thread's own event loop (a libuv poll handle,
- * koffi.node.poll: no thread of the libuv pool, no helper thread); when it
- * polls readable the binding runs the due callbacks on that thread with
- * tw_queue_run(), each in its own setImmediate() turn, so process.nextTick()
- * callbacks and promise reactions queued by one callback run before the
- * next callback, as with setTimeout. So every callback runs on the
- * JavaScript thread that created the Runtime, between other event-loop work,
- * never concurrently with other JavaScript; runs of one timer never
- * overlap, and no worker thread ever waits for JavaScript: a busy event loop
- * delays the callbacks (as it delays setTimeout) and nothing else. One koffi
- * trampoline (fire) is registered per JavaScript thread and only ever called
- * synchronously, from tw_queue_run() (or tw_runtime_advance()) on this
- * thread; each timer is an integer key into a Map holding its Timer, whose
- * function runs. Timers have no C release hook: the binding knows from each
- * call's return code when the C library releases a timer (a one-shot after
- * its run unless it re-armed itself, a stop that returned TW_OK -- at once,
- * or after the run in progress --, a failed start, the shutdown) and drops
- * the key then. So no JavaScript runs inside tw_timer_stop() or
- * tw_runtime_shutdown(), and the runtime can be freed by native code alone
- * (Workers, below).
+ * is watched by the JavaScript thread's own event loop, through a
+ * net.Socket that reads it (a libuv stream Node owns: no thread of the
+ * libuv pool, no helper thread; see queueSocket()). The library writes the
+ * eventfd for every batch it delivers; each read takes that count, and the
+ * binding then runs the due callbacks on that thread with tw_queue_run(),
+ * each in its own setImmediate() turn, so process.nextTick() callbacks and
+ * promise reactions queued by one callback run before the next callback, as
+ * with setTimeout; after the last turn the queue's due count says whether
+ * more came meanwhile. So every callback runs on the JavaScript thread that
+ * created the Runtime, between other event-loop work, never concurrently
+ * with other JavaScript; runs of one timer never overlap, and no worker
+ * thread ever waits for JavaScript: a busy event loop delays the callbacks
+ * (as it delays setTimeout) and nothing else. One koffi trampoline (fire) is
+ * registered per JavaScript thread and only ever called synchronously, from
+ * tw_queue_run() (or tw_runtime_advance()) on this thread; each timer is an
+ * integer key into a slot array holding its Timer, whose function runs.
+ * Timers have no C release hook: the binding knows from each call's return
+ * code when the C library releases a timer (a one-shot after its run unless
+ * it re-armed itself, a stop that returned TW_OK -- at once, or after the
+ * run in progress --, a failed start, the shutdown) and drops the key then.
+ * So no JavaScript runs inside tw_timer_stop() or tw_runtime_shutdown(),
+ * and the runtime can be freed by native code alone (Workers, below).
  *
  * Workers. A Runtime may be created on any worker_threads Worker; its
  * callbacks run on that Worker's thread. When the Worker ends -- its event
@@ -48,12 +50,13 @@
  * koffi.node.env) whose functions are the C library's tw_queue_destroy()
  * and tw_runtime_destroy() themselves, with the queue and the runtime as
  * their arguments: Node runs them when it tears the Worker's environment
- * down, without JavaScript; close() removes them. On a Worker the binding
- * also marks koffi's native module as never unloaded (dlopen with
- * RTLD_NOLOAD | RTLD_NODELETE): koffi 3.3 closes its poll handle from a
- * finalizer during that teardown and Node unloads the Worker's addons
- * before libuv calls the handle's close callback, which then ran in
- * unmapped memory (SIGSEGV).
+ * down, without JavaScript; close() removes them. The socket is Node's own
+ * handle and is closed by Node then too. (The binding used koffi.node.poll
+ * before: koffi 3.3.4's poll callback aborts the process when the fd polls
+ * readable while a Worker is being terminated -- it cannot call JavaScript
+ * then and treats that as fatal -- and its handle, closed by a finalizer,
+ * had its close callback run after Node unloaded koffi from the Worker:
+ * SIGSEGV.)
  *
  * Because callbacks run inside tw_queue_run() on this thread, stop() is
  * exact: a timer that is due but whose callback has not run yet is
@@ -574,7 +577,7 @@ function libc() {
 }
 const O_CLOEXEC = 0o2000000;
 
-/** A paused-free, readable net.Socket on a duplicate of `fd` (the queue's
+/** A readable (flowing) net.Socket on a duplicate of `fd` (the queue's
  *  eventfd): made on a pipe (net.Socket takes pipes and sockets only), whose
  *  read end is then replaced by the duplicate with dup3() in the same
  *  synchronous step -- libuv registers a stream's fd in epoll only in its
@@ -862,6 +865,29 @@ function put64(u32, w, v) {
     u32[w] = v - hi * TWO32;
     u32[w + 1] = hi;
   }
+}
+
+// For bench/peers/peer_node.js (not part of the API): n start+stop pairs of
+// timers due in 10 s through the very koffi calls start() and stop() make
+// -- tw_timer_start_ex with the spec scratch, tw_timer_stop with the id as
+// a Number or BigInt -- without the binding's JavaScript around them: the
+// floor of a pair's cost from JavaScript. The key names no timer (none can
+// fire: each is stopped at once).
+function rawPairs(rt, n) {
+  rt._prepareSpec();
+  const sc = specScratch;
+  const u = sc.u32;
+  put64(u, W_DELAY, 10e9);
+  put64(u, W_ARG, 2 ** 52); // a key no slot matches
+  const start = lib.tw_timer_start_ex;
+  const stop = lib.tw_timer_stop;
+  for (let i = 0; i < n; i++) {
+    if (start(rt._ptr, sc.mem, sc.idMem) !== TW_OK) throw new Error('rawPairs: start failed');
+    const hi = sc.id[1];
+    stop(rt._ptr, hi < 0x200000 ? hi * TWO32 + sc.id[0] : (BigInt(hi) << 32n) | BigInt(sc.id[0]));
+  }
+  sc.dirty = true; // the template's key and delay are this function's
+  return n;
 }
 
 // ---- open runtimes and process exit ------------------------------------------------
@@ -2220,5 +2246,5 @@ module.exports = {
   libraryPath,
   now,
   // for the tests; not part of the API
-  _internal: { checkVersion, msToNs, load, liveTimers, PREBUILD_DIR, defaultRuntime: () => defaultRt },
+  _internal: { checkVersion, msToNs, load, liveTimers, rawPairs, PREBUILD_DIR, defaultRuntime: () => defaultRt },
 };
