@@ -1092,11 +1092,19 @@ class Runtime extends EventEmitter {
     }
     const fire = getFireTrampoline();
     getSpecScratch();
+    const hooked = hooks.error === undefined;
     const out = [null];
     let rc = l.tw_runtime_create(cfg, out);
     if (rc !== TW_OK) throw cError(rc, 'tw_runtime_create');
+    // The end of this thread's environment -- a Worker's end, terminate()
+    // included -- frees the runtime in native code (and the queue, below:
+    // hooks run last-registered first). Registered right after the create,
+    // with no JavaScript function call in between: V8 stops a terminated
+    // thread's JavaScript at a function entry or a loop, never inside or
+    // between these native calls. close() removes them (see _finish).
+    this._hookRt = hooked && hooks.add(hooks.env, l.destroyAddr.runtime, out[0]) === 0;
+    this._hookQueue = false;
     this._ptr = out[0];
-    this._hooks = null; // envCleanupHooks() while this runtime's are registered
     this._live = 0; // timers started and not yet released
     this._refedLive = 0; // how many of them are ref'd (Timer.ref(), the default)
     this._exiting = false; // closed by the end of the event loop or process.exit(), not by close()
@@ -1120,12 +1128,19 @@ class Runtime extends EventEmitter {
 
     const qout = [null];
     rc = l.tw_queue_create(this._ptr, qout);
+    if (rc === TW_OK) {
+      this._hookQueue = this._hookRt && hooks.add(hooks.env, l.destroyAddr.queue, qout[0]) === 0;
+      this._queue = qout[0];
+    }
+    if (rc === TW_OK && !isMainThread && !(this._hookRt && this._hookQueue)) {
+      this._destroyNative();
+      throw new Error('tickwheel: napi_add_env_cleanup_hook failed: a Runtime on this worker thread could not ' +
+        'be made to close when the Worker ends');
+    }
     if (rc === TW_OK && manual) {
       // A manual runtime's timers are not bound to the queue (the C library
       // runs them inside advance() on this thread); it is kept for stats().
-      this._queue = qout[0];
     } else if (rc === TW_OK) {
-      this._queue = qout[0];
       try {
         this._poll = queueSocket(l.tw_queue_fd(this._queue));
       } catch (err) {
@@ -1142,24 +1157,6 @@ class Runtime extends EventEmitter {
       throw err;
     }
     if (this._poll !== null) this._poll.unref(); // ref'd while live timers are (see _syncRef)
-    // The end of this thread's environment (a Worker's end, terminate()
-    // included) frees the queue, then the runtime, in native code (hooks
-    // run last-registered first); close() removes the hooks.
-    if (hooks.error === undefined) {
-      const a = l.destroyAddr;
-      if (hooks.add(hooks.env, a.runtime, this._ptr) === 0) {
-        if (hooks.add(hooks.env, a.queue, this._queue) === 0) {
-          this._hooks = hooks;
-        } else {
-          hooks.remove(hooks.env, a.runtime, this._ptr);
-        }
-      }
-      if (this._hooks === null && !isMainThread) {
-        this._destroyNative();
-        throw new Error('tickwheel: napi_add_env_cleanup_hook failed: a Runtime on this worker thread could not ' +
-          'be made to close when the Worker ends');
-      }
-    }
     // The template of this runtime's specs (see _prepareSpec): the
     // trampoline, the queue (none on a manual runtime), no release hook.
     this._fireAddr = koffi.address(fire);
@@ -1979,13 +1976,32 @@ class Runtime extends EventEmitter {
     }
   }
 
-  // Removes the environment cleanup hooks (see the constructor).
+  // Frees the queue, then the runtime (never from inside a run of the
+  // queue), each right after its environment cleanup hook is removed (see
+  // the constructor): no JavaScript function call in between, so a
+  // terminate() cannot leave an object without its hook. Returns the two
+  // codes.
+  _destroyNow() {
+    const h = envHooks;
+    if (this._hookQueue) h.remove(h.env, lib.destroyAddr.queue, this._queue);
+    const rcQueue = this._queue === null ? TW_OK : lib.tw_queue_destroy(this._queue);
+    this._hookQueue = false;
+    this._queue = null;
+    if (this._hookRt) h.remove(h.env, lib.destroyAddr.runtime, this._ptr);
+    const rc = this._ptr === null ? TW_OK : lib.tw_runtime_destroy(this._ptr);
+    this._hookRt = false;
+    this._ptr = null;
+    return [rcQueue, rc];
+  }
+
+  // Removes the environment cleanup hooks, leaving the C objects as they
+  // are (see _closeForExit).
   _removeHooks() {
-    const h = this._hooks;
-    if (h === null) return;
-    this._hooks = null;
-    h.remove(h.env, lib.destroyAddr.queue, this._queue);
-    h.remove(h.env, lib.destroyAddr.runtime, this._ptr);
+    const h = envHooks;
+    if (this._hookQueue) h.remove(h.env, lib.destroyAddr.queue, this._queue);
+    if (this._hookRt) h.remove(h.env, lib.destroyAddr.runtime, this._ptr);
+    this._hookQueue = false;
+    this._hookRt = false;
   }
 
   // Frees the C side (never from inside a run of the queue). Order: the poll
@@ -1996,7 +2012,6 @@ class Runtime extends EventEmitter {
       this._poll.destroy();
       this._poll = null;
     }
-    this._removeHooks();
     const rcShutdown = this._ptr === null ? TW_OK : lib.tw_runtime_shutdown(this._ptr);
     for (const t of this._liveTimers()) this._release(t); // the shutdown released them
     try {
@@ -2004,10 +2019,7 @@ class Runtime extends EventEmitter {
     } catch {
       this._finalStats = null;
     }
-    const rcQueue = this._queue === null ? TW_OK : lib.tw_queue_destroy(this._queue);
-    this._queue = null;
-    const rc = this._ptr === null ? TW_OK : lib.tw_runtime_destroy(this._ptr);
-    this._ptr = null;
+    const [rcQueue, rc] = this._destroyNow();
     openRuntimes.delete(this);
     if (rcShutdown !== TW_OK) throw new TickwheelError(rcShutdown, 'close');
     if (rcQueue !== TW_OK) throw new TickwheelError(rcQueue, 'tw_queue_destroy');
@@ -2021,11 +2033,7 @@ class Runtime extends EventEmitter {
       this._poll.destroy();
       this._poll = null;
     }
-    this._removeHooks();
-    if (this._queue !== null) lib.tw_queue_destroy(this._queue);
-    this._queue = null;
-    if (this._ptr !== null) lib.tw_runtime_destroy(this._ptr);
-    this._ptr = null;
+    this._destroyNow();
   }
 
   _finishClose() {
