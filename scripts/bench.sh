@@ -59,6 +59,9 @@
 #                               and prints the table. Needs node and npm
 #                               (koffi from the npm registry or cache);
 #                               about 30 s on 2 cores after the build.
+#                               BENCH_NODE_BASE=<commit>: that commit's
+#                               binding too, on the same library
+#                               (node-base.json), for an A/B.
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
@@ -152,9 +155,23 @@ if [[ $mode == node ]]; then
     echo "$want" >"$stamp"
   fi
   if ((quick)); then nargs=(--ops 20000 --rounds 3 --warmup 1); else nargs=(--ops "${BENCH_OPS:-200000}" --rounds "${BENCH_REPS:-15}" --warmup 3); fi
-  cmd="scripts/bench.sh node$( ((quick)) && echo ' --quick')"
+  cmd="scripts/bench.sh node$( ((quick)) && echo ' --quick' || true)"
   log "bench/peers/peer_node.js ${nargs[*]}"
   TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$pkg" "${nargs[@]}" --out "$out/node.json" --command "$cmd"
+  # A/B: BENCH_NODE_BASE=<commit> also runs that commit's binding (its
+  # bindings/node/index.js, same library, same koffi) -> node-base.json.
+  if [[ -n ${BENCH_NODE_BASE:-} ]]; then
+    base=$build/bench-node-base
+    rm -rf "$base"
+    mkdir -p "$base"
+    for f in package.json index.js promises.js; do
+      git show "$BENCH_NODE_BASE:bindings/node/$f" >"$base/$f"
+    done
+    ln -s "$pkg/node_modules" "$base/node_modules"
+    log "the base binding ($BENCH_NODE_BASE)"
+    TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$base" "${nargs[@]}" --out "$out/node-base.json" \
+      --command "BENCH_NODE_BASE=$BENCH_NODE_BASE $cmd"
+  fi
   log "done in $(( $(date +%s) - t_start )) s"
   exit 0
 fi
