@@ -460,7 +460,10 @@ export declare class Runtime {
   removeAllListeners(event?: string | symbol): this;
   emit(event: string | symbol, ...args: any[]): boolean;
   listenerCount(event: string | symbol): number;
+  prependOnceListener(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
+  prependOnceListener(event: string | symbol, listener: (...args: any[]) => void): this;
   listeners(event: string | symbol): Function[];
+  rawListeners(event: string | symbol): Function[];
   eventNames(): Array<string | symbol>;
   setMaxListeners(n: number): this;
   getMaxListeners(): number;

@@ -16,6 +16,9 @@ export async function main(): Promise<void> {
   const c: void = await promisesDefault.sleep(1);
   for await (const x of every(5, 'x')) { const s: string = x; void s; break; }
   rt.on('error', (err: unknown, timer: Timer) => { void err; void timer; });
+  // A Runtime is an EventEmitter of node:events (the declarations list its methods).
+  const emitter: Pick<import('node:events').EventEmitter, 'on' | 'once' | 'off' | 'emit' | 'listenerCount'> = rt;
+  void emitter;
   const st: RuntimeStats = rt.stats();
   const n: number = st.callbackExceptions;
   try {
