@@ -51,6 +51,12 @@ test('many Workers in sequence, terminated at any moment: no crash, no thread an
   assert.ok(out.fds <= 2, `${out.fds} more fds open than before the Workers`);
 });
 
+test('runtimes closed before the terminate() are not freed again (their hooks were removed)', async () => {
+  const out = ok(await run('closed'));
+  assert.equal(out.code, 1);
+  assert.deepEqual(out.messages, [{ closed: true, ready: true }]);
+});
+
 test('a Worker whose event loop ends by itself closes its runtime', async () => {
   const out = ok(await run('natural'));
   assert.equal(out.code, 0);
