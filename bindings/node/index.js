@@ -56,7 +56,14 @@
  * readable while a Worker is being terminated -- it cannot call JavaScript
  * then and treats that as fatal -- and its handle, closed by a finalizer,
  * had its close callback run after Node unloaded koffi from the Worker:
- * SIGSEGV.)
+ * SIGSEGV.) koffi 3.3.4 makes any failed Node-API call fatal, and on a
+ * thread being terminated the calls that read or write JavaScript objects
+ * fail: so on a Worker the binding does its one-time koffi setup (binding
+ * the library's functions, the trampoline, native scratch memory) while
+ * the package loads, and afterwards passes koffi numbers, pointers and
+ * buffers only. A terminate() at any moment after require('tickwheel')
+ * returned is safe; one during it -- koffi's own module initialisation
+ * included -- can still abort the process (koffi's, not fixable here).
  *
  * Because callbacks run inside tw_queue_run() on this thread, stop() is
  * exact: a timer that is due but whose callback has not run yet is
@@ -382,6 +389,10 @@ const STAT_FIELDS = {
   lateness_samples: 'uint64_t',
 };
 const Stats = defineType('tw_stats', (n) => koffi.struct(n, STAT_FIELDS));
+const STATS_SIZE = koffi.sizeof(Stats);
+// Byte offsets of tw_stats' fields (read from a Buffer: see bind()).
+const STATS_AT = Object.fromEntries(Object.keys(STAT_FIELDS).map((k) => [k, koffi.offsetof(Stats, k)]));
+const CONFIG_SIZE = koffi.sizeof(Config);
 // tw_queue_stats (1.2), read from a Buffer: the binding asks for `due` on
 // every wake-up, so no object is built for it.
 const QUEUE_STAT_FIELDS = [
@@ -435,7 +446,11 @@ function bind(handle, where) {
   // The version first: an older library lacks the later functions.
   const ver = checkVersion(f('tw_version', 'uint32_t', [])(), where);
   const fns = {
-    tw_runtime_create: f('tw_runtime_create', 'int', [koffi.pointer(Config), koffi.out(koffi.pointer(rtPtr))]),
+    // Structs and out-parameters pass as native memory or Buffers, never as
+    // JavaScript objects koffi would read and write property by property:
+    // on a Worker being terminated those property accesses fail, and koffi
+    // 3.3.4 makes such a failure a fatal error of the process (see Workers).
+    tw_runtime_create: f('tw_runtime_create', 'int', ['void *', 'void *']),
     tw_runtime_shutdown: f('tw_runtime_shutdown', 'int', [rtPtr]),
     tw_runtime_destroy: f('tw_runtime_destroy', 'int', [rtPtr]),
     // The spec and the id are native memory written and read through typed
@@ -444,8 +459,8 @@ function bind(handle, where) {
     tw_timer_start_ex: f('tw_timer_start_ex', 'int', [rtPtr, 'void *', 'void *']),
     tw_timer_stop: f('tw_timer_stop', 'int', [rtPtr, 'uint64_t']),
     tw_timer_reset: f('tw_timer_reset', 'int', [rtPtr, 'uint64_t', 'uint64_t']),
-    tw_runtime_stats: f('tw_runtime_stats', 'int', [rtPtr, koffi.inout(koffi.pointer(Stats))]),
-    tw_queue_create: f('tw_queue_create', 'int', [rtPtr, koffi.out(koffi.pointer('void *'))]),
+    tw_runtime_stats: f('tw_runtime_stats', 'int', [rtPtr, 'uint8_t *']),
+    tw_queue_create: f('tw_queue_create', 'int', [rtPtr, 'void *']),
     tw_queue_fd: f('tw_queue_fd', 'int', ['void *']),
     tw_queue_run: f('tw_queue_run', 'int', ['void *', 'size_t', 'int64_t']),
     tw_queue_destroy: f('tw_queue_destroy', 'int', ['void *']),
@@ -567,7 +582,7 @@ function libc() {
   if (libcFns === null) {
     const c = koffi.load('libc.so.6');
     libcFns = {
-      pipe2: c.func('int pipe2(_Out_ int *fds, int flags)'),
+      pipe2: c.func('int pipe2(int *fds, int flags)'), // fds: an Int32Array (see bind())
       dup3: c.func('int dup3(int oldfd, int newfd, int flags)'),
       close: c.func('int close(int fd)'),
       handle: c,
@@ -586,19 +601,21 @@ const O_CLOEXEC = 0o2000000;
  *  environment, without JavaScript. */
 function queueSocket(fd) {
   const c = libc();
-  const fds = [-1, -1];
+  const fds = new Int32Array([-1, -1]);
   if (c.pipe2(fds, O_CLOEXEC) !== 0) throw new Error(`tickwheel: pipe2() failed (errno ${koffi.errno()})`);
+  // Only the read end's type matters (to net.Socket): the write end goes at
+  // once. (A worker.terminate() landing inside the net.Socket constructor
+  // below leaves the read end open: one fd, in that race only.)
+  c.close(fds[1]);
   let sock;
   try {
     sock = new net.Socket({ fd: fds[0], readable: true, writable: false });
   } catch (err) {
     c.close(fds[0]);
-    c.close(fds[1]);
     throw err;
   }
   const rc = c.dup3(fd, fds[0], O_CLOEXEC); // closes the pipe's read end, in place
   const errno = koffi.errno();
-  c.close(fds[1]);
   if (rc < 0) {
     sock.destroy();
     throw new Error(`tickwheel: dup3() of the queue's eventfd failed (errno ${errno})`);
@@ -818,9 +835,23 @@ function onFire(key) {
   }
 }
 
+let fireAddress = 0n; // its address, for the specs
 function getFireTrampoline() {
-  if (fireTrampoline === null) fireTrampoline = koffi.register(onFire, koffi.pointer(Callback));
+  if (fireTrampoline === null) {
+    fireTrampoline = koffi.register(onFire, koffi.pointer(Callback));
+    fireAddress = koffi.address(fireTrampoline);
+  }
   return fireTrampoline;
+}
+
+// The binding's one-time setup of this thread (after load()): everything a
+// Runtime's constructor would otherwise make through koffi the first time.
+function prepareThread() {
+  getFireTrampoline();
+  getSpecScratch();
+  getCreateScratch();
+  libc();
+  envCleanupHooks();
 }
 
 // The spec of every start of this thread: native memory (fixed address,
@@ -846,6 +877,24 @@ function getSpecScratch() {
   }
   return specScratch;
 }
+// tw_config and a pointer-sized out-parameter for tw_runtime_create() and
+// tw_queue_create(), in native memory (see bind()): one per thread, never freed.
+let createScratch = null;
+function getCreateScratch() {
+  if (createScratch === null) {
+    const size = CONFIG_SIZE + 8;
+    const mem = koffi.alloc('uint8_t', size);
+    const ab = koffi.view(mem, size);
+    createScratch = {
+      cfg: mem,
+      out: mem + BigInt(CONFIG_SIZE),
+      u32: new Uint32Array(ab, 0, CONFIG_SIZE / 4),
+      ptr: new BigUint64Array(ab, CONFIG_SIZE, 1),
+    };
+  }
+  return createScratch;
+}
+
 // tw_timer_spec field offsets as indices of 32-bit words.
 const W = Object.fromEntries(Object.entries(SPEC_AT).map(([k, v]) => [k, v / 4]));
 const W_DELAY = W.delay_ns;
@@ -1043,7 +1092,7 @@ class Runtime extends EventEmitter {
   constructor(options) {
     super();
     const o = checkOptions(options, RUNTIME_OPTIONS, 'Runtime options');
-    const cfg = { size: koffi.sizeof(Config), shards: 0, workers: 1, flags: 0, resolution_ns: 0, max_timers: 0 };
+    const cfg = { size: CONFIG_SIZE, shards: 0, workers: 1, flags: 0, resolution_ns: 0, max_timers: 0 };
     if (o.shards !== undefined) cfg.shards = checkInteger(o.shards, 'shards', 0, MAX_SHARDS);
     if (o.workers !== undefined) cfg.workers = checkInteger(o.workers, 'workers', 0, MAX_WORKERS);
     if (o.resolution !== undefined && o.resolution !== 0) {
@@ -1090,12 +1139,20 @@ class Runtime extends EventEmitter {
       err.code = 'ERR_TICKWHEEL_WORKER';
       throw err;
     }
-    const fire = getFireTrampoline();
-    getSpecScratch();
+    prepareThread();
     const hooked = hooks.error === undefined;
-    const out = [null];
-    let rc = l.tw_runtime_create(cfg, out);
+    const cs = createScratch;
+    cs.u32.fill(0);
+    cs.u32[0] = cfg.size;
+    cs.u32[1] = cfg.shards;
+    cs.u32[2] = cfg.workers;
+    cs.u32[3] = cfg.flags;
+    put64(cs.u32, 4, cfg.resolution_ns);
+    put64(cs.u32, 6, cfg.max_timers);
+    cs.ptr[0] = 0n;
+    let rc = l.tw_runtime_create(cs.cfg, cs.out);
     if (rc !== TW_OK) throw cError(rc, 'tw_runtime_create');
+    const out = [cs.ptr[0]];
     // The end of this thread's environment -- a Worker's end, terminate()
     // included -- frees the runtime in native code (and the queue, below:
     // hooks run last-registered first). Registered right after the create,
@@ -1126,8 +1183,9 @@ class Runtime extends EventEmitter {
     this._manual = manual;
     this._advanceErrors = null; // callback errors of the advance() in progress (no 'error' listener)
 
-    const qout = [null];
-    rc = l.tw_queue_create(this._ptr, qout);
+    cs.ptr[0] = 0n;
+    rc = l.tw_queue_create(this._ptr, cs.out);
+    const qout = [cs.ptr[0]];
     if (rc === TW_OK) {
       this._hookQueue = this._hookRt && hooks.add(hooks.env, l.destroyAddr.queue, qout[0]) === 0;
       this._queue = qout[0];
@@ -1159,8 +1217,8 @@ class Runtime extends EventEmitter {
     if (this._poll !== null) this._poll.unref(); // ref'd while live timers are (see _syncRef)
     // The template of this runtime's specs (see _prepareSpec): the
     // trampoline, the queue (none on a manual runtime), no release hook.
-    this._fireAddr = koffi.address(fire);
-    this._queueAddr = manual ? 0n : koffi.address(this._queue);
+    this._fireAddr = fireAddress;
+    this._queueAddr = manual ? 0n : this._queue;
     this._runTurn = () => this._turn();
     this._unrefLater = () => {
       this._unrefQueued = false;
@@ -1841,10 +1899,14 @@ class Runtime extends EventEmitter {
   }
 
   _rawStats() {
-    const st = { size: koffi.sizeof(Stats) };
-    for (const k of Object.keys(STAT_FIELDS)) if (k !== 'size') st[k] = 0;
-    const rc = lib.tw_runtime_stats(this._ptr, st);
+    const b = Buffer.alloc(STATS_SIZE);
+    b.writeUInt32LE(STATS_SIZE, 0);
+    const rc = lib.tw_runtime_stats(this._ptr, b);
     if (rc !== TW_OK) throw cError(rc, 'stats');
+    const st = {};
+    for (const [k, type] of Object.entries(STAT_FIELDS)) {
+      st[k] = type === 'uint32_t' ? b.readUInt32LE(STATS_AT[k]) : b.readBigUInt64LE(STATS_AT[k]);
+    }
     return st;
   }
 
@@ -2232,6 +2294,20 @@ function defaultRuntime() {
   return defaultRt;
 }
 const promises = makePromises(defaultRuntime);
+
+// On a Worker, the one-time setup happens now, while the package loads:
+// koffi's calls that define functions and types read JavaScript objects, and
+// a worker.terminate() landing inside one aborts the process (koffi 3.3.4
+// turns the failed Node-API call into a fatal error). After require() has
+// returned, a Runtime's constructor and methods make only calls with
+// numbers, pointers and buffers, which a terminate() cannot break. A
+// failure here (no library found, ...) is reported by new Runtime().
+if (!isMainThread) {
+  try {
+    load();
+    prepareThread();
+  } catch { /* thrown again, with its full message, by new Runtime() */ }
+}
 
 if (typeof Symbol.asyncDispose === 'symbol') {
   Runtime.prototype[Symbol.asyncDispose] = function asyncDispose() {

