@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Per-call cost from Python (issue 33): a start+stop pair of the Python
+binding against asyncio's own timers, measured in the same run.
+
+  tickwheel pair        rt.start(10.0, nop).stop()            (callbacks on workers)
+  asyncio pair          loop.call_later(10.0, nop).cancel()   (inside a running loop)
+  tickwheel.asyncio     tickwheel.asyncio.call_later(rt, 10.0, nop).cancel()  (same loop)
+  tickwheel pair, busy  the first pair while another Python thread spins on the CPU
+                        (it takes the GIL whenever this thread lets it go or its
+                        switch interval, 5 ms, runs out)
+
+Each repetition times --pairs pairs of each (interleaved: tickwheel, asyncio,
+tickwheel.asyncio, busy) in a plain ``for`` loop (its overhead, ~15 ns, is in
+every figure alike); a figure is the best of --reps repetitions, with the
+median, the worst and the spread ((worst - best) / best). 1000 timers are
+pending in the runtime throughout (as in the C benchmarks' smallest case);
+asyncio's loop runs one iteration every 1000 pairs (asyncio drops cancelled
+handles from its heap only when it iterates; the tickwheel.asyncio pairs get
+the same iterations).
+
+The goals (issue 33): the tickwheel pair <= 0.8 us; tickwheel.asyncio <= 1.5x
+asyncio's own pair; <= 5 us per pair beside the busy thread.
+
+Usage (scripts/bench.sh python runs it with the release build's package):
+
+  python3 bench/python_percall_bench.py [--binding build/release/python] [--reps 7]
+         [--pairs 100000] [--json docs/bench/python.json] [--quick]
+
+Prints a table and, with --json, writes the figures with the date, the machine
+(uname -m, CPU model, cores), the Python version and the command.
+Not a test: it measures and prints.
+"""
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import threading
+import time
+
+GOAL_PAIR_NS = 800.0
+GOAL_ASYNCIO_RATIO = 1.5
+GOAL_BUSY_NS = 5000.0
+
+
+def parse_args():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--binding", default=os.path.join(here, "..", "build", "release", "python"),
+                    help="directory holding the tickwheel package (default: the release build's staged "
+                         "copy); 'installed' = import the installed one")
+    ap.add_argument("--pairs", type=int, default=100000, help="pairs per repetition and figure")
+    ap.add_argument("--busy-pairs", type=int, default=20000, help="pairs per repetition beside the busy thread")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--pending", type=int, default=1000, help="timers pending in the runtime meanwhile")
+    ap.add_argument("--json", help="write the figures there (docs/bench/python.json)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2000 pairs, 2 repetitions")
+    a = ap.parse_args()
+    if a.quick:
+        a.pairs, a.busy_pairs, a.reps = 2000, 1000, 2
+    return a
+
+
+def nop():
+    pass
+
+
+class Spinner:
+    """A CPU-bound Python thread: it takes the GIL whenever another thread lets it go."""
+
+    def __enter__(self):
+        self.stop = False
+        self.spins = 0
+
+        def spin():
+            while not self.stop:
+                self.spins += 1
+        self.thread = threading.Thread(target=spin, daemon=True)
+        self.thread.start()
+        while self.spins == 0:  # running (and competing for the GIL) before we measure
+            time.sleep(0.001)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop = True
+        self.thread.join()
+
+
+def pairs_tickwheel(rt, n):
+    start = rt.start
+    now = time.perf_counter_ns
+    t0 = now()
+    for _ in range(n):
+        start(10.0, nop).stop()
+    return (now() - t0) / n
+
+
+def pairs_busy(rt, n):
+    with Spinner():
+        return pairs_tickwheel(rt, n)
+
+
+async def _chunks(one_chunk, n):
+    # Timed chunks of 1000 pairs; one loop iteration between them (not timed).
+    total, left = 0, n
+    while left > 0:
+        k = min(1000, left)
+        total += one_chunk(k)
+        left -= k
+        await asyncio.sleep(0)
+    return total / n
+
+
+def pairs_asyncio(n):
+    async def run():
+        loop = asyncio.get_running_loop()
+        call_later = loop.call_later
+        now = time.perf_counter_ns
+
+        def chunk(k):
+            t0 = now()
+            for _ in range(k):
+                call_later(10.0, nop).cancel()
+            return now() - t0
+        return await _chunks(chunk, n)
+    return asyncio.run(run())
+
+
+def pairs_tickwheel_asyncio(tw, rt, n):
+    twa = tw.asyncio
+
+    async def run():
+        twa.call_later(rt, 10.0, nop).cancel()  # the delivery is made on first use: not timed
+        call_later = twa.call_later
+        now = time.perf_counter_ns
+
+        def chunk(k):
+            t0 = now()
+            for _ in range(k):
+                call_later(rt, 10.0, nop).cancel()
+            return now() - t0
+        return await _chunks(chunk, n)
+    return asyncio.run(run())
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def figure(name, samples, unit="ns per pair", goal=None, met=None, note=""):
+    best, worst = min(samples), max(samples)
+    return {"name": name, "unit": unit, "best": round(best, 1), "median": round(statistics.median(samples), 1),
+            "worst": round(worst, 1), "spread": round((worst - best) / best, 3) if best else 0.0,
+            "reps": len(samples), "samples": [round(s, 1) for s in samples], "goal": goal, "met": met,
+            "note": note}
+
+
+def main():
+    a = parse_args()
+    if a.binding != "installed":
+        sys.path.insert(0, os.path.abspath(a.binding))
+    import tickwheel as tw  # noqa: E402 -- the binding under test
+    import tickwheel.asyncio  # noqa: E402,F401
+
+    samples = {"tw": [], "asyncio": [], "twa": [], "busy": []}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)  # CPython's default: what the busy thread gets per turn
+    with tw.Runtime() as rt:
+        keep = [rt.start(10.0 + i * 1e-3, nop) for i in range(a.pending)]
+        pairs_tickwheel(rt, min(a.pairs, 10000))  # warm-up: worker threads, thread states, caches
+        pairs_asyncio(min(a.pairs, 10000))
+        for rep in range(a.reps):
+            samples["tw"].append(pairs_tickwheel(rt, a.pairs))
+            samples["asyncio"].append(pairs_asyncio(a.pairs))
+            samples["twa"].append(pairs_tickwheel_asyncio(tw, rt, a.pairs))
+            samples["busy"].append(pairs_busy(rt, a.busy_pairs))
+            print("rep %d/%d: tickwheel %.0f ns, asyncio %.0f ns, tickwheel.asyncio %.0f ns, busy %.0f ns"
+                  % (rep + 1, a.reps, samples["tw"][-1], samples["asyncio"][-1], samples["twa"][-1],
+                     samples["busy"][-1]), file=sys.stderr, flush=True)
+        for t in keep:
+            t.stop()
+    sys.setswitchinterval(interval)
+
+    best_asyncio = min(samples["asyncio"])
+    ratio = [t / best_asyncio for t in samples["twa"]]
+    figures = [
+        figure("tickwheel pair: rt.start(10.0, fn).stop()", samples["tw"], goal="<= %.0f ns" % GOAL_PAIR_NS,
+               met=min(samples["tw"]) <= GOAL_PAIR_NS),
+        figure("asyncio pair: loop.call_later(10.0, fn).cancel()", samples["asyncio"],
+               note="the reference, same run"),
+        figure("tickwheel.asyncio pair: call_later(rt, 10.0, fn).cancel()", samples["twa"]),
+        figure("tickwheel.asyncio / asyncio (best / best asyncio)", ratio, unit="ratio",
+               goal="<= %.1f" % GOAL_ASYNCIO_RATIO, met=min(ratio) <= GOAL_ASYNCIO_RATIO),
+        figure("tickwheel pair beside a busy Python thread", samples["busy"], goal="<= %.0f ns" % GOAL_BUSY_NS,
+               met=min(samples["busy"]) <= GOAL_BUSY_NS,
+               note="wall time per pair; the busy thread holds the GIL about half of it"),
+    ]
+    print("\n%-62s %10s %10s %10s %7s  %s" % ("per-call cost from Python", "best", "median", "worst", "spread",
+                                           "goal"))
+    for f in figures:
+        goal = "" if f["goal"] is None else "%s: %s" % (f["goal"], "met" if f["met"] else "NOT met")
+        fmt = "%-62s %10.2f %10.2f %10.2f %6.1f%%  %s" if f["unit"] == "ratio" else \
+              "%-62s %10.0f %10.0f %10.0f %6.1f%%  %s"
+        print(fmt % (f["name"], f["best"], f["median"], f["worst"], f["spread"] * 100, goal))
+    if a.json:
+        doc = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machine": {"arch": platform.machine(), "cpu": cpu_model(), "cores": os.cpu_count(),
+                        "load_average": list(os.getloadavg())},
+            "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                       "executable": sys.executable},
+            "tickwheel": {"version": tw.__version__, "library": tw.library_path},
+            "command": " ".join(shlex.quote(x) for x in [os.path.basename(sys.executable)] + sys.argv),
+            "method": "best of %d repetitions of %d pairs each (%d beside the busy thread), %d timers pending"
+                      % (a.reps, a.pairs, a.busy_pairs, a.pending),
+            "figures": figures,
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        print("wrote %s" % a.json, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
