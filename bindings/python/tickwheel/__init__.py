@@ -365,7 +365,8 @@ def _to_ns(value: Seconds, name: str, call: str, limit: Optional[int] = TW_MAX_D
             raise _invalid(call, "%s=nan is not a number of seconds" % name)
         if value in (math.inf, -math.inf):
             raise _invalid(call, "%s=%s is not a finite number of seconds" % (name, _show(value)))
-        ns = round(value * 10**9)
+        # (beyond 1e18 s the product would overflow a float: far beyond any limit anyway)
+        ns = round(value * 10**9) if -1e18 < value < 1e18 else int(value) * 10**9
     elif isinstance(value, datetime.timedelta):
         ns = (value.days * 86400 + value.seconds) * 10**9 + value.microseconds * 1000
     elif isinstance(value, numbers.Real):  # Fraction, numpy's floats...
@@ -736,20 +737,29 @@ class _Native:
         failure is raised as TickwheelError (or a subclass) naming ``what``."""
         if self.epoch != _fork_epoch:
             raise ForkedError(what)
-        with self.cond:
-            if self.handle is None or self.closing:
-                raise TickwheelError(TW_ESHUTDOWN, what)
-            self.active += 1
-            handle = self.handle
+        # Counted inside the try: from 3.10 on, a signal handler (Ctrl-C) runs
+        # only at a call or a backward jump, and there is none between the
+        # count and ``entered`` -- a KeyboardInterrupt cannot leave it counted.
+        entered = False
         try:
+            with self.cond:
+                if self.handle is None or self.closing:
+                    raise TickwheelError(TW_ESHUTDOWN, what)
+                self.active += 1
+                entered = True
+                handle = self.handle
             return fn(handle, *args)
         except _NativeError as e:
             raise _native_error(e, what) from None
         finally:
-            with self.cond:
-                self.active -= 1
-                if self.active == 0 and self.closing:  # only close() waits for it, once closing
-                    self.cond.notify_all()
+            if entered:
+                self._leave()
+
+    def _leave(self) -> None:
+        with self.cond:
+            self.active -= 1
+            if self.active == 0 and self.closing:  # only close() waits for it, once closing
+                self.cond.notify_all()
 
     call_rc = call
 
@@ -760,20 +770,20 @@ class _Native:
         waits for the rest)."""
         if self.epoch != _fork_epoch:
             raise ForkedError("shutdown")
-        with self.cond:
-            if self.handle is None or self.closing:
-                return  # close() shuts down before it frees
-            self.active += 1
-            handle = self.handle
+        entered = False  # as in call()
         try:
+            with self.cond:
+                if self.handle is None or self.closing:
+                    return  # close() shuts down before it frees
+                self.active += 1
+                entered = True
+                handle = self.handle
             handle.shutdown(interruptible)  # the GIL is released while it waits for callbacks
         except _NativeError as e:
             raise _native_error(e, "shutdown") from None
         finally:
-            with self.cond:
-                self.active -= 1
-                if self.active == 0 and self.closing:  # only close() waits for it, once closing
-                    self.cond.notify_all()
+            if entered:
+                self._leave()
 
     def close(self, interruptible: bool = True) -> None:
         """Shuts down, then frees the C runtime once no call is in flight. The first
