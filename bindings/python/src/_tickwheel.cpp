@@ -61,6 +61,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -1335,6 +1336,21 @@ PyObject* add_type(py::module_& m, PyType_Spec& spec, PyObject* base, const char
 
 }  // namespace
 
+#ifdef TICKWHEEL_PYTHON_ARC4RANDOM
+// A wheel's extension links libstdc++ statically (bindings/python/CMakeLists.txt).
+// Its std::random_device -- pulled in by libstdc++'s own std::string
+// compatibility code, never called by tickwheel -- calls arc4random, which
+// glibc has since 2.36 (GLIBC_2.36): the wheel's manylinux_2_34 tag does not
+// allow it. This private definition (hidden: not exported, linked before
+// libstdc++.a) takes its place: 32 random bits from getentropy (glibc 2.25).
+extern "C" __attribute__((visibility("hidden"))) std::uint32_t arc4random(void) noexcept {
+    std::uint32_t v = 0;
+    while (getentropy(&v, sizeof v) != 0) {
+    }
+    return v;
+}
+#endif
+
 PYBIND11_MODULE(_tickwheel, m) {
     m.doc() = "The compiled core of the tickwheel binding (private: use the tickwheel package).";
     static py::exception<Failure> error(m, "Error");
@@ -1388,6 +1404,12 @@ PYBIND11_MODULE(_tickwheel, m) {
     m.def("start_full", &start_full);
     m.def("start_many", &start_many);
     m.attr("TW_MAX_DELAY_NS") = py::int_(static_cast<std::uint64_t>(TW_MAX_DELAY_NS));
+#ifdef TICKWHEEL_PYTHON_STATIC
+    // A wheel's extension: the library's objects are linked in (no libtickwheel.so.1).
+    m.attr("STATIC") = true;
+#else
+    m.attr("STATIC") = false;
+#endif
 
     py::class_<Runtime>(m, "Runtime")
         .def(py::init<unsigned, unsigned, std::uint64_t, std::uint64_t, bool, bool>())

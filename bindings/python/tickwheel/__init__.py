@@ -79,15 +79,20 @@ stop_group(sync=True), advance, shutdown, close, Queue.close), which release
 it while they wait; callbacks and release hooks take it on the thread that
 runs them.
 
-The shared library libtickwheel.so.1 is found by the dynamic loader when the
-extension is imported: the copy a wheel carries beside it (RUNPATH $ORIGIN),
-the prefix a from-source build recorded, LD_LIBRARY_PATH, the ldconfig cache.
-TICKWHEEL_LIB (a path) is loaded first when set (nothing else is tried; the
-extension binds to it), and when the loader finds none, pkg-config's libdir
-(``pkg-config --variable=libdir tickwheel``, honouring PKG_CONFIG_PATH). A
-library whose tw_version() major differs from this package's is refused. If
-none is usable, importing tickwheel raises ImportError listing what was
-tried and why it failed. ``tickwheel.library_path`` is the file in use.
+The library. A wheel (scripts/build-wheel.sh, or pip install of the sdist)
+carries the library's code inside the compiled extension, with oneTBB's
+libtbb.so.12 beside it (RUNPATH $ORIGIN): nothing else is loaded, and
+``tickwheel.library_path`` is the extension's file. Built against an
+installed library (``pip install bindings/python``, or a CMake build's
+staged copy), the extension needs libtickwheel.so.1, found by the dynamic
+loader when it is imported: the prefix a from-source build recorded,
+LD_LIBRARY_PATH, the ldconfig cache. TICKWHEEL_LIB (a path) is loaded first
+when set (nothing else is tried; the extension binds to it), and when the
+loader finds none, pkg-config's libdir (``pkg-config --variable=libdir
+tickwheel``, honouring PKG_CONFIG_PATH). A library whose tw_version() major
+differs from this package's is refused. If none is usable, importing
+tickwheel raises ImportError listing what was tried and why it failed.
+``tickwheel.library_path`` is the file in use.
 (tickwheel/_loader.py has the details.)
 """
 
@@ -182,12 +187,15 @@ def _has_the_calls(lib) -> None:
 
 
 def _import_extension():
-    """Imports tickwheel._tickwheel, whose libtickwheel.so.1 is found by the
-    dynamic loader: TICKWHEEL_LIB when set (that file is loaded first, so the
-    extension binds to it: same SONAME), else the extension's RUNPATH (the
-    copy a wheel carries next to it, or the build tree), LD_LIBRARY_PATH, the
-    ldconfig cache, /lib, /usr/lib; failing those, pkg-config's libdir.
-    Returns (the module, the path of the library file it uses)."""
+    """Imports tickwheel._tickwheel. A wheel's extension (``_ext.STATIC``)
+    carries the library's code inside it: the library in use is the
+    extension's file. Otherwise (a CMake build's staged copy, ``pip install
+    bindings/python``) its libtickwheel.so.1 is found by the dynamic loader:
+    TICKWHEEL_LIB when set (that file is loaded first, so the extension binds
+    to it: same SONAME), else the extension's RUNPATH (the build tree, or the
+    prefix a from-source build recorded), LD_LIBRARY_PATH, the ldconfig
+    cache, /lib, /usr/lib; failing those, pkg-config's libdir. Returns (the
+    module, the path of the library file it uses, the ctypes handle or None)."""
     def missing(e: ImportError) -> ImportError:
         return ImportError("tickwheel: the compiled extension tickwheel._tickwheel cannot be imported from %s "
                            "(%s). Install the package (scripts/build-wheel.sh, then pip install "
@@ -204,6 +212,8 @@ def _import_extension():
             from . import _tickwheel as ext
         except ImportError as e:
             raise missing(e) from None
+        if ext.STATIC:  # a wheel's extension carries the library: that one is in use
+            return ext, ext.library_path(), None
         return ext, path, lib
     try:
         from . import _tickwheel as ext
@@ -856,12 +866,22 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _close_in_background(native: _Native) -> None:
-    # Not a daemon: the interpreter waits for it, and so does _close_all.
-    th = threading.Thread(target=native.close, name="tickwheel-destroy", daemon=False)
-    th.start()
+def _start_deferred(target, name: str) -> None:
+    # Not a daemon: the interpreter waits for it, and so does _close_all. At
+    # exit (from Python 3.12 on a thread cannot be started once the
+    # interpreter shuts down: RuntimeError) the work is left to the exit hook,
+    # _close_all, which closes every runtime and queue still open.
+    th = threading.Thread(target=target, name=name, daemon=False)
+    try:
+        th.start()
+    except RuntimeError:
+        return
     with _natives_lock:  # appended only once started: _close_all may join it at any time
         _deferred.append(th)
+
+
+def _close_in_background(native: _Native) -> None:
+    _start_deferred(native.close, "tickwheel-destroy")
 
 
 class Runtime:
@@ -1320,7 +1340,7 @@ class Runtime:
         """The runtime's counters, gauges and callback-lateness histogram in the
         Prometheus text exposition format 0.0.4 (tw_runtime_metrics): serve it as
         the body of a /metrics response with Content-Type
-        "text/plain; version=0.0.4". Metric names start with "tickwheel_". Works
+        "text/plain; version=0.0.4". Metric names start with ``tickwheel_``. Works
         from any thread, from callbacks, and after shutdown() (the final values);
         it never blocks the runtime. Raises TickwheelError (ESHUTDOWN) once
         closed, ForkedError in a fork child."""
@@ -1351,10 +1371,7 @@ def _running_stack() -> list:
 
 
 def _close_queue_in_background(queue: "Queue") -> None:
-    th = threading.Thread(target=queue._close_quietly, name="tickwheel-queue-close", daemon=False)
-    th.start()
-    with _natives_lock:  # joined by _close_all, as _close_in_background's threads
-        _deferred.append(th)
+    _start_deferred(queue._close_quietly, "tickwheel-queue-close")  # (at exit: freed with its runtime)
 
 
 class Queue:

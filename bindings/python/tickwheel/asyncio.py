@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""tickwheel.asyncio -- tickwheel timers whose callbacks run on an asyncio event loop.
+"""tickwheel.asyncio -- tickwheel timers whose callbacks run on an asyncio event loop::
 
     import asyncio, tickwheel, tickwheel.asyncio as twa
 
