@@ -311,6 +311,20 @@ private:
     PyGILState_STATE state_;
 };
 
+// A thread of the extension's own that ends (Runtime::shutdown's helper) gives
+// back the thread state its hooks kept: PyGILState's count of it drops to 0
+// with the GIL held, which deletes it. Not once the interpreter exits (its
+// teardown frees it).
+void drop_kept_state() noexcept {
+    if (!t_kept_state) return;
+    Admission admitted;
+    if (!admitted) return;
+    (void)PyGILState_Ensure();               // the GIL; the count goes to 2
+    PyGILState_Release(PyGILState_LOCKED);   // 1, the GIL kept
+    PyGILState_Release(PyGILState_UNLOCKED); // 0: the thread state is deleted, the GIL released
+    t_kept_state = false;
+}
+
 // Threads waiting in stop_sync() for a token's release: the release hook
 // bumps g_rel_gen and wakes them (only when some wait: one relaxed load).
 std::mutex g_rel_m;
@@ -616,7 +630,8 @@ public:
                     // the runtime, which destroy() frees only once it is done.
                     std::thread([task, rt] {
                         std::error_code ec;
-                        rt->shutdown(ec);
+                        rt->shutdown(ec);  // release hooks of the cancelled timers may run here
+                        drop_kept_state();
                         {
                             std::lock_guard<std::mutex> tl(task->m);
                             task->ec = ec;

@@ -181,7 +181,7 @@ class TestExitOrders(unittest.TestCase):
             def churn():
                 while True:
                     try:
-                        rt.start(0.0, lambda: time.sleep(0.001))
+                        rt.start(0.0, lambda: None)
                         rt.start(5, lambda: None).stop_sync()
                     except tickwheel.TickwheelError:
                         time.sleep(0.001)
