@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL_PAIR_NS = 800.0
 GOAL_ASYNCIO_RATIO = 1.5
 GOAL_BUSY_NS = 5000.0
@@ -61,6 +62,7 @@ def parse_args():
     ap.add_argument("--pending", type=int, default=1000, help="timers pending in the runtime meanwhile")
     ap.add_argument("--json", help="write the figures there (docs/bench/python.json)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2000 pairs, 2 repetitions")
+    ap.add_argument("--command", help="the command to record (default: this one; scripts/bench.sh python says its own)")
     a = ap.parse_args()
     if a.quick:
         a.pairs, a.busy_pairs, a.reps = 2000, 1000, 2
@@ -175,9 +177,10 @@ def figure(name, samples, cpu=None, unit="ns per pair", goal=None, met=None, not
          "spread": round((worst - best) / best, 3) if best else 0.0, "reps": len(samples),
          "samples": [round(x, 3 if unit == "ratio" else 1) for x in samples], "goal": goal, "met": met, "note": note}
     if cpu is not None:
-        f["cpu_best"] = round(min(cpu), 1)
-        f["cpu_median"] = round(statistics.median(cpu), 1)
-        f["cpu_samples"] = [round(x, 1) for x in cpu]
+        digits = 3 if unit == "ratio" else 1
+        f["cpu_best"] = round(min(cpu), digits)
+        f["cpu_median"] = round(statistics.median(cpu), digits)
+        f["cpu_samples"] = [round(x, digits) for x in cpu]
     return f
 
 
@@ -244,8 +247,9 @@ def main():
                         "load_average_before": load_before, "load_average_after": list(os.getloadavg())},
             "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
                        "executable": sys.executable},
-            "tickwheel": {"version": tw.__version__, "library": tw.library_path},
-            "command": " ".join(shlex.quote(x) for x in [os.path.basename(sys.executable)] + sys.argv),
+            "tickwheel": {"version": tw.__version__, "library": os.path.relpath(tw.library_path, ROOT)},
+            "command": a.command or " ".join(shlex.quote(os.path.relpath(x, ROOT) if x.startswith(ROOT + os.sep) else x)
+                                             for x in [os.path.basename(sys.executable)] + sys.argv),
             "method": "best of %d repetitions of %d pairs each (%d beside the busy thread), %d timers pending; "
                       "wall time (perf_counter_ns) and this thread's CPU time (thread_time_ns)"
                       % (a.reps, a.pairs, a.busy_pairs, a.pending),

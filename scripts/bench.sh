@@ -134,7 +134,9 @@ if [[ $mode == python ]]; then
     cmake --build "$build" --target tickwheel_python >&2
   fi
   py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
-  args=(--binding "$build/python" --json "$out/python.json")
+  cmd="scripts/bench.sh python"
+  ((quick)) && cmd+=" --quick"
+  args=(--binding "$build/python" --json "$out/python.json" --command "$cmd")
   ((quick)) && args+=(--quick)
   log "bench/python_percall_bench.py ${args[*]}"
   "${py:-python3}" "$root/bench/python_percall_bench.py" "${args[@]}"
