@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The compiled binding (library 1.5): the GIL is kept across a call, bad
 arguments are refused with the library's words, and the manual clock's "now"
-(issues 22 and 23). ctest capi_python, capi_python_wheel."""
+(issues 22 and 23), errors in the caller's units (issue 33). ctest
+capi_python, capi_python_wheel_cp3X."""
 
 import datetime
 import sys
@@ -240,6 +241,8 @@ class TestBadInput(unittest.TestCase):
             ("Runtime", lambda: Runtime(resolution_s=2), "resolution_s=2 is outside 1e-06 .. 1 s"),
             ("Runtime", lambda: Runtime(resolution_s=1e-7), "resolution_s=1e-07 is outside 1e-06 .. 1 s"),
             ("Runtime", lambda: Runtime(resolution_s=-1.0), "resolution_s=-1 is negative"),
+            ("run", lambda: self.rt.queue().run(0), "max=0 is below 1"),
+            ("run", lambda: self.rt.queue().run(1, -0.5), "timeout=-0.5 is negative"),
         ]
         live = set(tickwheel._live)
         for what, call, text in cases:
@@ -258,6 +261,31 @@ class TestBadInput(unittest.TestCase):
             self.assertNotIn("9223372036854775807", str(e))
         self.assertEqual(set(tickwheel._live), live, "a refused start kept its callable")
         self.assertTrue(t.stop())
+
+    def test_asyncio_errors_in_seconds(self):
+        import asyncio
+        import tickwheel.asyncio as twa
+        loop = asyncio.new_event_loop()
+        try:
+            with Runtime(shards=1, workers=1) as rt:
+                limit = "the maximum delay (about 36.5 years, 1152921504.6 s)"
+                cases = [
+                    ("call_later", lambda: twa.call_later(rt, float("nan"), nop, loop=loop),
+                     "delay=nan is not a finite number of seconds"),
+                    ("call_later", lambda: twa.call_later(rt, 1e12, nop, loop=loop), "delay=1e+12 is above " + limit),
+                    ("call_later", lambda: twa.call_later(rt, 1.0, nop, period=1e12, loop=loop),
+                     "period=1e+12 is above " + limit),
+                    ("call_at", lambda: twa.call_at(rt, rt.now() + 2e9, nop, loop=loop),
+                     "when=%.12g is more than %s after now" % (rt.now() + 2e9, limit)),
+                ]
+                for what, call, text in cases:
+                    with self.subTest(what=what, text=text), self.assertRaises(tickwheel.InvalidArgumentError) as cm:
+                        call()
+                    self.assertTrue(cm.exception.strerror.startswith("%s: %s" % (what, text)[:60]),
+                                    cm.exception.strerror)
+                twa.detach(rt, loop=loop)
+        finally:
+            loop.close()
 
     def test_a_deadline_too_far_ahead_is_told_in_seconds(self):
         # More than the maximum delay after the clock's now: the library's

@@ -1477,7 +1477,7 @@ class Queue:
         if isinstance(max, bool) or not isinstance(max, int):
             raise TypeError("max must be an int, not %s" % type(max).__name__)
         if max < 1:
-            raise ValueError("max must be at least 1: %r" % (max,))
+            raise _invalid("run", "max=%d is below 1" % max)
         wait_ns = -1 if timeout is None else _to_ns(timeout, "timeout", "run", limit=None)
         stack = _running_stack()
         if self in stack:

@@ -436,16 +436,13 @@ def _schedule(runtime, loop, deadline_ns: int, when: float, callback, args, peri
     period_ns = _seconds_to_ns(period, "period", call) if period else 0
     if period_ns > _tw.TW_MAX_DELAY_NS:
         raise _tw._invalid(call, "period=%s is above %s" % (_tw._show(period), _tw._MAX_DELAY_TEXT))
+    if deadline_ns - _time.monotonic_ns() > _tw.TW_MAX_DELAY_NS:
+        # (The library's own check, made here to say it in seconds.)
+        raise _tw._invalid(call, ("%s=%s is above %s" if name == "delay" else "%s=%s is more than %s after now")
+                           % (name, _tw._show(value), _tw._MAX_DELAY_TEXT))
     handle = TimerHandle(when, callback, args,
                          _contextvars.copy_context() if context is None else context)
-    try:
-        handle._timer = d.start_queued(runtime, handle._run, deadline_ns, period_ns, d.qh)
-    except _tw.InvalidArgumentError:
-        # The library's check: more than the maximum delay after now.
-        if deadline_ns - _time.monotonic_ns() > _tw.TW_MAX_DELAY_NS:
-            raise _tw._invalid(call, ("%s=%s is above %s" if name == "delay" else "%s=%s is more than %s after now")
-                               % (name, _tw._show(value), _tw._MAX_DELAY_TEXT)) from None
-        raise
+    handle._timer = d.start_queued(runtime, handle._run, deadline_ns, period_ns, d.qh)
     return handle
 
 
