@@ -269,19 +269,20 @@ class TestBadInput(unittest.TestCase):
         try:
             with Runtime(shards=1, workers=1) as rt:
                 limit = "the maximum delay (about 36.5 years, 1152921504.6 s)"
+                far = rt.now() + 2e9
                 cases = [
                     ("call_later", lambda: twa.call_later(rt, float("nan"), nop, loop=loop),
                      "delay=nan is not a finite number of seconds"),
                     ("call_later", lambda: twa.call_later(rt, 1e12, nop, loop=loop), "delay=1e+12 is above " + limit),
                     ("call_later", lambda: twa.call_later(rt, 1.0, nop, period=1e12, loop=loop),
                      "period=1e+12 is above " + limit),
-                    ("call_at", lambda: twa.call_at(rt, rt.now() + 2e9, nop, loop=loop),
-                     "when=%.12g is more than %s after now" % (rt.now() + 2e9, limit)),
+                    ("call_at", lambda: twa.call_at(rt, far, nop, loop=loop),
+                     "when=%.12g is more than %s after now" % (far, limit)),
                 ]
                 for what, call, text in cases:
                     with self.subTest(what=what, text=text), self.assertRaises(tickwheel.InvalidArgumentError) as cm:
                         call()
-                    self.assertTrue(cm.exception.strerror.startswith("%s: %s" % (what, text)[:60]),
+                    self.assertTrue(cm.exception.strerror.startswith("%s: %s" % (what, text)),
                                     cm.exception.strerror)
                 twa.detach(rt, loop=loop)
         finally:
