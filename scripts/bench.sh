@@ -31,6 +31,19 @@
 #                               the output folder; 30-50 s on 2 cores after the
 #                               build (--quick: 4 s), about 10 minutes on 16
 #                               (estimated).
+#   scripts/bench.sh python [--quick]
+#                               issue 33's per-call cost from Python: a
+#                               start+stop pair of the binding, asyncio's
+#                               loop.call_later(...).cancel() and
+#                               tickwheel.asyncio's in the same run, and the
+#                               pair beside a busy Python thread
+#                               (bench/python_percall_bench.py, best of 7
+#                               repetitions; the release build's staged
+#                               package and its interpreter); writes
+#                               python.json (each figure with its goal, met
+#                               or not; the date, the machine, the Python
+#                               version, the command). About a minute on 2
+#                               cores after the build.
 #   scripts/bench.sh capi [--quick]
 #                               issue 21's start+stop goals only: tickwheel
 #                               through the C ABI and the shared library,
@@ -99,9 +112,10 @@ while (($#)); do
     scaling) mode=scaling ;;
     capi) mode=capi ;;
     node) mode=node ;;
+    python) mode=python ;;
     --threads) threads=${2:?--threads needs a number}; shift ;;
     --threads=*) threads=${1#--threads=} ;;
-    *) echo "usage: scripts/bench.sh [scaling|capi|node] [--quick] [--threads N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [scaling|capi|node|python] [--quick] [--threads N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -173,6 +187,34 @@ if [[ $mode == node ]]; then
       --command "BENCH_NODE_BASE=$BENCH_NODE_BASE $cmd"
   fi
   log "done in $(( $(date +%s) - t_start )) s"
+  exit 0
+fi
+
+# ---- python (issue 33): the per-call cost from Python against asyncio's own ------------
+if [[ $mode == python ]]; then
+  if ((no_build)); then
+    build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
+  elif [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
+    build=$BENCH_BUILD_DIR
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc \
+          -DCMAKE_CXX_COMPILER=g++ -DTICKWHEEL_BUILD_TESTS=OFF >&2
+  else
+    build=$root/build/release
+    log "configuring the release preset"
+    cmake --preset release >/dev/null
+  fi
+  if ((!no_build)); then
+    log "building the Python extension (tickwheel_python)"
+    cmake --build "$build" --target tickwheel_python >&2
+  fi
+  py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  cmd="scripts/bench.sh python"
+  ((quick)) && cmd+=" --quick"
+  args=(--binding "$build/python" --json "$out/python.json" --command "$cmd")
+  ((quick)) && args+=(--quick)
+  log "bench/python_percall_bench.py ${args[*]}"
+  "${py:-python3}" "$root/bench/python_percall_bench.py" "${args[@]}"
+  log "done: $out/python.json (load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg))"
   exit 0
 fi
 
