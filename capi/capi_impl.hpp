@@ -33,6 +33,7 @@ int runtime_advance(tw_runtime* rt, std::uint64_t ns) noexcept;
 std::uint64_t now_ns() noexcept;
 int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept;
 int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pending, std::uint64_t* inbox) noexcept;
+int runtime_count_callback_exception(tw_runtime* rt) noexcept;
 int runtime_metrics(tw_runtime* rt, char* buf, std::size_t cap) noexcept;
 int queue_create(tw_runtime* rt, tw_queue** out) noexcept;
 int queue_fd(const tw_queue* q) noexcept;

@@ -71,6 +71,10 @@ set(cxx_15
   "tickwheel::Runtime::name[abi:cxx11]() const"
   "tickwheel::Runtime::metrics[abi:cxx11](std::span<tickwheel::Runtime const* const, 18446744073709551615ul>)")
 list(APPEND cxx_expected ${cxx_15})
+# 1.6 (TICKWHEEL_CXX_1.6: a binding's caught exceptions counted), by exact name too.
+set(cxx_16
+  "tickwheel::Runtime::count_callback_exception() const")
+list(APPEND cxx_expected ${cxx_16})
 
 execute_process(COMMAND "${NM}" -D --defined-only "${LIB}" OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -172,7 +176,10 @@ foreach(i RANGE ${last})
   list(FIND cxx_13 "${dname}" at13)
   list(FIND cxx_14 "${dname}" at14)
   list(FIND cxx_15 "${dname}" at15)
-  if(at15 GREATER -1)
+  list(FIND cxx_16 "${dname}" at16)
+  if(at16 GREATER -1)
+    set(want TICKWHEEL_CXX_1.6)
+  elseif(at15 GREATER -1)
     set(want TICKWHEEL_CXX_1.5)
   elseif(at14 GREATER -1)
     set(want TICKWHEEL_CXX_1.4)

@@ -97,6 +97,9 @@ TW_API int tw_queue_get_stats(tw_queue* q, tw_queue_stats* out) TW_NOEXCEPT { re
 
 TW_API const char* tw_strerror(int err) TW_NOEXCEPT { return impl::error_text(err); }
 
+TW_API int tw_runtime_count_callback_exception(tw_runtime* rt) TW_NOEXCEPT {
+    return impl::status(impl::runtime_count_callback_exception(rt), "tw_runtime_count_callback_exception");
+}
 TW_API uint32_t tw_version(void) TW_NOEXCEPT { return impl::version(); }
 
 }  // extern "C"

@@ -868,6 +868,14 @@ int runtime_shard_stats(tw_runtime* rt, std::uint32_t shard, std::uint64_t* pend
     }
 }
 
+int runtime_count_callback_exception(tw_runtime* rt) noexcept {
+    if (rt == nullptr) return TW_FAIL(TW_EINVAL, "rt is NULL");
+    const int rc = check_runtime(rt);
+    if (rc != TW_OK && rc != TW_ESHUTDOWN) return rc;
+    handle(rt)->rt.count_callback_exception();
+    return TW_OK;
+}
+
 /// Copies `text` into buf as snprintf() would; its length, or TW_ENOMEM.
 int copy_text(const std::string& text, char* buf, std::size_t cap) noexcept {
     if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))

@@ -1256,6 +1256,49 @@ TEST(CApiStats, AThrowingCallbackIsCountedNotFatal) {
     }));
 }
 
+// A binding's own catch (Python, Node.js, Rust) counts beside the C++ ones:
+// from a callback, from another thread, after shutdown (fork_test: a child's call).
+namespace {
+struct CountFromCallback {
+    tw_runtime* rt = nullptr;
+    std::atomic<int> rc{1};
+};
+void counting_cb(void* arg, tw_timer) {
+    auto* c = static_cast<CountFromCallback*>(arg);
+    c->rc.store(tw_runtime_count_callback_exception(c->rt));
+}
+}  // namespace
+
+TEST(CApiStats, ExceptionsCountedByABindingAddToTheCppOnes) {
+    RtPtr rt = make_runtime();
+    EXPECT_EQ(tw_runtime_count_callback_exception(nullptr), TW_EINVAL);
+    tw_timer id = 0;
+    ASSERT_EQ(tw_timer_start(rt.get(), 0, 0, throwing_cb, nullptr, &id), TW_OK);  // the runtime counts it
+    CountFromCallback c;
+    c.rt = rt.get();
+    ASSERT_EQ(tw_timer_start(rt.get(), 0, 0, counting_cb, &c, &id), TW_OK);  // the "binding" counts it
+    ASSERT_TRUE(wait_until([&] { return c.rc.load() == TW_OK; }));
+    ASSERT_EQ(tw_runtime_count_callback_exception(rt.get()), TW_OK);  // any thread
+    tw_stats st;
+    tw_stats_init(&st);
+    EXPECT_TRUE(wait_until([&] {
+        EXPECT_EQ(tw_runtime_stats(rt.get(), &st), TW_OK);
+        return st.callback_exceptions == 3;
+    }));
+    std::string text(1 << 16, '\0');
+    const int n = tw_runtime_metrics(rt.get(), text.data(), text.size());
+    ASSERT_GT(n, 0);
+    text.resize(static_cast<std::size_t>(n));
+    const std::size_t at = text.find("\ntickwheel_callback_exceptions_total{runtime=\"");
+    ASSERT_NE(at, std::string::npos);
+    const std::size_t eol = text.find('\n', at + 1);
+    EXPECT_EQ(text.substr(eol - 2, 2), " 3") << text.substr(at + 1, eol - at - 1);
+    ASSERT_EQ(tw_runtime_shutdown(rt.get()), TW_OK);
+    EXPECT_EQ(tw_runtime_count_callback_exception(rt.get()), TW_OK);  // after shutdown: still counted
+    ASSERT_EQ(tw_runtime_stats(rt.get(), &st), TW_OK);
+    EXPECT_EQ(st.callback_exceptions, 4u);
+}
+
 // =============================================================================
 // Errors and version
 // =============================================================================

@@ -197,6 +197,7 @@ TEST(Fork, ChildGetsEforkedFromEveryCallAndDestroyRunsNoHook) {
         CHILD_CHECK(tw_runtime_stats(rt, &st) == TW_EFORKED);
         std::uint64_t pending = 0;
         CHILD_CHECK(tw_runtime_shard_stats(rt, 0, &pending, nullptr) == TW_EFORKED);
+        CHILD_CHECK(tw_runtime_count_callback_exception(rt) == TW_EFORKED);
         CHILD_CHECK(tw_runtime_shutdown(rt) == TW_EFORKED);
         CHILD_CHECK(tw_strerror(TW_EFORKED) != std::string("unknown error"));
         // Past every deadline of the parent's timers: nothing of them runs here.

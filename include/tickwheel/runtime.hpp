@@ -841,6 +841,20 @@ public:
     /// there): the value of the `runtime` label of its metrics. Any
     /// thread. Since 1.5 (TICKWHEEL_CXX_1.5).
     const std::string& name() const noexcept;
+    /// Counts one exception that a callback or release hook raised where the
+    /// runtime could not see it: a language binding's own catch (a Python
+    /// exception, a JavaScript throw, a Rust panic), or an application's
+    /// wrapper that swallows its own errors. Adds 1 to
+    /// Stats::callback_exceptions and `tickwheel_callback_exceptions_total`,
+    /// exactly as a C++ exception escaping a callback does (the runtime
+    /// counts those itself: do not count them again). Does not call
+    /// Config::on_callback_error. Any thread, also from inside a callback
+    /// or a release hook, concurrently, and after shutdown() (the final
+    /// stats then include it). Lock-free, O(1): one relaxed add on this
+    /// thread's stripe of the counters. In a fork() child of the process
+    /// that created the runtime it does nothing. Since 1.6
+    /// (TICKWHEEL_CXX_1.6).
+    void count_callback_exception() const noexcept;
 
     /// True in a child process created by fork() after this runtime was
     /// created (see "Fork" above). Any thread.

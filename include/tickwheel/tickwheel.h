@@ -105,7 +105,7 @@
 /** The major version of this header (see TW_VERSION). */
 #define TW_VERSION_MAJOR 1
 /** The minor version of this header (see TW_VERSION). */
-#define TW_VERSION_MINOR 5
+#define TW_VERSION_MINOR 6
 /** The patch version of this header (see TW_VERSION). */
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */
@@ -835,7 +835,7 @@ typedef struct tw_stats {
     uint64_t fired;                 /**< callback runs */
     uint64_t stopped;               /**< stop calls that returned TW_OK */
     uint64_t reset;                 /**< reset calls that returned TW_OK */
-    uint64_t callback_exceptions;   /**< C++ exceptions thrown by callbacks */
+    uint64_t callback_exceptions;   /**< exceptions raised by callbacks: C++ ones the runtime caught, plus tw_runtime_count_callback_exception() */
     /** timers still pending when the runtime was shut down (cancelled by it) */
     uint64_t cancelled_at_shutdown;
     /** @name Lateness
@@ -949,6 +949,22 @@ TW_API int tw_runtime_metrics(tw_runtime *rt, char *buf, size_t cap) TW_NOEXCEPT
  *   >= 0        the length of the whole text (n == 0: an empty text, 0).
  *  Since 1.5 (TICKWHEEL_1.5). */
 TW_API int tw_runtimes_metrics(tw_runtime *const *rts, size_t n, char *buf, size_t cap) TW_NOEXCEPT;
+
+/** Counts one exception (or error) that a callback or release hook raised
+ *  where the runtime could not see it: a language binding's own catch (a
+ *  Python exception, a JavaScript throw, a Rust panic), or a C
+ *  application's wrapper that handles its own errors. Adds 1 to
+ *  tw_stats.callback_exceptions and tickwheel_callback_exceptions_total,
+ *  as a C++ exception escaping a callback does (the runtime counts those
+ *  itself). Any thread, also from inside a callback or release hook,
+ *  concurrently, and after tw_runtime_shutdown() (the final stats include
+ *  it). Lock-free, O(1). Returns, in this order:
+ *  @retval TW_EINVAL  rt is NULL.
+ *  @retval TW_EFORKED in a fork() child of the process that created rt
+ *                     (nothing counted).
+ *  @retval TW_OK      counted (also after shutdown).
+ *  Since 1.6 (TICKWHEEL_1.6). */
+TW_API int tw_runtime_count_callback_exception(tw_runtime *rt) TW_NOEXCEPT;
 
 /** A static, human-readable description of a TW_* code (TW_OK included);
  *  never NULL, also for unknown codes ("unknown error"). Does not touch

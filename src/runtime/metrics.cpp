@@ -235,7 +235,10 @@ std::string format_metrics(const MetricsSnapshot* const* snaps, std::size_t n) {
            [](S s) { return s.reset; });
     single(w, src, "tickwheel_timers_cancelled_at_shutdown_total", "counter",
            "Timers still pending when the runtime was shut down.", [](S s) { return s.cancelled_at_shutdown; });
-    single(w, src, "tickwheel_callback_exceptions_total", "counter", "C++ exceptions thrown by callbacks.",
+    single(w, src, "tickwheel_callback_exceptions_total", "counter",
+           "Exceptions raised by callbacks and release hooks: C++ exceptions the runtime caught, "
+           "and those a binding (Python, Node.js, Rust panics) or the application counted "
+           "(tw_runtime_count_callback_exception).",
            [](S s) { return s.callback_exceptions; });
 
     // ---- gauges ----
@@ -337,5 +340,11 @@ std::string Runtime::metrics(std::span<const Runtime* const> runtimes) {
 }
 
 const std::string& Runtime::name() const noexcept { return core_->config.name; }
+
+void Runtime::count_callback_exception() const noexcept {
+    rt::RuntimeCore& core = *core_;
+    if (core.forked()) return;  // the parent's counters: not this process's to move
+    core.counters.add(rt::kCallbackExceptions);
+}
 
 }  // namespace tickwheel

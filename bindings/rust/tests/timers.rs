@@ -20,8 +20,8 @@ impl Drop for DropCounter {
 
 #[test]
 fn version_matches() {
-    assert_eq!(tickwheel::version(), (1, 5, 0));
-    assert_eq!(env!("CARGO_PKG_VERSION"), "1.5.0");
+    assert_eq!(tickwheel::version(), (1, 6, 0));
+    assert_eq!(env!("CARGO_PKG_VERSION"), "1.6.0");
 }
 
 #[test]
