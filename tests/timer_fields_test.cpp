@@ -776,7 +776,7 @@ TEST(FailedStart, AQuarantinedRecordWakesAShardInALongSleep) {
 // one within kMaxDelay of 0 is within kMaxDelay of now (the clock is never
 // negative). Only a deadline beyond kMaxDelay is checked against a reading.
 // Counted on this thread by the interposed clock_gettime() above (a start
-// under the driver token runs here whole; a posted one too).
+// placed in this thread's cell runs here whole; a posted one too).
 TEST(StartClockReads, AtMostOneForADelayNoneForAMonotonicDeadline) {
     tw::Config c;
     c.shards = 1;

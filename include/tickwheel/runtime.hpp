@@ -265,7 +265,7 @@ struct Config {
 
 /// A snapshot of counters. Counters are totals since creation.
 struct Stats {
-    std::vector<std::size_t> pending_per_shard;  ///< timers filed in each shard's wheel
+    std::vector<std::size_t> pending_per_shard;  ///< timers pending in each shard: in its wheel or waiting in a caller's cell
     std::vector<std::size_t> inbox_per_shard;    ///< requests queued to each shard (approx.)
     std::uint64_t live = 0;              ///< started and not yet released (callable not yet destroyed)
     std::size_t slots = 0;               ///< timer records ever allocated (64 bytes each): the memory high-water mark

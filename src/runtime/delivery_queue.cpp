@@ -68,8 +68,21 @@ void DeliveryQueue::drain_fd_locked() noexcept {
     signalled_ = false;
 }
 
-bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
+bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t now_ns, bool may_wait) noexcept {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (may_wait) {
+        lock.lock();
+    } else {
+        // The driver: a holder of mu_ is a caller (a stop or reset of a bound
+        // timer, the queue's run between its callbacks) that may be preempted
+        // or stopped there; the driver never waits for it (issue 31).
+        for (unsigned spins = 0; !lock.try_lock(); ++spins) {
+            if (spins == 64) return false;  // (as for no memory: again next tick)
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+    }
     if (closed_ || core_ == nullptr) return true;  // being cancelled: dropped
     // Which items are live: their timer is still DISPATCHED under their
     // generation. Every way out of DISPATCHED of a timer bound to an open

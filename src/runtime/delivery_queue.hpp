@@ -150,7 +150,13 @@ public:
     /// closed queue drops them (their timers are being cancelled); so is an
     /// item whose timer left DISPATCHED before it arrived (a stop or reset
     /// between the shard's transition and this delivery).
-    bool deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept;
+    /// `may_wait`: false for a shard's driver, which never waits for a
+    /// caller: if a caller holds the transition mutex (a stop or reset of
+    /// a bound timer, the queue's run) after a brief spin, nothing is
+    /// delivered and false is returned, as for no memory (the driver keeps
+    /// the items and tries again at its next tick). A manual runtime's
+    /// advance (a caller itself) waits.
+    bool deliver(const FireItem* items, std::size_t n, std::int64_t now_ns, bool may_wait) noexcept;
 
     // ---- the state machine's side ---------------------------------------------
     /// The mutex under which every transition out of DISPATCHED of a timer

@@ -41,7 +41,9 @@
 // finish (Claim::wait_earlier), unless it runs inside a callback or release
 // hook.
 //
-// A std::mutex per shard: only starts with a group and group stops take it.
+// A std::mutex per index: starts with a group (or on another clock) and
+// group stops take it; a shard's driver only tries it (the clock-step index:
+// it never waits for a caller, issue 31).
 #pragma once
 
 #include <atomic>
@@ -65,14 +67,30 @@ public:
     static constexpr std::uint32_t index_of(std::uint64_t e) noexcept { return static_cast<std::uint32_t>(e); }
 
     explicit GroupIndex(const HandleTable& table) noexcept : table_(table) {}
+    ~GroupIndex();
+    GroupIndex(const GroupIndex&) = delete;
+    GroupIndex& operator=(const GroupIndex&) = delete;
 
     /// Adds a started timer to `group` (!= 0). Throws std::bad_alloc (the
     /// caller then takes the start back). Any thread; O(1) amortised.
     void add(std::uint64_t group, std::uint32_t gen, std::uint32_t index);
+    /// add() for a worker, which never waits for a caller (issue 31): if a
+    /// caller holds the lock, the entry is pushed onto a lock-free list
+    /// that every holder of the lock merges first (so a claim made after
+    /// this returned sees it, as if added under the lock). False: no memory
+    /// for it (the timer is left out of its group's index).
+    bool add_from_worker(std::uint64_t group, std::uint32_t gen, std::uint32_t index) noexcept;
     /// Takes the group's list (empty if none). Any thread; O(1) plus the
     /// list's size to move it out. (The clocked index's use: a group stop
     /// uses claim().)
     std::vector<std::uint64_t> take(std::uint64_t group);
+    /// take() for a shard's driver, which never waits for a caller: false
+    /// (nothing taken) if a caller holds the lock. Never allocates.
+    bool try_take(std::uint64_t group, std::vector<std::uint64_t>& out) noexcept;
+    /// Adds entries back to `group` (the driver, after try_take()), as add()
+    /// each; false (nothing added) if a caller holds the lock. Throws
+    /// std::bad_alloc.
+    bool try_add_all(std::uint64_t group, const std::vector<std::uint64_t>& entries);
 
     /// A group stop's claim on one shard's list of a group (see the top
     /// comment). While it lives, later claims of the group copy `mine`.
@@ -124,8 +142,17 @@ private:
         std::size_t after_compaction = 0;  // size after its last compaction
         Claim* claims = nullptr;           // group stops in progress (kept while any)
     };
+    /// Moves the deferred adds (add_from_worker) into the lists. Under mu_.
+    void merge_deferred() noexcept;
+    struct Deferred {
+        std::uint64_t group;
+        std::uint64_t entry;
+        Deferred* next;
+    };
+
     const HandleTable& table_;
     mutable std::mutex mu_;
+    std::atomic<Deferred*> deferred_{nullptr};  // pushed by workers, taken whole under mu_
     std::unordered_map<std::uint64_t, List> groups_;
     std::size_t entries_ = 0;
     std::size_t entries_after_full_ = 0;

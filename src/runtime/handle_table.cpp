@@ -96,7 +96,7 @@ Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
 }
 
 void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen,
-                                std::uint32_t count) noexcept {
+                                std::uint32_t count, bool notify) noexcept {
     Record& last = at(bottom);
     std::uint64_t head = free_head_.load(std::memory_order_relaxed);
     std::uint64_t next;
@@ -106,18 +106,8 @@ void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::ui
         TimerState::mark_free(last, bottom_gen, static_cast<std::uint32_t>(head));
         next = ((head >> 32) + 1) << 32 | (std::uint64_t{top} + 1);
     } while (!free_head_.compare_exchange_weak(head, next, std::memory_order_release, std::memory_order_relaxed));
+    if (!notify) return;
     if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
-}
-
-bool HandleTable::keep_spare(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen,
-                             std::uint32_t count) noexcept {
-    const std::uint32_t n = spare_n_.load(std::memory_order_relaxed);
-    if (n + count > kSpareMax) return false;
-    TimerState::mark_free(at(bottom), bottom_gen, spare_top_);
-    spare_top_ = top + 1;
-    spare_n_.store(n + count, std::memory_order_relaxed);
-    if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
-    return true;
 }
 
 Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept {

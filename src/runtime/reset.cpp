@@ -69,6 +69,7 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
     std::uint64_t held = 0;
     rt::Readings fresh(core.clocks);
     if (own != nullptr && !rt::OwnDeadline::lock(r, *own, Id::gen(id), held)) return false;  // stale
+    if (own != nullptr) test_hooks::window(&r, 'o');  // holding the timer's deadline lock
     struct Unlock {
         rt::Extra* x;
         std::uint64_t held;

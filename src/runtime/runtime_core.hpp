@@ -165,6 +165,9 @@ struct RuntimeCore {
     const TickClock clock;
     const std::uint64_t max_timers;
     const std::uint32_t created_in_epoch;
+    // This runtime's number in the process (never reused): names it in a
+    // thread's cache of its caller cells (caller_cells.hpp).
+    const std::uint64_t uid;
     std::unique_ptr<Dispatcher> dispatcher;
     QueueTable queues;  // declared before the shards, which deliver to them
     std::vector<std::unique_ptr<Shard>> shards;

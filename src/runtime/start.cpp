@@ -414,18 +414,20 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     const StartGuard guard(core);
     if (guard.shutting_down()) return errc::shutting_down;
     Shard& shard = core.shard(si);
-    // With the shard's driver token free (its driver parked), a spare
-    // record (one the token holders' stops freed) and a callable stored
-    // without a heap allocation, the whole start is made on this core
-    // under the token: the spare is filled and filed at once
-    // (Shard::take_token_and_record). Otherwise: a record from the free
-    // stack, then the Insert (applied under the token if it is free).
+    // The calling thread's cell in the shard (caller_cells.hpp), when its
+    // callable needs no heap box: a record its last stops kept there, and
+    // the timer waits in the cell -- no Insert, no line of another core --
+    // until it is due (the driver takes it) or this thread stops it (it
+    // takes it back). Otherwise: a record from the free stack, and the
+    // Insert through the inbox.
     const std::uint16_t kind = Record::kind_of(cb);
+    CallerCells::Cell* cell = nullptr;
+    if (kind != CallableKinds::kNone && test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0)
+        cell = shard.my_cell(core.uid, true);
     Record* r = nullptr;
     std::uint32_t index, gen;
     if (!count_live(core)) return errc::limit_reached;
-    if (kind != CallableKinds::kNone) r = shard.take_token_and_record(index, gen);
-    const bool held = r != nullptr;
+    if (cell != nullptr) r = shard.allocate_kept(*cell, index, gen);
     if (r == nullptr) r = shard.table().allocate(index, gen);
     if (r == nullptr) [[unlikely]] {
         uncount_live(core);
@@ -435,13 +437,13 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     // word is FREE, after the fence that orders them after the generation's
     // move (as in fill_record()).
     std::atomic_thread_fence(std::memory_order_release);
-    if (!r->store_callable(cb, kind)) [[unlikely]] {  // (never when held: no box to allocate)
+    if (!r->store_callable(cb, kind)) [[unlikely]] {  // (never with a cell: no box to allocate)
         take_back(core, shard, *r);
         return errc::no_memory;
     }
     TimerState::publish(*r, gen, tick);
-    if (held) {
-        shard.file_with_token(Msg::make(MsgType::Insert, gen, index), tick);
+    if (cell != nullptr) {
+        shard.place(*cell, index, gen, tick);
         core.counters.add(kStarted);
         id = Id::make(gen, si, index);
         return errc{};

@@ -91,6 +91,12 @@ void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uin
     rt::settle_cancelled(core, r);
     core.count_released(1);
     core.counters.add(rt::kStopped);
+    // Still in this thread's cell (started here, not yet due): taken back
+    // and recycled here -- the shard never saw it. Otherwise the shard
+    // unlinks and recycles it (caller_cells.hpp).
+    if (rt::CallerCells::Cell* cell = shard.my_cell(core.uid, false); cell != nullptr &&
+                                                                shard.take_back_and_recycle(*cell, r, gen))
+        return;
     shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
 }
 }  // namespace

@@ -38,13 +38,20 @@ namespace tickwheel::rt::test_hooks {
 /// 'H' right after it handed such a batch over (the workers may be running
 /// them already). The 'h' and 'H' windows are not schedule points of their
 /// own (they are a shard's).
-/// The driver token (shard.hpp), all with a null record: 'T' by a caller
-/// that took its shard's token and is about to apply its message to the
-/// wheel; 'd' by a driver that gave the token back and is about to park;
-/// 'D' by a driver awake again, about to take the token for its pass; 'P'
-/// by a driver in its pass, holding the token, its inbox just drained; 'X'
-/// by a driver that found the token held by a caller and is about to mark
-/// its want and wait for it.
+/// The driver's park (shard.hpp), with a null record: 'P' by a driver in its
+/// pass, its inbox just drained; 'y' by a driver about to lower the tick it
+/// sleeps until (a queued message or a caller's cell is due earlier); 'd'
+/// by a driver about to park. A poster's wake-up ('v', null record): it read
+/// the tick the driver sleeps until and is about to CAS it to 0. A caller's
+/// cell (caller_cells.hpp): 'l' by a caller that placed a timer in its cell
+/// and has not yet checked whether the driver needs a wake-up. 'a' by a
+/// worker whose claim item found the word moved later, before it posts the
+/// Insert (issue 31, bug 3). Callers holding a lock the runtime's threads
+/// share with them (issue 31, the progress rule: the driver and the workers
+/// only try these): 'g' inside GroupIndex::add (a grouped or clocked start,
+/// null record), 'G' inside a group stop's claim (null record), 'R' inside
+/// the inbox's out-of-memory reserve (null record), 'o' a reset holding a
+/// boot-time or wall-clock timer's deadline lock, before its CAS.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test

@@ -156,20 +156,61 @@
 //                                  | (fill_record), and the own-clock deadline is
 //                                  | read under own_lock's seqlock (OwnDeadline::
 //                                  | read): never a deadline without its tick
-//  the wheel links, deadline, loc  | the holder of the shard's driver token
-//                                  | (shard.hpp): its driver thread during a pass,
-//                                  | or a caller applying its message while the
-//                                  | driver is parked (TW_OWNER_ASSERT in
-//                                  | Shard::handle; a manual runtime: the
-//                                  | advancing thread, which never gives it up)
+//  the wheel links, deadline, loc  | the shard's driver alone (shard.hpp): its
+//                                  | thread, or a manual runtime's advancing
+//                                  | thread inside manual_step (TW_OWNER_ASSERT
+//                                  | in Shard::handle and take_due_cells). No
+//                                  | caller or worker ever touches them (1.5's
+//                                  | driver token is gone: issue 31)
+//  a caller cell's entry (slot +   | the cell's owner places it (due, then the
+//  due; caller_cells.hpp) for a    | slot, release) after publishing the word
+//  published PENDING record        | PENDING; then whoever takes it out owns it:
+//                                  | the owner's take-back (CAS, after its stop's
+//                                  | CAS made the word CANCELLED: it recycles the
+//                                  | record), or the driver's take (CAS, when due:
+//                                  | it files the record). An eviction posts the
+//                                  | record's Insert BEFORE overwriting its slot
 //  a FREE record's free-list link  | whoever frees it: on the free stack (any
 //  (the word's low half) and which | thread, FreeChain + one CAS), or -- a record
-//  list holds it                   | a stop freed under the shard's driver token --
-//                                  | on the spare records (HandleTable::kSpareMax),
-//                                  | which only the token's holder pushes and
-//                                  | pops (plain accesses; the token's acquire
-//                                  | and release order its holders): the lone
-//                                  | caller's next start takes it under the token
+//  list holds it                   | its owner took back from its cell -- on that
+//                                  | cell's free list (CallerCells::kFreeMax),
+//                                  | which only the cell's owner pushes and pops
+//                                  | (plain accesses): its next start takes it
+//
+// WHO MAY WAIT FOR WHOM (the progress rule, issue 31). A "caller" is any
+// thread outside the runtime: it starts, stops, resets, queries, runs a
+// delivery queue, destroys a queue, shuts down. The runtime's own threads
+// are the shards' drivers and the workers.
+//
+//  waiter        | may wait for                 | never waits for
+//  --------------+------------------------------+------------------------------
+//  a driver      | nothing of a caller: it only | a caller: not for a lock (the
+//                | tries the locks it shares    | inbox's reserve, the clock-step
+//                | with callers, and comes back | index, a queue's transition
+//                | at its next tick; the        | mutex: try-locked), a flag, a
+//                | workers never (it hands      | hazard (a quarantined record
+//                | them work through lock-free  | waits, nobody waits for it),
+//                | lanes)                       | a message (the inbox and the
+//                |                              | cells are taken from, never
+//                |                              | waited on), a timer's deadline
+//                |                              | lock (re-filed to the next tick)
+//  a worker      | the driver's hand-off only   | a caller: a grouped one-shot's
+//                | (the dispatcher's lanes,     | re-index after a run that re-
+//                | between runtime threads)     | armed it never waits for the
+//                |                              | group index's lock (a deferred
+//                |                              | add, group_index.hpp)
+//  a caller      | the runtime's threads, where | (a caller may wait for another
+//                | its header says so: stop_sync| caller only where documented:
+//                | (a run in progress), shutdown| shutdown for calls in flight,
+//                | and queue destroy (calls in  | a queue destroy for the starts
+//                | flight, runs in progress),   | bound to it, the out-of-memory
+//                | an advance (serialised)      | reserve's brief lock)
+//
+// What a frozen caller can delay: only its own call in progress (a start
+// not yet placed or posted: its id was never returned; a reset or stop of
+// a timer whose CAS it has not made). Forced by tests/caller_cells_test.cpp
+// (a caller parked at each step it passes while another timer of its shard
+// must keep its period) and by `tw_stress history`'s freeze fault.
 //
 // ==== Queue binding and delivery items: owner rules (issue 20) ====
 // (delivery_queue.hpp has the machinery; q = the timer's delivery queue,
@@ -451,6 +492,11 @@ constexpr bool must_wait(Word c, std::uint32_t gen10) noexcept {
 struct TimerState {
     /// The current word (acquire).
     static Word load(const Record& r) noexcept { return r.ctl.load(std::memory_order_acquire); }
+    /// The word as of now in its modification order: an RMW that changes
+    /// nothing (acq_rel). Used by a poster of an Insert after its post
+    /// (Shard::due_after_post): a transition it does not see happens after
+    /// the post. Not a transition: any thread.
+    static Word load_latest(Record& r) noexcept { return r.ctl.fetch_add(0, std::memory_order_acq_rel); }
 
     /// FREE -> PENDING(tick) for a record the caller just allocated (owner).
     static void publish(Record& r, std::uint32_t gen, tick_t tick) noexcept {

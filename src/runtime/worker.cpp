@@ -68,7 +68,11 @@ void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
             case ClaimOutcome::Later:
                 // A reset moved it later after the shard looked: back to the
                 // wheel, which only its shard touches (it files it at the
-                // word's deadline; a stale Insert is dropped there).
+                // word's deadline; a stale Insert is dropped there). Its
+                // wake-up is for the word's deadline after the post, not
+                // step.due: a reset may move it earlier meanwhile (issue
+                // 31, bug 3; Shard::post_and_wake).
+                test_hooks::window(own.rec, 'a');
                 shard(own.shard).post_and_wake(Msg::make(MsgType::Insert, own.gen, HandleTable::index_of(own.rec)),
                                                step.due);
                 return;
@@ -173,7 +177,14 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     // reset wrote its own; issue 20, race 3).
     Extra* own = delay_period != 0 && r.clock() != rt::ClockId::Monotonic ? &HandleTable::extra_of(r) : nullptr;
     std::uint64_t held = 0;
-    if (own != nullptr && !OwnDeadline::lock(r, *own, item.gen, held)) own = nullptr;  // (the worker owns the record)
+    // Tried, never waited for (issue 31: a worker never waits for a caller).
+    // While this run is in progress only a reset of this timer takes the
+    // lock (the driver's re-clock pass skips a running DELAY timer, and a
+    // start holds it only before publishing): a holder is a reset that,
+    // after its CAS, stores its own deadline -- over RUNNING (then
+    // RUNNING_REARMED: we store nothing anyway) or over the PENDING(end +
+    // period) our CAS below makes -- so ours would be superseded.
+    if (own != nullptr && OwnDeadline::try_lock(r, *own, item.gen, held) != OwnDeadline::Try::Locked) own = nullptr;
     const tick_t delay_next = delay_period != 0 ? clock.deadline_tick(clocks.mono()) + delay_period : 0;
     const std::int64_t own_next =
         own != nullptr ? clocks.now(r.clock()) + static_cast<std::int64_t>(delay_period * clock.resolution_ns()) : 0;
@@ -184,12 +195,11 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     // duplicate this leaves when no group stop came (GroupIndex::compact).
     if (!r.periodic() && r.has_extra() && Ctl::state(TimerState::load(r)) == State::RunningRearmed) {
         if (const std::uint64_t group = HandleTable::extra_of(r).group.load(std::memory_order_relaxed); group != 0) {
-            try {
-                s.groups().add(group, item.gen, index);
-            } catch (...) {
-                // No memory for the entry: the timer is left out of its
-                // group's index (a later group stop does not find it).
-            }
+            // Never waiting for a caller that holds the index's lock (a group
+            // stop, a grouped start): a deferred add, merged by the next
+            // holder before anything else. False: no memory for the entry
+            // (the timer is left out of its group's index).
+            (void)s.groups().add_from_worker(group, item.gen, index);
         }
     }
     const FinishStep step = TimerState::finish_run(r, delay_next);
