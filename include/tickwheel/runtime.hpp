@@ -25,6 +25,19 @@
 ///    CLOCK_MONOTONIC at most ~3 us above it (never below), which spares
 ///    the call the ordered clock read (environment TICKWHEEL_TSC=0: the
 ///    exact clock_gettime() reading instead).
+///  * Progress (since 1.6). The runtime's own threads -- the shards' drivers
+///    and the workers -- never wait for a thread of yours, whatever its
+///    priority or state: a caller preempted, at nice 19 or SCHED_IDLE,
+///    stopped at a breakpoint or inside a signal handler, at any
+///    instruction of any call here, delays no other timer; at most its own
+///    call in progress (a start not yet filed: its id was never returned).
+///    What does delay a timer: every worker busy in callbacks (a blocking
+///    callback holds its worker: with W workers, W blocking callbacks hold
+///    back every other callback -- size Config::workers for them, or run
+///    blocking work on a delivery queue's thread); a delivery queue whose
+///    thread does not call run() (its timers only); the runtime's threads
+///    starved of CPU (a CPU hog, a too-low priority of the whole process).
+///    Only shutdown() and a queue's destroy wait for calls in progress.
 ///  * Callback context. Callbacks run on the runtime's TBB worker threads,
 ///    never on the caller's thread and never on a shard thread. Runs of one
 ///    timer never overlap. A callback may call any function here, on its own
@@ -425,10 +438,12 @@ public:
     /// captures up to 24 bytes are stored without a heap allocation.
     /// Returns the timer's handle. Throws Error: invalid_argument (negative
     /// delay or delay > kMaxDelay), limit_reached, shutting_down. Cost: O(1),
-    /// never waits: one clock read; then, with the shard's driver parked (a
-    /// lone caller), the timer is filed on this thread under the shard's
-    /// driver token, in a record the thread's last stop freed; otherwise
-    /// one slot allocation and one queue push to the shard.
+    /// never waits, and holds nothing any other thread waits for: one clock
+    /// read; then the timer waits in this thread's cell of the shard (its
+    /// newest timers, in a record the thread's last stop freed) until it is
+    /// due or this thread stops it -- a start+stop pair touches no line of
+    /// another core; otherwise one slot allocation and one queue push to
+    /// the shard.
     template <class F>
     Timer start(Duration delay, F&& f) {
         StartOptions o;

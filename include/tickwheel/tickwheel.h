@@ -26,6 +26,19 @@
  *    clocks) by the caller of the start function.
  *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
  *    timer fires about one tick plus scheduling noise after its deadline.
+ *  * Progress (since 1.6). The runtime's own threads (the shards' drivers,
+ *    the workers) never wait for a thread of yours, whatever its priority
+ *    or state: a caller preempted, at nice 19 or SCHED_IDLE, stopped at a
+ *    breakpoint or inside a signal handler, at any instruction of any
+ *    function here, delays no other timer -- at most its own call in
+ *    progress (a start not yet filed: its id was never returned). What
+ *    does delay a timer: every worker busy in callbacks (with W workers, W
+ *    blocking callbacks hold back every other callback: size
+ *    tw_config.workers for them, or run blocking work from a delivery
+ *    queue's thread), a delivery queue whose thread does not call
+ *    tw_queue_run() (that queue's timers only), the runtime's threads
+ *    starved of CPU. Only tw_runtime_shutdown()/tw_runtime_destroy() and
+ *    tw_queue_destroy() wait for calls in progress.
  *  * Callback context. Callbacks run on the runtime's worker threads (a
  *    oneTBB arena), never on the thread that started the timer -- or, for
  *    a timer started with a delivery queue (tw_timer_spec.queue), only on

@@ -7,15 +7,18 @@
 // calling thread's, pick_shard), writes the record's fields while its word
 // is FREE (fill_record: this start is the owner of every field -- the owner
 // table in timer_state.hpp), publishes it PENDING (TimerState::publish),
-// indexes it (group, clock steps), and files its Insert to the shard (under
-// the shard's driver token when the driver is parked). A start that fails
+// indexes it (group, clock steps), and files it: a plain timer into the
+// calling thread's cell of the shard (caller_cells.hpp), any other by an
+// Insert through the shard's inbox. A start that fails
 // after taking the record gives it back whole (take_back), and its callable
 // is released on the caller's thread outside the guard (release_unstarted).
 //
 // Threads: any thread, including callbacks and release hooks. Progress:
-// nothing here waits for another thread -- the driver token is only taken
-// when free (Shard::take_token_and_record, try_post_insert); no user code
-// runs inside a StartGuard.
+// nothing here waits for another thread (the group and clock-step indexes'
+// locks are held only by callers, for O(1) amortised work: a driver and a
+// worker only try them), and nothing here holds what the runtime's threads
+// wait for (timer_state.hpp, "WHO MAY WAIT FOR WHOM"); no user code runs
+// inside a StartGuard.
 // (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)
 #include "tickwheel/runtime.hpp"
 
