@@ -20,13 +20,6 @@ namespace tickwheel::rt {
 namespace {
 /// A poster's half of the barrier that pairs with the driver's before a long
 /// sleep (hazard_barrier(): membarrier where available, else a full fence).
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
 inline void poster_fence() noexcept {
     if (hazard_detail::light_asymmetric())
         std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -96,17 +89,20 @@ void Shard::wake_if_sleeping_past(tick_t due) noexcept {
     // Pairs with the fence in run(): either the driver sees the message (or
     // the deadline above) before it sleeps, or we see the tick it sleeps until.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    wake_for(due);
+    wake_for(due, true);
 }
 
-void Shard::wake_for(tick_t due) noexcept {
+void Shard::wake_for(tick_t due, bool any_in_long_sleep) noexcept {
     // The driver may lower the tick it sleeps until after we read it (it
     // found a queued message or a cell's entry due earlier): a failed CAS
     // looks again at the value it found (issue 31, S1: a single CAS that
     // lost to such a lowering woke nobody, and the timer waited for the
     // driver's next wake-up, up to kHousekeepingNs).
+    // A message to the inbox wakes a driver in a long sleep whatever its
+    // tick (it drains it now, then sleeps at most kHousekeepingNs while
+    // messages keep coming: they are never left queued for hours).
     tick_t target = sleep_until_.load(std::memory_order_relaxed);
-    while (due < (target & ~kLongSleep)) {
+    while (due < (target & ~kLongSleep) || (any_in_long_sleep && (target & kLongSleep) != 0)) {
         test_hooks::window(nullptr, 'v');  // read the tick the driver sleeps until; before the CAS
         if (sleep_until_.compare_exchange_weak(target, 0, std::memory_order_relaxed, std::memory_order_relaxed)) {
             parker_.unpark();
@@ -161,7 +157,7 @@ void Shard::place(CallerCells::Cell& c, std::uint32_t index, std::uint32_t gen, 
     // either it sees our entry before it sleeps, or we see the tick it
     // sleeps until.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    wake_for(due);
+    wake_for(due, false);  // (a cell's entry needs no drain: only its tick counts)
 }
 
 bool Shard::take_back_and_recycle(CallerCells::Cell& c, Record& r, std::uint32_t gen) noexcept {

@@ -260,8 +260,9 @@ private:
     /// TW_OWNER_ASSERT: this thread is the shard's driver (the wheel's owner).
     bool on_driver() const noexcept;
     struct DrivingScope;  // marks this thread the shard's driver (shard.cpp)
-    /// Wakes a driver that sleeps past `due` (a CAS loop: see there).
-    void wake_for(tick_t due) noexcept;
+    /// Wakes a driver that sleeps past `due`, or, if `any_in_long_sleep`
+    /// (an inbox post), one in a long sleep (a CAS loop: see there).
+    void wake_for(tick_t due, bool any_in_long_sleep) noexcept;
     /// The tick to wake the driver for after posting `msg` about `due`: for
     /// an Insert, the earlier of `due` and its word's deadline re-read
     /// after the post (shard.cpp).
