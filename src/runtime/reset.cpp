@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // reset() and reset_at(): a caller re-arms a timer to a new deadline.
 //
-// A reset is one CAS on the word (TimerState::reset, in a HazardScope, the
-// bound queue's transition mutex around it: BoundTransition, timer_ops.hpp):
-// PENDING or DISPATCHED takes the new tick and posts the message the shard
-// re-files it by; a reset from inside the timer's own callback re-arms it
-// (RUNNING -> RUNNING_REARMED: the worker files it after the run). A
-// boot-time or wall-clock timer's deadline on its own clock changes with the
-// word's tick, under its deadline lock (OwnDeadline, timer_state.hpp), taken
-// for the id's generation only: a stale id never writes another timer's
+// A reset is one CAS on the word (TimerState::reset, decide_reset in
+// timer_state.hpp; in a HazardScope, the bound queue's transition mutex
+// around it: BoundTransition, timer_ops.hpp). PENDING takes the new tick (a
+// message to the shard only if it is earlier: a later one is re-filed
+// lazily when the old one comes); DISPATCHED is taken back to PENDING; a
+// running periodic timer's next run moves; a running one-shot re-arms only
+// from its own callback (RUNNING_REARMED: its worker files it after the
+// run). A boot-time or wall-clock timer's deadline on its own clock changes
+// with the word's tick, under its deadline lock (OwnDeadline), taken for
+// the id's generation only: a stale id never writes another timer's
 // deadline. A BURST timer's owed runs are dropped (a new phase).
 //
 // Threads: any thread, including callbacks and release hooks. Who may

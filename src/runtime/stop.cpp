@@ -14,10 +14,13 @@
 // own callback). stop_group() claims each shard's list of the group
 // (group_index.hpp) and stops every entry.
 //
-// Threads: any thread, including callbacks and release hooks (stop_sync
-// from inside another timer's callback waits for that one's run). Who owns
-// what after each CAS: the owner table in timer_state.hpp; release() runs
-// exactly once per started timer, by the owner of its terminal transition.
+// Threads: any thread, including callbacks and release hooks. stop_sync()
+// from inside another timer's callback waits for that one's run (two
+// callbacks that stop_sync each other wait forever: runtime.hpp), and a
+// group stop nested in a callback or hook does not wait for earlier group
+// stops (GroupIndex::Claim::wait_earlier). Who owns what after each CAS:
+// the owner table in timer_state.hpp; release() runs exactly once per
+// started timer, by the owner of its terminal transition.
 // (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)
 #include "tickwheel/runtime.hpp"
 
