@@ -36,7 +36,10 @@ namespace tickwheel::rt::test_hooks {
 /// dispatcher (its items popped from the wheel, claim items still PENDING:
 /// a test parks it mid-hand-off while another thread stops or resets them).
 /// 'H' right after it handed such a batch over (the workers may be running
-/// them already). The 'h' and 'H' windows are not schedule points of their
+/// them already). 'L' by a worker whose claim item found its timer's
+/// deadline moved later by a reset (ClaimOutcome::Later), after it read the
+/// word and before it re-files the timer (its Insert): a reset landing here
+/// must still make the timer run by its deadline (issue 31, bug 3). The 'h' and 'H' windows are not schedule points of their
 /// own (they are a shard's).
 /// The driver token (shard.hpp), all with a null record: 'T' by a caller
 /// that took its shard's token and is about to apply its message to the
@@ -74,7 +77,7 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 
 /// Schedule fuzzing (tw_stress history --fuzz, stress/history.hpp): called
 /// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
-/// 'i', as above), each clock reading the library makes ('m' monotonic,
+/// 'i' 'L', as above), each clock reading the library makes ('m' monotonic,
 /// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
 /// wake ('u'), when a delivery queue is created ('q': before it enters the
 /// queue table) and before its eventfd is written ('e') and read ('E') --
