@@ -92,10 +92,11 @@ struct Injected {
     std::vector<std::int64_t> x;      // breakpoints
     std::vector<std::int64_t> f;      // F(x[i]): delay time before x[i]
     std::vector<std::int64_t> slope;  // delays in progress just after x[i]
-    void build(const std::vector<Delay>& ds, bool machine) {
+    void build(const std::vector<Delay>& ds, bool machine, int cpu = -1) {
         std::vector<std::pair<std::int64_t, int>> pts;
         for (const Delay& d : ds) {
             if (d.cls == Delay::kCaller || (d.cls == Delay::kMachine) != machine || d.t1 <= d.t0) continue;
+            if (cpu >= 0 && d.site != cpu) continue;
             pts.emplace_back(d.t0, +1);
             pts.emplace_back(std::min(d.t1, kInf), -1);
         }
@@ -189,7 +190,16 @@ struct Checker {
     unsigned max_reports;
     std::map<std::uint64_t, std::vector<const Event*>> group_stops;  // by group, by t0 (result >= 0, or in flight)
     Injected inj;                      // the delays injected into the runtime's own threads
-    Injected stalls;                   // the machine's stalls (the heartbeat's late wake-ups)
+    // The machine's stalls: the late wake-ups of a heartbeat thread pinned to
+    // each CPU (Delay::site); a run may be late by the worst CPU's.
+    struct Stalls {
+        std::vector<Injected> per_cpu;
+        std::int64_t total(std::int64_t a, std::int64_t b) const {
+            std::int64_t m = 0;
+            for (const Injected& i : per_cpu) m = std::max(m, i.total(a, b));
+            return m;
+        }
+    } stalls;
     std::vector<std::int64_t> excess;  // per judged run: its start past (due + injected), ns (the slack's measure)
     std::int64_t worst_inj = 0;        // the largest injected delay a judged run was allowed
     std::int64_t worst_late = 0, worst_at = 0;  // that run: how late (past due), when
@@ -943,8 +953,9 @@ struct Checker {
                 if (d.cls < Delay::kCaller && d.t1 > worst_at - worst_late && d.t0 < worst_at)
                     std::printf("  delay [%.3f .. %.3f] thread %u cls %u site %c what %c\n", ms(d.t0), ms(d.t1), d.thread, d.cls,
                                 d.site ? d.site : '-', d.what);
-        std::printf("tw_stress history: the machine: the heartbeat woke late (by over 0.5 ms) %zu times, %.1f ms in all, at most %.3f ms\n",
-                    machine, static_cast<double>(machine_ns) / 1e6, static_cast<double>(machine_max) / 1e6);
+        std::printf("tw_stress history: the machine: the heartbeats (one per CPU, %zu) woke late (by over 0.5 ms) %zu times, %.1f ms in"
+                    " all, at most %.3f ms\n",
+                    stalls.per_cpu.size(), machine, static_cast<double>(machine_ns) / 1e6, static_cast<double>(machine_max) / 1e6);
         if (!probe_late.empty()) {
             std::sort(probe_late.begin(), probe_late.end(), [](const ProbeLate& a, const ProbeLate& b) { return a.late < b.late; });
             std::string s;
@@ -978,7 +989,13 @@ struct Checker {
                        ms(e.t1), e.result);
         }
         inj.build(cfg.delays, false);
-        stalls.build(cfg.delays, true);
+        {
+            int cpus = 0;
+            for (const Delay& d : cfg.delays)
+                if (d.cls == Delay::kMachine) cpus = std::max(cpus, d.site + 1);
+            stalls.per_cpu.resize(static_cast<std::size_t>(cpus));
+            for (int c = 0; c < cpus; ++c) stalls.per_cpu[static_cast<std::size_t>(c)].build(cfg.delays, true, c);
+        }
         check_stale();
         for (std::uint32_t k = 1; k <= timers.size(); ++k) check_timer(k);
         check_groups();

@@ -1283,13 +1283,18 @@ void quieter(World& w, unsigned long seed) {
     }
 }
 
-// The machine's share: a harness thread that sleeps 1 ms at a time and
-// notes each wake-up later than 0.5 ms past its time. On a loaded machine
-// (other processes, a sanitizer's threads) every thread of this process
-// waits for a CPU as long; the bound adds these stalls (Delay::kMachine).
-// A library thread that sleeps through a deadline does not delay it.
-void heartbeat(World& w) {
+// The machine's share: a harness thread per CPU (pinned to it) that sleeps
+// 1 ms at a time and notes each wake-up later than 0.5 ms past its time. On
+// a loaded machine (other processes, a sanitizer's threads, the lowprio
+// spinner) a thread queued on that CPU waits as long; the bound adds the
+// worst CPU's stalls (Delay::kMachine, site = the CPU's number). A library
+// thread that sleeps through a deadline does not delay them.
+void heartbeat(World& w, int cpu, int index) {
     t_kind = kStepper;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)sched_setaffinity(0, sizeof set, &set);
     while (!w.stop.load(std::memory_order_relaxed) || !w.heartbeat_off.load(std::memory_order_relaxed)) {
         const std::int64_t t0 = mono();
         sleep_for_ns(1'000'000);
@@ -1299,6 +1304,7 @@ void heartbeat(World& w) {
             d.t0 = t0 + 1'000'000;
             d.t1 = t1;
             d.cls = Delay::kMachine;
+            d.site = static_cast<char>(index);
             d.what = 'M';
             Log& l = log();
             d.thread = l.ordinal;
@@ -1627,7 +1633,12 @@ int run(const RunOptions& o) {
     }
     g_faults = &f;
     if (o.fuzz != 0 || (features & (kFQdestroy | kFFreeze | kFFork))) tickwheel::rt::test_hooks::schedule_point.store(&fuzz_point);
-    std::thread hb([&w] { heartbeat(w); });
+    std::vector<std::thread> hbs;
+    for (int c = 0; c < CPU_SETSIZE && hbs.size() < 16; ++c)
+        if (CPU_ISSET(c, &g_all_cpus)) {
+            const int index = static_cast<int>(hbs.size());
+            hbs.emplace_back([&w, c, index] { heartbeat(w, c, index); });
+        }
     std::vector<std::thread> ts;
     for (std::size_t q = 0; q < w.queues.size(); ++q) ts.emplace_back(runner, std::ref(w), static_cast<int>(q));
     // The load's threads, each with a flag it sets when it returns.
@@ -1839,7 +1850,7 @@ int run(const RunOptions& o) {
         watchdog.join();
     }
     w.heartbeat_off.store(true);
-    hb.join();
+    for (auto& t : hbs) t.join();
     tickwheel::rt::test_hooks::realtime_shift_ns.store(0);
     for (auto& [q, t0] : created) {
         Event e;

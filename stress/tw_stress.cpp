@@ -111,7 +111,7 @@ constexpr bool kSanitized = kAsan || kTsan;
 // tw_stress history: the machine's slack of the timeliness bound (measured:
 // history_run.cpp's header, docs/site/development.md).
 constexpr long kHistorySlackMs = 50;
-constexpr long kHistorySlackSanitizedMs = 150;
+constexpr long kHistorySlackSanitizedMs = 100;
 
 struct Options {
     std::string mode;
