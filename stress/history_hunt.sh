@@ -15,7 +15,7 @@
 #         token     a caller frozen holding its shard's driver token  (all,-lowprio,-query --freeze-site T)
 #         freeze    a caller frozen at a site it passed, by the seed  (all,-lowprio,-query)
 #         lowprio   a caller at nice 19 / SCHED_IDLE beside a spinner (all,-freeze,-query)
-#         wakeup    no wake-up from a token holder's earlier deadline (all,-freeze,-lowprio,-query)
+#         wakeup    no wake-up from a token holder's earlier deadline (all,-freeze,-lowprio,-query,-resets)
 #         claim     a claim that ignores a reset to a later deadline  (all,-freeze,-lowprio,-query)
 #         refile    a reset landing while a worker re-files a claim   (resets,quiet --quiet-ms 3000)
 #         query     tw_timer_query against the model                  (all,-freeze,-lowprio)
@@ -41,7 +41,8 @@ case $preset in
   token) features=all,-lowprio,-query extra+=(--freeze-site T) ;;
   freeze) features=all,-lowprio,-query ;;
   lowprio) features=all,-freeze,-query ;;
-  wakeup | claim) features=all,-freeze,-lowprio,-query ;;
+  wakeup) features=all,-freeze,-lowprio,-query,-resets ;;
+  claim) features=all,-freeze,-lowprio,-query ;;
   refile) features=resets,quiet extra+=(--quiet-ms 3000) ;;
   query) features=all,-freeze,-lowprio ;;
   fork) features=fork ;;
