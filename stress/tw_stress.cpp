@@ -47,10 +47,13 @@
 //               stop_sync and reset; then shutdown. Exact accounting of every
 //               timer as in accounting, and the runtime's counters must equal
 //               the batches' per-element results: started, stopped, reset.
-//   history     a schedule fuzzer and a history checker (issue 20): every
-//               feature mixed, every call, run and release hook recorded and
-//               checked against the contract's sequential model. Options
-//               --features LIST, --fuzz N, --slack MS, --freeze-site C; see history_run.cpp.
+//   history     a schedule fuzzer and a history checker (issues 20, 31):
+//               every feature mixed, faults on callers (freeze, lowprio,
+//               fork), every call, run and release hook recorded and checked
+//               against the contract's sequential model, timeliness against
+//               a bound computed from the history. Options --features LIST,
+//               --fuzz N, --slack MS, --freeze-site C, --quiet-ms N; see
+//               history_run.cpp.
 //               (history-selftest: the checker on small known histories.)
 // Exit status 0 iff every invariant held.
 #include <poll.h>
