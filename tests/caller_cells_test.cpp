@@ -196,7 +196,7 @@ TEST(CellWakeUp, APosterWhoseCasLosesToTheDriverLoweringItsSleepTriesAgain) {
 
 // Bug 3: a worker holds a claim item of a due timer; a reset moves the timer
 // 3 s later before the worker's CAS ('b'), so the worker finds it later and
-// re-files it ('a'); meanwhile reset(t, 0) moves it to now, and its Refile
+// re-files it ('L'); meanwhile reset(t, 0) moves it to now, and its Refile
 // finds the record in no list of the wheel (dropped) -- the wake-up is
 // spent. The worker's Insert must wake the driver for the word's deadline
 // (now), not the one it read (3 s). A far timer keeps the driver asleep
@@ -218,7 +218,7 @@ TEST(CellWakeUp, AResetToNowDuringAWorkersRefileOfALaterClaimIsNotLate) {
     ASSERT_TRUE(rt.reset(t, 3s));
     Park& refile = fresh_park();
     Release r2{refile};
-    refile.what = 'a';
+    refile.what = 'L';
     g_park[1].store(&refile);
     claim.go.open();
     ASSERT_TRUE(refile.parked.wait(kWait)) << "the worker did not find the timer moved later";

@@ -36,7 +36,10 @@ namespace tickwheel::rt::test_hooks {
 /// dispatcher (its items popped from the wheel, claim items still PENDING:
 /// a test parks it mid-hand-off while another thread stops or resets them).
 /// 'H' right after it handed such a batch over (the workers may be running
-/// them already). The 'h' and 'H' windows are not schedule points of their
+/// them already). 'L' by a worker whose claim item found its timer's
+/// deadline moved later by a reset (ClaimOutcome::Later), after it read the
+/// word and before it re-files the timer (its Insert): a reset landing here
+/// must still make the timer run by its deadline (issue 31, bug 3). The 'h' and 'H' windows are not schedule points of their
 /// own (they are a shard's).
 /// The driver's park (shard.hpp), with a null record: 'P' by a driver in its
 /// pass, its inbox just drained; 'y' by a driver about to lower the tick it
@@ -44,9 +47,8 @@ namespace tickwheel::rt::test_hooks {
 /// by a driver about to park. A poster's wake-up ('v', null record): it read
 /// the tick the driver sleeps until and is about to CAS it to 0. A caller's
 /// cell (caller_cells.hpp): 'l' by a caller that placed a timer in its cell
-/// and has not yet checked whether the driver needs a wake-up. 'a' by a
-/// worker whose claim item found the word moved later, before it posts the
-/// Insert (issue 31, bug 3). Callers holding a lock the runtime's threads
+/// and has not yet checked whether the driver needs a wake-up. (A worker
+/// whose claim item found the word moved later: 'L', above.) Callers holding a lock the runtime's threads
 /// share with them (issue 31, the progress rule: the driver and the workers
 /// only try these): 'g' inside GroupIndex::add (a grouped or clocked start,
 /// null record), 'G' inside a group stop's claim (null record), 'R' inside
@@ -81,7 +83,7 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 
 /// Schedule fuzzing (tw_stress history --fuzz, stress/history.hpp): called
 /// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
-/// 'i', as above), each clock reading the library makes ('m' monotonic,
+/// 'i' 'L', as above), each clock reading the library makes ('m' monotonic,
 /// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
 /// wake ('u'), when a delivery queue is created ('q': before it enters the
 /// queue table) and before its eventfd is written ('e') and read ('E') --

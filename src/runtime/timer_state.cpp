@@ -106,6 +106,7 @@ ClaimStep TimerState::claim_run(Record& r, std::uint32_t gen, tick_t now) noexce
     for (;;) {
         if (r.gen() != gen) return {ClaimOutcome::Drop, c, 0};
         const ClaimStep s = decide_claim_run(c, gen, now);
+        if (s.out == ClaimOutcome::Later) test_hooks::window(&r, 'L');  // about to re-file it (test_hooks.hpp)
         if (s.out != ClaimOutcome::Run) return s;
         if (!hooked) {
             hooked = true;

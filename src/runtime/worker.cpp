@@ -72,7 +72,6 @@ void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
                 // wake-up is for the word's deadline after the post, not
                 // step.due: a reset may move it earlier meanwhile (issue
                 // 31, bug 3; Shard::post_and_wake).
-                test_hooks::window(own.rec, 'a');
                 shard(own.shard).post_and_wake(Msg::make(MsgType::Insert, own.gen, HandleTable::index_of(own.rec)),
                                                step.due);
                 return;
