@@ -45,6 +45,14 @@ namespace tickwheel::rt::test_hooks {
 /// by a driver in its pass, holding the token, its inbox just drained; 'X'
 /// by a driver that found the token held by a caller and is about to mark
 /// its want and wait for it.
+/// 'O' by a reset of a boot-time or wall-clock timer (reset_record,
+/// runtime.cpp; also a batch's) after its generation check and before it
+/// takes the timer's deadline lock (OwnDeadline::lock, which checks the
+/// generation again: a stale reset parked here while the slot is reused
+/// must not take the next timer's lock; issue 31). 'V', with a null
+/// record, by a manual runtime's Clocks::advance_to (clock.hpp) between its
+/// load of the virtual clock and its CAS (an advance, or a delivery queue's
+/// run of a manual runtime's timer: two threads may move it at once).
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
