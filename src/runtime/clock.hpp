@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <ctime>
+#include <limits>
 
 #include "runtime/test_hooks.hpp"
 #include "tickwheel/wheel.hpp"
@@ -173,14 +174,30 @@ constexpr tick_t coalesce(tick_t tick, std::uint64_t window) noexcept {
 /// runtime with a manual clock (Config::manual_clock), three virtual clocks
 /// that stand still until advance_to() moves them, together, forward. They
 /// start at the machine's values at creation and keep those offsets.
+///
+/// A manual runtime's clocks stop at max_mono() (issue 31): every reading
+/// of any of its clocks plus 2 x kMaxDelay (2^61 ns, the most a caller's
+/// delay, period or leeway adds to one) stays below INT64_MAX, so "now +
+/// delay" never overflows into the past (a timer started on a saturated
+/// clock fired at once). The wall clock then reads 2^63 - 2^61 ns after
+/// 1970 (the year 2189): advances beyond it run what is due up to it and
+/// leave the clocks there.
 class Clocks {
 public:
+    /// The headroom kept above every reading of a manual clock: 2 x
+    /// kMaxDelay (runtime.hpp), so that a reading plus a delay plus a
+    /// period (or a leeway) never overflows.
+    static constexpr std::int64_t kHeadroomNs = std::int64_t{1} << 61;
+
     explicit Clocks(bool manual) noexcept : manual_(manual) {
         const std::int64_t mono = monotonic_ns();
         virt_.store(mono, std::memory_order_relaxed);
         offset_[0] = 0;
         offset_[1] = system_clock_ns(ClockId::Boottime) - mono;
         offset_[2] = system_clock_ns(ClockId::Realtime) - mono;
+        std::int64_t above = 0;  // the largest offset of another clock above the monotonic one
+        for (const std::int64_t o : offset_) above = o > above ? o : above;
+        max_mono_ = std::numeric_limits<std::int64_t>::max() - kHeadroomNs - above;
     }
     bool manual() const noexcept { return manual_; }
     /// CLOCK_MONOTONIC now (the wheels' clock). Any thread.
@@ -195,16 +212,35 @@ public:
         if (!manual_) return system_clock_ns(c);
         return virt_.load(std::memory_order_acquire) + offset_[static_cast<unsigned>(c)];
     }
+    /// Manual clocks only: the latest monotonic time the clocks move to
+    /// (see the class comment).
+    std::int64_t max_mono() const noexcept { return max_mono_; }
+    /// Manual clocks only: the monotonic time `ns` after `from` (a reading
+    /// of mono()), capped at max_mono() -- never an overflow.
+    std::int64_t mono_after(std::int64_t from, std::int64_t ns) const noexcept {
+        return ns > max_mono_ - from ? max_mono_ : from + ns;
+    }
     /// Manual clocks only: moves every clock to monotonic time `mono_ns`
-    /// (never back). The caller serialises advances.
+    /// (capped at max_mono()), never back. Any thread: an advance steps it
+    /// to each deadline it serves, and so does a delivery queue's run of a
+    /// manual runtime's timer (RuntimeCore::call), concurrently -- so it is
+    /// a CAS-max, never a load and a store (issue 31: a store of the smaller
+    /// value after another thread's larger one moved the clock back).
+    /// Hook 'V' (test_hooks.hpp) between the load and the CAS.
     void advance_to(std::int64_t mono_ns) noexcept {
-        if (mono_ns > virt_.load(std::memory_order_relaxed)) virt_.store(mono_ns, std::memory_order_release);
+        if (mono_ns > max_mono_) mono_ns = max_mono_;
+        std::int64_t v = virt_.load(std::memory_order_relaxed);
+        test_hooks::window(nullptr, 'V');
+        while (mono_ns > v && !virt_.compare_exchange_weak(v, mono_ns, std::memory_order_release,
+                                                            std::memory_order_relaxed)) {
+        }
     }
 
 private:
     bool manual_;
     std::atomic<std::int64_t> virt_{0};
     std::int64_t offset_[kClocks] = {};
+    std::int64_t max_mono_ = 0;
 };
 
 class TickClock {

@@ -160,14 +160,25 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
     if (closed_ || core_ == nullptr) return -static_cast<std::int64_t>(errc::shutting_down);
     RuntimeCore& core = *core_;
     ++runners_;
-    const Steady::time_point until =
-        timeout_ns > 0 ? Steady::now() + std::chrono::nanoseconds(timeout_ns) : Steady::time_point::max();
+    // The deadline of the wait: now + timeout, saturated (issue 31: INT64_MAX
+    // ns added to the steady clock's reading overflowed into the past, and
+    // the call returned at once). A timeout that reaches past the clock's
+    // range (~292 years after boot) waits without limit, as one < 0 does.
+    bool forever = timeout_ns < 0;
+    Steady::time_point until = Steady::time_point::max();
+    if (timeout_ns > 0) {
+        const Steady::time_point now = Steady::now();
+        if (timeout_ns < (Steady::time_point::max() - now).count())
+            until = now + std::chrono::nanoseconds(timeout_ns);
+        else
+            forever = true;
+    }
     std::size_t ran = 0;
     while (!closed_ && ran < max) {
         if (heap_.empty()) {
             if (ran > 0 || timeout_ns == 0) break;
             ++waiting_;
-            if (timeout_ns < 0) {
+            if (forever) {
                 cv_.wait(lock);
             } else if (cv_.wait_until(lock, until) == std::cv_status::timeout && heap_.empty()) {
                 --waiting_;
@@ -193,14 +204,15 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
         if (!core.begin_run(item)) continue;
         TW_OWNER_ASSERT(bound_here(*item.rec));  // RUNNING: the run owns the record now
         ++running_;
-        const std::int64_t start_ns = core.clocks.mono();
-        const std::int64_t due_ns = core.clock.tick_start_ns(item.due);
-        run_lateness_.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
         lock.unlock();
         std::size_t calls;
         {
+            // Each callback it runs records its lateness here (RuntimeCore::
+            // call: record_run_lateness). More than 1: a BURST timer's
+            // catch-up, at most max - ran (the rest go back to this queue:
+            // requeue_owed).
             FreeChain freed(core.shard(item.shard).table());
-            calls = core.run_begun(item, freed, this);  // more than 1: a burst timer's catch-up
+            calls = core.run_begun(item, freed, this, max - ran);
         }
         lock.lock();
         --running_;
@@ -212,6 +224,45 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
     if (closed_ && runners_ == 0) cv_.notify_all();
     if (ran == 0 && closed_) return -static_cast<std::int64_t>(errc::shutting_down);
     return static_cast<std::int64_t>(ran);
+}
+
+bool DeliveryQueue::requeue_owed(Record& r, Extra& x, const FireItem& next) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || core_ == nullptr) return false;  // closing: nothing more runs
+    // Owed runs of this timer (only the shard adds to them meanwhile; a
+    // reset clears them under mu_, which we hold, and nothing else takes
+    // them but this run).
+    const std::uint64_t tag = Extra::owed_tag(next.gen);
+    const std::uint64_t o = x.owed.load(std::memory_order_relaxed);
+    if ((o & ~Extra::kOwedCountMask) != tag || (o & Extra::kOwedCountMask) == 0) return false;
+    try {
+        heap_.reserve(heap_.size() + 1);
+        live_.reserve(live_.size() + 1);
+        live_.insert_or_assign(&r, Live{next.gen, seq_});
+    } catch (...) {
+        return false;  // no memory: the caller runs the rest now
+    }
+    // RUNNING -> DISPATCHED under mu_, like every way into a live item's
+    // episode a run can see; only a stop or a reset made first (before we
+    // took mu_) keeps it RUNNING_*: then the run settles as usual.
+    if (!TimerState::yield_run(r, next.gen)) {
+        live_.erase(&r);
+        return false;
+    }
+    // The item stands for the next owed deadline: take it from the count
+    // (the shard only adds to it).
+    x.owed.fetch_sub(1, std::memory_order_relaxed);
+    TW_OWNER_ASSERT(bound_here(r));
+    heap_.push_back(Item{next, seq_++});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+    signal_locked();  // readable again (the run drained it if this was the last live item)
+    if (waiting_ != 0) cv_.notify_all();
+    return true;
+}
+
+void DeliveryQueue::record_run_lateness(std::uint64_t ns) const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_lateness_.record(ns);
 }
 
 void DeliveryQueue::close_begin() noexcept {

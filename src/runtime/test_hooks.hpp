@@ -48,12 +48,20 @@ namespace tickwheel::rt::test_hooks {
 /// the tick the driver sleeps until and is about to CAS it to 0. A caller's
 /// cell (caller_cells.hpp): 'l' by a caller that placed a timer in its cell
 /// and has not yet checked whether the driver needs a wake-up. (A worker
-/// whose claim item found the word moved later: 'L', above.) Callers holding a lock the runtime's threads
-/// share with them (issue 31, the progress rule: the driver and the workers
+/// whose claim item found the word moved later: 'L', above.) Callers
+/// holding a lock the runtime's threads share with them (issue 31, the progress rule: the driver and the workers
 /// only try these): 'g' inside GroupIndex::add (a grouped or clocked start,
 /// null record), 'G' inside a group stop's claim (null record), 'R' inside
 /// the inbox's out-of-memory reserve (null record), 'o' a reset holding a
 /// boot-time or wall-clock timer's deadline lock, before its CAS.
+/// 'O' by a reset of a boot-time or wall-clock timer (reset_record,
+/// reset.cpp; also a batch's) after its generation check and before it
+/// takes the timer's deadline lock (OwnDeadline::lock, which checks the
+/// generation again: a stale reset parked here while the slot is reused
+/// must not take the next timer's lock; issue 31). 'V', with a null
+/// record, by a manual runtime's Clocks::advance_to (clock.hpp) between its
+/// load of the virtual clock and its CAS (an advance, or a delivery queue's
+/// run of a manual runtime's timer: two threads may move it at once).
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test

@@ -40,6 +40,10 @@ struct alignas(64) Extra {
     static constexpr unsigned kOwedTagShift = 40;
     static constexpr std::uint64_t kOwedCountMask = (std::uint64_t{1} << kOwedTagShift) - 1;
     static constexpr std::uint64_t owed_tag(std::uint32_t gen) noexcept { return std::uint64_t{gen} << kOwedTagShift; }
+    // The most owed runs a catch-up serves (kBurstMaxOwed, runtime.hpp;
+    // TW_BURST_MAX_OWED): when a run looks and finds more, the oldest are
+    // skipped and counted in `missed` (issue 31).
+    static constexpr std::uint64_t kMaxOwed = 1000;
     std::atomic<std::uint64_t> group{0};   // 0 = none
     std::atomic<std::uint64_t> leeway_ns{0};  // (its whole ticks, the coalescing window: leeway_ticks())
     // A boot-time or wall-clock timer: the nominal deadline of its next run

@@ -128,6 +128,17 @@ FinishStep TimerState::finish_run(Record& r, tick_t delay_next) noexcept {
     }
 }
 
+bool TimerState::yield_run(Record& r, std::uint32_t gen) noexcept {
+    Word c = r.ctl.load(kAcq);
+    for (;;) {
+        if (r.gen() != gen || !decide_yield_run(c, gen)) return false;
+        if (r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Dispatched), kAcqRel, kAcq)) {
+            wake(r);
+            return true;
+        }
+    }
+}
+
 void TimerState::finish_stopped(Record& r) noexcept {
     r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Cancelled), std::memory_order_release);
     wake(r);

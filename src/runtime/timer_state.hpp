@@ -59,6 +59,11 @@
 //                                                worker, issue 21); d > now:
 //                                                W posts an Insert (Later)
 //   DISPATCHED --begin_run (W)--> RUNNING(d')
+//   RUNNING(d), BURST, bound to a queue --yield_run (W: the queue run, under
+//          q.mu)--> DISPATCHED(d)        the run reached tw_queue_run's max
+//                                        with catch-up runs owed: a live item
+//                                        for the next owed deadline goes back
+//                                        to the queue (issue 31)
 //   DISPATCHED --reset (C)--> PENDING(d2)        due, not started: taken back
 //   RUNNING, periodic --try_cancel (C)--> RUNNING_STOPPED
 //   RUNNING | RUNNING_REARMED --reset (C)-->     RUNNING(d2), periodic: sets
@@ -116,11 +121,17 @@
 //  Extra::missed                   | start (FREE: 0); the shard, for a record in
 //                                  | or just popped from its wheel (Fire/Skip),
 //                                  | also one a stop just CANCELLED: the shard
-//                                  | still holds it until it unlinks it
+//                                  | still holds it until it unlinks it; a BURST
+//                                  | timer (the shard never writes its missed):
+//                                  | the worker owning RUNNING (+ the owed runs
+//                                  | beyond Extra::kMaxOwed it skips)
 //  Extra::owed (tagged: gen24)     | start (FREE); the shard (+skipped); the BURST
-//                                  | worker owning RUNNING (-1 per catch-up run);
-//                                  | reset: a CAS that keeps only its own tag
-//                                  | (versioned with the generation)
+//                                  | worker owning RUNNING (-1 per catch-up run;
+//                                  | down to kMaxOwed, a CAS); a queue run handing
+//                                  | the rest back (requeue_owed: -1 for the item
+//                                  | it queues, under q.mu); reset: a CAS that
+//                                  | keeps only its own tag (versioned with the
+//                                  | generation), under q.mu for a bound timer
 //  Extra::group, leeway_ns, seq    | start (FREE); the worker of a re-armed
 //                                  | one-shot (RUNNING_REARMED: zeroes); read-only
 //  Extra::deadline_ns (own clock)  | the holder of Extra::own_lock (OwnDeadline,
@@ -245,6 +256,9 @@
 //
 // Transitions of a timer bound to an OPEN queue, and the lock they hold:
 //   PENDING -> DISPATCHED        shard, no lock; its item then goes to q under q.mu
+//   RUNNING -> DISPATCHED        q.run() of a BURST timer that reached its max with
+//                                catch-up runs owed, under q.mu, with its next
+//                                item (yield_run, DeliveryQueue::requeue_owed)
 //   DISPATCHED -> RUNNING        q.run(), under q.mu (begin_run)
 //   DISPATCHED -> PENDING        reset, under q.mu (then undue_locked)
 //   DISPATCHED -> RELEASING      stop, under q.mu (then undue_locked)
@@ -451,6 +465,15 @@ constexpr bool decide_begin_run(Word c, std::uint32_t gen10) noexcept {
     return Ctl::gen10(c) == (gen10 & Ctl::kGenMask) && Ctl::state(c) == State::Dispatched;
 }
 
+/// Whether the queue run that owns a BURST timer's run may hand the rest
+/// of its catch-up back to its queue (issue 31: tw_queue_run's `max`):
+/// RUNNING(d) of generation gen10 -> DISPATCHED(d), the word's deadline (its
+/// next grid deadline, where the wheel holds it) unchanged. Not from
+/// RUNNING_STOPPED (a stop during the run: it ends) or RUNNING_REARMED.
+constexpr bool decide_yield_run(Word c, std::uint32_t gen10) noexcept {
+    return Ctl::gen10(c) == (gen10 & Ctl::kGenMask) && Ctl::state(c) == State::Running;
+}
+
 /// What the worker does after a run returns (it owns RUNNING*: no other
 /// thread leaves these states, others only move within them).
 enum class FinishOutcome {
@@ -565,6 +588,16 @@ struct TimerState {
     static FinishStep finish_run(Record& r, tick_t delay_next = 0) noexcept;
     /// RUNNING_STOPPED -> CANCELLED after the release hook (worker, owner).
     static void finish_stopped(Record& r) noexcept;
+    /// RUNNING -> DISPATCHED (decide_yield_run) by the delivery queue run
+    /// that owns the run of BURST timer `gen`, under the queue's transition
+    /// mutex, in place of finish_run(): the run stopped at tw_queue_run's
+    /// `max` with catch-up runs still owed, and the queue keeps a live item
+    /// for the next one (DeliveryQueue::requeue_owed). Retries while only
+    /// the shard moves the word within RUNNING (a skipped period); false if
+    /// it is not RUNNING of `gen` (a stop or a reset made it RUNNING_STOPPED
+    /// or RUNNING_REARMED first). Wakes stop_sync() waiters (the word leaves
+    /// a busy state).
+    static bool yield_run(Record& r, std::uint32_t gen) noexcept;
 
     /// Terminal (CANCELLED, or RELEASING after a last run) -> FREE under
     /// `gen`, linked to `link` (the free stack's next index + 1). Owner only;

@@ -92,7 +92,11 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     const std::int64_t due_ns = clock.tick_start_ns(due);
     if (clocks.manual()) clocks.advance_to(due_ns);  // an advance steps the clocks to each deadline it serves
     const std::int64_t start_ns = clocks.mono();
-    lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
+    const std::uint64_t late = start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0;
+    lateness.record(late);
+    // Every run gives its queue a sample too, against the deadline it
+    // serves (a BURST catch-up's own; issue 31).
+    if (t_current.queue != nullptr) t_current.queue->record_run_lateness(late);
     try {
         r.invoke(Timer(owner, id));
     } catch (...) {
@@ -108,7 +112,8 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     counters.add(kFired);
 }
 
-std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
+std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, DeliveryQueue* queue,
+                                   std::size_t budget) noexcept {
     Record& r = *item.rec;
     const std::uint32_t index = HandleTable::index_of(&r);
     Extra* x = r.has_extra() ? &shard(item.shard).table().extra(index) : nullptr;
@@ -126,14 +131,40 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
         // Catch up: the grid deadlines that passed meanwhile (owed, counted
         // by the shard) run now, back to back, while the word stays RUNNING
         // (a stop makes it RUNNING_STOPPED, a reset clears owed: either ends
-        // the burst). They serve due + period, due + 2 period, ...
+        // the burst). They serve due + period, due + 2 period, ... At most
+        // Extra::kMaxOwed are owed when the loop looks: older ones are
+        // skipped (missed; issue 31). On a queue, at most `budget` calls in
+        // all: the rest stay owed, the timer due again (requeue_owed).
+        const std::uint64_t period = HandleTable::period_ticks_of(r);
         tick_t due = item.due;
         for (;;) {
             std::uint64_t o = x->owed.load(std::memory_order_relaxed);
-            if ((o & Extra::kOwedCountMask) == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
+            const std::uint64_t n = o & Extra::kOwedCountMask;
+            if (n == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
+            if (n > Extra::kMaxOwed) {
+                if (!x->owed.compare_exchange_weak(o, (o & ~Extra::kOwedCountMask) | Extra::kMaxOwed,
+                                                   std::memory_order_relaxed))
+                    continue;
+                owner::running(r, "Extra::missed (a BURST timer's owed runs past kMaxOwed)");
+                x->missed.fetch_add(n - Extra::kMaxOwed, std::memory_order_relaxed);
+                due += (n - Extra::kMaxOwed) * period;
+                continue;
+            }
+            if (calls >= budget && queue != nullptr) {
+                if (queue->requeue_owed(r, *x, FireItem{item.rec, item.gen, item.shard, due + period})) {
+                    t_current = saved;  // not settled: due again on its queue (the word is not ours any more)
+                    return calls;
+                }
+                // Not handed back (a reset cleared what was owed, a stop, a
+                // closing queue, no memory): look again, and catch up now
+                // rather than leave owed runs behind for a later episode
+                // (they would serve deadlines after its own: early).
+                budget = static_cast<std::size_t>(-1);
+                continue;
+            }
             if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
             x->runs.fetch_add(1, std::memory_order_relaxed);
-            due += HandleTable::period_ticks_of(r);
+            due += period;
             call(r, id, due);
             ++calls;
         }
