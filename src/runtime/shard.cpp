@@ -363,43 +363,20 @@ bool Shard::clocked_due(Record& r, const Extra& x, tick_t now, std::int64_t& own
 
 template <class F>
 void Shard::for_each_clocked(unsigned c, F&& f) {
-    // The index's lock is shared with clocked starts (callers): only tried.
-    // Held: this pass skips (reclock_again_: the next one, a tick later,
-    // re-files every clocked timer, from offsets read then). Entries we took
-    // but could not put back wait in clocked_stash_ (ours alone), still
-    // indexed, until we can.
-    std::vector<std::uint64_t> list;
-    if (!clocked_.try_take(c, list)) {
-        reclock_again_ = true;
-        return;
+    // The driver's own entries (clock_index.hpp: starts push, lock-free; we
+    // take what they pushed and keep it): nothing here waits for a caller.
+    std::vector<std::uint64_t>& v = clocked_.entries(c);
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::uint64_t e = v[i];
+        const std::uint32_t index = ClockIndex::index_of(e), gen = ClockIndex::gen_of(e);
+        Record* r = table_.find(index);
+        if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry (owner: the shard)
+        v[keep++] = e;  // still ours: keep it indexed
+        f(r, index, gen);
     }
-    std::vector<std::uint64_t>& stash = clocked_stash_[c];
-    const auto visit = [&](std::vector<std::uint64_t>& v) {
-        std::size_t keep = 0;
-        for (const std::uint64_t e : v) {
-            const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
-            Record* r = table_.find(index);
-            if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry (owner: the shard)
-            v[keep++] = e;  // still ours: keep it indexed
-            f(r, index, gen);
-        }
-        v.resize(keep);
-    };
-    visit(list);
-    visit(stash);
-    try {
-        if (!clocked_.try_add_all(c, list)) {
-            stash.insert(stash.end(), list.begin(), list.end());
-            reclock_again_ = true;  // (and put them back next pass)
-        } else if (clocked_.try_add_all(c, stash)) {
-            stash.clear();
-        } else {
-            reclock_again_ = true;
-        }
-    } catch (...) {
-        // No memory for the index's entries: those timers are left out of
-        // it (they follow no clock step), as when a start cannot add one.
-    }
+    v.resize(keep);
+    clocked_.settled();
 }
 
 void Shard::reclock() noexcept {
@@ -764,7 +741,7 @@ void Shard::run(int cpu) {
 #ifdef TICKWHEEL_STAGE_TRACE
         stage_trace::record(stage_trace::kAdvance, monotonic_ns() - now_ns);
 #endif
-        const std::size_t clocked = clocked_.entries_hint() + clocked_stash_[1].size() + clocked_stash_[2].size();
+        const std::size_t clocked = clocked_.entries_hint();
         if (clocked != 0 || reclock_again_) {
             reclock();  // a wall-clock step, or a suspend: within a pass (<= kHousekeepingNs)
             if (++clocked_passes >= std::max<std::size_t>(kPruneClockedPasses, clocked / 64)) {
@@ -778,9 +755,9 @@ void Shard::run(int cpu) {
         if (table_.quarantine_due(now_ns)) table_.reclaim_quarantine();
 
         tick_t next = wheel_.next_expiry();
-        // Out of memory, or a lock a caller held (the inbox's reserve, the
-        // clock-step index, a delivery queue): try again next tick. We never
-        // wait for a caller.
+        // Out of memory, or a lock a caller held (the inbox's reserve, a
+        // delivery queue), or a clocked timer's deadline lock: try again next
+        // tick. We never wait for a caller.
         if (!handed_over || reserve_busy_ || reclock_again_) next = std::min(next, now + 1);
         if (next <= now) continue;
         // How long to sleep. Until the next expiry, but at most

@@ -20,7 +20,7 @@
 // Who may wait for whom (the progress rule; timer_state.hpp has the table):
 // the driver never waits for a caller -- not for a lock, a flag, a hazard or
 // a message. Where it shares a lock with callers (the inbox's
-// out-of-memory reserve, the clock-step index, a delivery queue's
+// out-of-memory reserve, a delivery queue's
 // transition mutex) it only tries it, and comes back at its next tick if
 // it is held.
 //
@@ -87,6 +87,7 @@
 
 #include "runtime/caller_cells.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/clock_index.hpp"
 #include "runtime/delivery_queue.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/group_index.hpp"
@@ -137,8 +138,9 @@ public:
     /// The shard's timers by group (any thread; see group_index.hpp).
     GroupIndex& groups() noexcept { return groups_; }
     /// The shard's boot-time and wall-clock timers (keyed by ClockId), which
-    /// it re-files when their clock moves against the monotonic one.
-    GroupIndex& clocked() noexcept { return clocked_; }
+    /// it re-files when their clock moves against the monotonic one
+    /// (clock_index.hpp: starts add, lock-free; only the driver reads).
+    ClockIndex& clocked() noexcept { return clocked_; }
 
     // ---- a manual runtime (Config::manual_clock): the advancing thread drives
     /// Drains the inbox and moves the wheel to `now`; the timers that fire
@@ -327,17 +329,14 @@ private:
     // Kept apart from the hot members above (the wheel, the inbox, the
     // sleep word): only grouped and clocked timers touch these.
     alignas(64) GroupIndex groups_{table_};
-    GroupIndex clocked_{table_};
+    ClockIndex clocked_;
     // The boot-time and wall-clock offsets to the monotonic clock at the last
     // reclock (shard thread only).
     std::int64_t seen_offset_[kClocks] = {};
-    // The last re-clock pass found a timer's deadline lock held, or the
-    // index's lock held by a caller: the next pass (at the next tick)
-    // re-files every clocked timer again (shard thread only).
+    // The last re-clock pass found a timer's deadline lock held (its
+    // holder, a start or reset of that timer, files it): the next pass (at
+    // the next tick) re-files every clocked timer again (shard thread only).
     bool reclock_again_ = false;
-    // Clock-step index entries the driver took and could not put back (a
-    // caller held the index's lock): still indexed, by the driver alone.
-    std::vector<std::uint64_t> clocked_stash_[kClocks];
 };
 
 }  // namespace tickwheel::rt

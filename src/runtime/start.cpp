@@ -14,9 +14,10 @@
 // is released on the caller's thread outside the guard (release_unstarted).
 //
 // Threads: any thread, including callbacks and release hooks. Progress:
-// nothing here waits for another thread (the group and clock-step indexes'
-// locks are held only by callers, for O(1) amortised work: a driver and a
-// worker only try them), and nothing here holds what the runtime's threads
+// nothing here waits for another thread but a group start for the group
+// index's lock (held only by callers, for O(1) amortised work: a worker
+// never waits for it; the clock-step index takes a lock-free push), and
+// nothing here holds what the runtime's threads
 // wait for (timer_state.hpp, "WHO MAY WAIT FOR WHOM"); no user code runs
 // inside a StartGuard.
 // (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)

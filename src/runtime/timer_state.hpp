@@ -157,8 +157,9 @@
 //                                  | episode); compaction drops dead entries and
 //                                  | duplicates
 //  clock-step index membership     | start adds it before it reads the clocks it
-//  (Shard::clocked)                | files the timer by, under own_lock; the shard
-//                                  | (take and re-add live entries, drop ended ones)
+//  (Shard::clocked, ClockIndex)    | files the timer by, under own_lock (a lock-
+//                                  | free push); the driver takes the pushes into
+//                                  | its own vectors and drops ended timers' entries
 //  the query's seqlock             | readers only (query: word acquire, fields
 //                                  | relaxed, acquire fence, generation again); the
 //                                  | writers' half: recycle() moves the generation
@@ -196,10 +197,10 @@
 //  waiter        | may wait for                 | never waits for
 //  --------------+------------------------------+------------------------------
 //  a driver      | nothing of a caller: it only | a caller: not for a lock (the
-//                | tries the locks it shares    | inbox's reserve, the clock-step
-//                | with callers, and comes back | index, a queue's transition
-//                | at its next tick; the        | mutex: try-locked), a flag, a
-//                | workers never (it hands      | hazard (a quarantined record
+//                | tries the locks it shares    | inbox's reserve, a queue's
+//                | with callers, and comes back | transition mutex: try-locked;
+//                | at its next tick; the        | the clock-step index: none), a
+//                | workers never (it hands      | flag, a hazard (a quarantined record
 //                | them work through lock-free  | waits, nobody waits for it),
 //                | lanes)                       | a message (the inbox and the
 //                |                              | cells are taken from, never
@@ -693,8 +694,7 @@ inline void shard_live(const Record& r, const char* field) noexcept {
 //   * readers that do not take it (query) read the deadline seqlock-style:
 //     the lock word before and after, equal, even and of their generation.
 // No user code runs while it is held, and no other lock is taken under it
-// but the shard's clock-step index mutex (a start indexing its timer; that
-// mutex is never held while a deadline lock is taken) and, for a reset of a
+// but, for a reset of a
 // queue-bound timer, that queue's transition mutex around its CAS
 // (BoundTransition, timer_ops.hpp; no thread waits for a deadline lock while
 // it holds a queue's mutex: the shard only tries one, a queue run takes
