@@ -45,6 +45,13 @@ namespace tickwheel::rt::test_hooks {
 /// by a driver in its pass, holding the token, its inbox just drained; 'X'
 /// by a driver that found the token held by a caller and is about to mark
 /// its want and wait for it.
+/// The start path's clock (clock.cpp), with a null record, on the thread
+/// that reads it: 'C' inside one of its once-per-process steps -- the
+/// decision (mode kDeciding, from the process's first runtime creation) or
+/// the end of the calibration (kFinishing, from a start) -- where a fork
+/// leaves the child a step to undo (fork.cpp); 'S' in a re-synchronisation,
+/// between this thread's new pair being taken and being published, where a
+/// signal handler of this thread that reads the clock sees the old pair.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
@@ -74,7 +81,7 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 
 /// Schedule fuzzing (tw_stress history --fuzz, stress/history.hpp): called
 /// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
-/// 'i', as above), each clock reading the library makes ('m' monotonic,
+/// 'i', the token's, the clock's 'C' 'S', as above), each clock reading the library makes ('m' monotonic,
 /// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
 /// wake ('u'), when a delivery queue is created ('q': before it enters the
 /// queue table) and before its eventfd is written ('e') and read ('E') --
