@@ -67,7 +67,11 @@
 ///    there with errc::forked (stop/stop_sync return false, stats() throws)
 ///    and no callback or release hook of it runs there; destroying it frees
 ///    its memory without running any. A runtime created in the child works
-///    normally. The parent is unaffected.
+///    normally, whatever instant the parent forked at: with other threads
+///    inside any tickwheel function, the process's first runtime creation
+///    included (1.6.0 and earlier: a child forked then could hang in its
+///    own first creation). fork() from a signal handler is outside this (POSIX
+///    does not make fork() async-signal-safe). The parent is unaffected.
 ///  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
 ///    all runtimes come from oneTBB's process-wide pool. worker_count() is
 ///    what this runtime can run at once (see there). In a fork() child of a
