@@ -37,7 +37,14 @@
 ///    blocking work on a delivery queue's thread); a delivery queue whose
 ///    thread does not call run() (its timers only); the runtime's threads
 ///    starved of CPU (a CPU hog, a too-low priority of the whole process).
-///    Only shutdown() and a queue's destroy wait for calls in progress.
+///    Only shutdown() and a queue's destroy wait for calls in progress. Two
+///    exceptions, both about one resource a caller holds for a few
+///    instructions: a caller inside a stop or reset of a timer bound to a
+///    delivery queue holds that queue's lock (that queue's runs wait for
+///    it; no other timer does), and a reset of a boot-time or wall-clock
+///    timer waits while another reset of THE SAME timer holds its deadline
+///    lock (between its clock readings and its CAS) -- also when it is a
+///    callback resetting its own timer, on a worker.
 ///  * Callback context. Callbacks run on the runtime's TBB worker threads,
 ///    never on the caller's thread and never on a shard thread. Runs of one
 ///    timer never overlap. A callback may call any function here, on its own

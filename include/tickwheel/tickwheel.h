@@ -38,7 +38,13 @@
  *    queue's thread), a delivery queue whose thread does not call
  *    tw_queue_run() (that queue's timers only), the runtime's threads
  *    starved of CPU. Only tw_runtime_shutdown()/tw_runtime_destroy() and
- *    tw_queue_destroy() wait for calls in progress.
+ *    tw_queue_destroy() wait for calls in progress. Two exceptions, both a
+ *    resource a caller holds for a few instructions: a caller inside a stop
+ *    or reset of a timer bound to a delivery queue holds that queue's lock
+ *    (that queue's runs wait for it, no other timer does); a reset of a
+ *    CLOCK_BOOTTIME/CLOCK_REALTIME timer waits while another reset of the
+ *    same timer holds its deadline lock -- also a callback resetting its
+ *    own timer, on a worker.
  *  * Callback context. Callbacks run on the runtime's worker threads (a
  *    oneTBB arena), never on the thread that started the timer -- or, for
  *    a timer started with a delivery queue (tw_timer_spec.queue), only on

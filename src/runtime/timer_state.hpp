@@ -220,9 +220,15 @@
 //
 // What a frozen caller can delay: only its own call in progress (a start
 // not yet placed or posted: its id was never returned; a reset or stop of
-// a timer whose CAS it has not made). Forced by tests/caller_cells_test.cpp
-// (a caller parked at each step it passes while another timer of its shard
-// must keep its period) and by `tw_stress history`'s freeze fault.
+// a timer whose CAS it has not made), with two exceptions, each a resource
+// held for a few instructions: a stop or reset of a queue-bound timer holds
+// that queue's transition mutex (that queue's deliveries wait a tick, its
+// runs wait: no other timer does), and a reset of a boot-time or
+// wall-clock timer holds that timer's deadline lock (another reset of the
+// same timer -- a callback's too, on a worker -- waits for it). Forced by
+// tests/progress_test.cpp (a caller parked at each step it passes while
+// another timer of its shard must keep its period) and by `tw_stress
+// history`'s freeze fault.
 //
 // ==== Queue binding and delivery items: owner rules (issue 20) ====
 // (delivery_queue.hpp has the machinery; q = the timer's delivery queue,
