@@ -142,6 +142,10 @@ bool TimerState::yield_run(Record& r, std::uint32_t gen) noexcept {
     }
 }
 
+void TimerState::begin_stopped_release(Record& r) noexcept {
+    r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Releasing), std::memory_order_release);
+}
+
 void TimerState::finish_stopped(Record& r) noexcept {
     r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Cancelled), std::memory_order_release);
     wake(r);

@@ -75,7 +75,8 @@
 //     RUNNING, periodic        --> PENDING(d')   (already in the wheel)
 //     RUNNING, one-shot        --> RELEASING     (W releases, then retires)
 //     RUNNING_REARMED(d2)      --> PENDING(d2)   (W posts an Insert)
-//     RUNNING_STOPPED          --> (W releases) --> CANCELLED (Cancel message)
+//     RUNNING_STOPPED          --> RELEASING (W, then its release hook)
+//                              --> CANCELLED (Cancel message)
 //   PENDING(d) | DISPATCHED(d) | RUNNING(d), fixed-rate, d <= now
 //          --skip_period (S)--> same state at the next period (never two
 //                                runs at once; the passed grid deadlines are
@@ -593,7 +594,12 @@ struct TimerState {
     /// (see retire() / finish_stopped()).
     /// `delay_next`: see decide_finish_run.
     static FinishStep finish_run(Record& r, tick_t delay_next = 0) noexcept;
-    /// RUNNING_STOPPED -> CANCELLED after the release hook (worker, owner).
+    /// RUNNING_STOPPED -> RELEASING before the release hook of a timer
+    /// stopped during its run (worker, owner): from here on it is released
+    /// (query: not found), as a one-shot after its last run is.
+    static void begin_stopped_release(Record& r) noexcept;
+    /// RELEASING (begin_stopped_release) -> CANCELLED after the release hook
+    /// (worker, owner).
     static void finish_stopped(Record& r) noexcept;
     /// RUNNING -> DISPATCHED (decide_yield_run) by the delivery queue run
     /// that owns the run of BURST timer `gen`, under the queue's transition
