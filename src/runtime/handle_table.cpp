@@ -68,12 +68,22 @@ bool HandleTable::set_period_word(std::uint32_t index, std::uint64_t word) noexc
     return true;
 }
 
+bool HandleTable::set_cell_slot(std::uint32_t index, std::uint32_t code) noexcept {
+    Record& r = at(index);
+    auto& head = *const_cast<ChunkHeader*>(header_of(&r));
+    std::atomic<std::uint32_t>* arr = side_array(head.cell_slots);
+    if (arr == nullptr) return false;
+    arr[&r - first_of(&head)].store(code, std::memory_order_relaxed);
+    return true;
+}
+
 void HandleTable::free_chunk(Record* first) noexcept {
     if (first == nullptr) return;
     static_assert(std::is_trivially_destructible_v<Record>, "a chunk's records need no destructor");
     auto* head = reinterpret_cast<ChunkHeader*>(first) - 1;
     free_side_array(head->extras);
     free_side_array(head->period_words);
+    free_side_array(head->cell_slots);
     head->~ChunkHeader();
     std::free(head);
 }

@@ -108,6 +108,10 @@ public:
     /// Upper bound of a long sleep (keeps tick arithmetic far from overflow).
     static constexpr std::int64_t kMaxSleepNs = 3600'000'000'000;
     static constexpr unsigned kCancelWakeEvery = 4096;
+    /// A scan of a caller's cell takes the entries due within this much
+    /// (caller_cells.hpp): a cell is scanned about once per this while its
+    /// timers come due.
+    static constexpr std::int64_t kTakeAheadNs = 100'000'000;
     /// Passes between two prunings of the clocked index's ended entries
     /// (at least; more while it is large: clocked entries / 64).
     static constexpr std::size_t kPruneClockedPasses = 10;
@@ -170,10 +174,15 @@ public:
     Record* allocate_kept(CallerCells::Cell& c, std::uint32_t& index, std::uint32_t& gen) noexcept {
         return cells_.allocate(c, index, gen);
     }
-    /// Places a published PENDING record, due at `due`, in the caller's cell
-    /// `c` (evicting its oldest entry, if full, with an Insert), and wakes
-    /// the driver if it sleeps past `due`. Never fails. The cell's owner.
-    void place(CallerCells::Cell& c, std::uint32_t index, std::uint32_t gen, tick_t due) noexcept;
+    /// A position of the caller's cell `c` for its next start, or
+    /// CallerCells::kNoPosition (full): before the start publishes.
+    std::uint32_t reserve_in(CallerCells::Cell& c) noexcept { return cells_.reserve(c); }
+    void unreserve_in(CallerCells::Cell& c, std::uint32_t pos) noexcept { CallerCells::unreserve(c, pos); }
+    /// Places a published PENDING record, due at `due`, at reserved position
+    /// `pos` of the caller's cell `c`, and wakes the driver if it sleeps past
+    /// `due`. False: not placed (no memory for its side slot): the caller
+    /// posts its Insert. The cell's owner.
+    bool place(CallerCells::Cell& c, std::uint32_t pos, std::uint32_t index, std::uint32_t gen, tick_t due) noexcept;
     /// After a stop made the record CANCELLED and released it: takes its
     /// entry back from the caller's cell `c` and recycles the record into
     /// the cell (true), or, if the cell no longer holds it (the driver took
@@ -251,10 +260,9 @@ private:
     /// by its word's deadline, if it is still PENDING of the entry's
     /// generation and in no list. The driver.
     void file_taken(std::uint64_t e) noexcept;
-    /// The driver, before a pass at tick `now`: takes from the callers'
-    /// cells every entry due by `now` (and, after a Refile found its record
-    /// in no list -- rescan_cells_ --, every entry whose word says it is due
-    /// earlier than its entry does) and files it.
+    /// The driver, before a pass at tick `now`: scans the callers' cells
+    /// whose earliest entry is due, takes every entry due within
+    /// kTakeAheadNs and files it.
     void take_due_cells(tick_t now) noexcept;
     /// The earliest due tick among the entries in callers' cells (kNever if
     /// none). The driver, before it parks.
@@ -290,10 +298,6 @@ private:
     Parker parker_;
     // The callers' cells (after table_: destroyed before it).
     CallerCells cells_{table_};
-    // A Refile found its record in no list of the wheel (in a caller's cell,
-    // or an Insert on its way): the next take_due_cells() reads the words
-    // of the cells' entries (driver only).
-    bool rescan_cells_ = false;
     // The inbox's out-of-memory reserve was locked by a poster when the
     // driver drained: it looks again at its next tick (driver only).
     bool reserve_busy_ = false;

@@ -445,9 +445,15 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
         take_back(core, shard, *r);
         return errc::no_memory;
     }
-    TimerState::publish(*r, gen, tick);
+    // A position in the cell, reserved before the record is published (and
+    // the record marked placed, for its stop), or none: the cell is full.
+    std::uint32_t pos = CallerCells::kNoPosition;
     if (cell != nullptr) {
-        shard.place(*cell, index, gen, tick);
+        pos = shard.reserve_in(*cell);
+        if (pos != CallerCells::kNoPosition) r->mark_in_cell();
+    }
+    TimerState::publish(*r, gen, tick);
+    if (pos != CallerCells::kNoPosition && shard.place(*cell, pos, index, gen, tick)) {
         core.counters.add(kStarted);
         id = Id::make(gen, si, index);
         return errc{};
