@@ -681,7 +681,10 @@ tick_t Shard::cells_min_due() const noexcept {
     return m;
 }
 
-std::size_t Shard::pending() const noexcept { return pending_.load(std::memory_order_relaxed) + cells_.waiting(); }
+std::size_t Shard::pending() const noexcept {
+    const std::size_t wheel = pending_.load(std::memory_order_relaxed);
+    return swept_.load(std::memory_order_relaxed) ? wheel : wheel + cells_.waiting();
+}
 
 void Shard::prune_clocked() noexcept {
     // Entries of ended timers stay in the index (a worker recycling a fired

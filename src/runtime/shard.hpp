@@ -222,7 +222,10 @@ public:
     std::size_t pending() const noexcept;
     /// After shutdown's sweep (the driver is joined): every timer left in
     /// the wheel was cancelled, so none is pending any more.
-    void clear_pending_after_sweep() noexcept { pending_.store(0, std::memory_order_relaxed); }
+    void clear_pending_after_sweep() noexcept {
+        pending_.store(0, std::memory_order_relaxed);
+        swept_.store(true, std::memory_order_relaxed);  // (the cells' entries were cancelled too)
+    }
     std::size_t inbox_size() const noexcept { return inbox_.size_approx(); }
 
 private:
@@ -312,6 +315,7 @@ private:
     // parks with messages still queued sleeps no later than this.
     std::atomic<tick_t> posted_min_due_{Wheel::kNever};
     std::atomic<bool> stopping_{false};
+    std::atomic<bool> swept_{false};  // shutdown's sweep cancelled every timer: none waits in a cell
     std::atomic<std::size_t> pending_{0};
     // Due timers popped from the wheel, not yet handed to the dispatcher
     // (kept here if the dispatcher had no memory for them).
