@@ -112,8 +112,12 @@ public:
         std::atomic<tick_t> due{0};       // written before e (release)
     };
     struct Chunk {
-        Slot slot[kChunkSlots];
+        // <= every due tick in the chunk: lowered by the owner's places (a
+        // CAS-min), taken (exchange) and put back by the driver's scan, so
+        // that a scan skips the chunks with nothing due.
+        alignas(64) std::atomic<tick_t> min_due{~tick_t{0}};
         std::atomic<std::uint64_t> emptied[kChunkSlots / 64] = {};  // positions the driver took, not yet harvested
+        Slot slot[kChunkSlots];
     };
 
     struct alignas(64) Cell {
@@ -222,6 +226,12 @@ private:
         c.emptied_n.store(c.emptied_n.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     }
     bool set_side(std::uint32_t index, std::uint32_t code) noexcept;
+    /// m = min(m, due) (a CAS-min; release: after the entry it covers).
+    static void lower(std::atomic<tick_t>& m, tick_t due) noexcept {
+        tick_t v = m.load(std::memory_order_relaxed);
+        while (due < v && !m.compare_exchange_weak(v, due, std::memory_order_release, std::memory_order_relaxed)) {
+        }
+    }
 
     HandleTable& table_;
     std::shared_ptr<Control> control_;
@@ -240,29 +250,37 @@ inline bool CallerCells::place(Cell& c, std::uint32_t pos, std::uint32_t index, 
     s.due.store(due, std::memory_order_relaxed);
     s.e.store(entry(index, gen), std::memory_order_release);
     c.placed.store(c.placed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    tick_t m = c.owner_min.load(std::memory_order_relaxed);
-    while (due < m && !c.owner_min.compare_exchange_weak(m, due, std::memory_order_release, std::memory_order_relaxed)) {
-    }
+    lower(c.chunk[pos / kChunkSlots].load(std::memory_order_relaxed)->min_due, due);
+    lower(c.owner_min, due);
     return true;
 }
 
 template <class Take>
 void CallerCells::scan(Cell& c, tick_t horizon, Take&& take) noexcept {
     // Entries placed from here on lower owner_min again; those placed before
-    // are seen below (placed, then owner_min's RMW, then our exchange).
+    // are seen below (placed, then owner_min's RMW, then our exchange). The
+    // same, per chunk, for the chunk's min_due: a chunk with nothing due by
+    // `horizon` is not read.
     (void)c.owner_min.exchange(~tick_t{0}, std::memory_order_acq_rel);
     tick_t rest = ~tick_t{0};
     const std::uint32_t n = c.chunks.load(std::memory_order_acquire);
     std::uint64_t taken = 0;
     for (std::uint32_t k = 0; k < n; ++k) {
         Chunk* ch = c.chunk[k].load(std::memory_order_acquire);
+        const tick_t cm = ch->min_due.load(std::memory_order_acquire);
+        if (cm > horizon) {
+            if (cm < rest) rest = cm;
+            continue;
+        }
+        (void)ch->min_due.exchange(~tick_t{0}, std::memory_order_acq_rel);
+        tick_t chunk_rest = ~tick_t{0};
         for (std::uint32_t i = 0; i < kChunkSlots; ++i) {
             Slot& s = ch->slot[i];
             std::uint64_t e = s.e.load(std::memory_order_acquire);
             if (e == 0) continue;
             const tick_t d = s.due.load(std::memory_order_relaxed);
             if (d > horizon) {
-                if (d < rest) rest = d;
+                if (d < chunk_rest) chunk_rest = d;
                 continue;
             }
             if (!s.e.compare_exchange_strong(e, 0, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
@@ -270,6 +288,8 @@ void CallerCells::scan(Cell& c, tick_t horizon, Take&& take) noexcept {
             ++taken;
             take(e);
         }
+        lower(ch->min_due, chunk_rest);  // (with what the owner placed meanwhile)
+        if (chunk_rest < rest) rest = chunk_rest;
     }
     c.driver_min = rest;
     if (taken != 0) {

@@ -426,7 +426,8 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     // Insert through the inbox.
     const std::uint16_t kind = Record::kind_of(cb);
     CallerCells::Cell* cell = nullptr;
-    if (kind != CallableKinds::kNone && test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0)
+    if (kind != CallableKinds::kNone && test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0 &&
+        shard.cells_pay())
         cell = shard.my_cell(core.uid, true);
     Record* r = nullptr;
     std::uint32_t index, gen;

@@ -98,7 +98,7 @@ void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uin
     // Still in this thread's cell (started here, not yet due): taken back
     // and recycled here -- the shard never saw it. Otherwise the shard
     // unlinks and recycles it (caller_cells.hpp).
-    if (placed) {
+    if (placed && shard.cells_pay()) {  // (else its Cancel takes the entry, on the driver's core)
         if (rt::CallerCells::Cell* cell = shard.my_cell(core.uid, false);
             cell != nullptr && shard.take_back_and_recycle(*cell, r, gen))
             return;
