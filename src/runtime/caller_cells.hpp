@@ -57,6 +57,12 @@
 // only for a record that was placed; a stop whose take-back fails (the
 // driver took the entry) posts a Cancel, as for a timer in the wheel.
 //
+// Only while it pays: a start places and a stop takes back only while the
+// shard's wheel holds fewer than Shard::kCellMaxPending timers; beyond, the
+// lines a take-back touches are cold, and the driver takes them better on
+// its own core (a placed record's stop then posts its Cancel, which takes
+// the entry on the driver's side).
+//
 // Frozen owners. An owner stopped at any instruction holds nothing the
 // driver waits for: its entries are taken by CAS when due, its free records
 // and positions are its own. What a frozen owner can delay is only its own
