@@ -8,12 +8,27 @@
 # library (peer_tickwheel_c: what C, Python, Node and Rust users run). One
 # command:
 #
+#   scripts/bench.sh all        every mode below in turn (the full suite,
+#                               capi, scaling, python, node): what the
+#                               published figures come from. About 14
+#                               minutes on 2 cores (the full suite's last run
+#                               took 654 s, the others 20-60 s each)
 #   scripts/bench.sh            install what is missing (Debian packages, as
 #                               root), build Release (the `release` preset),
 #                               run everything, write docs/bench/results.json,
 #                               docs/bench/README.md and the PNG plots
 #   scripts/bench.sh --quick    the same with small sizes and 2 repetitions,
-#                               to check the machinery (figures not valid)
+#                               to check the machinery (figures not valid),
+#                               into build/bench-quick (not docs/bench) unless
+#                               BENCH_OUT says otherwise
+#
+# Every mode ends by recording its command, commit and machine in its data
+# file (scripts/figures.py --stamp) and, when it wrote docs/bench and was
+# not --quick, by publishing: scripts/figures.py --write rebuilds
+# docs/bench/figures.json from the five data files and rewrites every
+# figure and table the README and the site quote (docs/site/development.md,
+# "Publishing figures"). Into another folder (BENCH_OUT, --quick) it writes
+# that folder's figures.json only.
 #   scripts/bench.sh scaling [--quick] [--threads N]
 #                               the scaling workload only (issue 21), for
 #                               machines of any size: (a) 1..N producer
@@ -104,7 +119,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0
-mode=all
+mode=full
 threads=${BENCH_THREADS:-}
 while (($#)); do
   case $1 in
@@ -113,9 +128,10 @@ while (($#)); do
     capi) mode=capi ;;
     node) mode=node ;;
     python) mode=python ;;
+    all) mode=all ;;
     --threads) threads=${2:?--threads needs a number}; shift ;;
     --threads=*) threads=${1#--threads=} ;;
-    *) echo "usage: scripts/bench.sh [scaling|capi|node|python] [--quick] [--threads N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [all|scaling|capi|node|python] [--quick] [--threads N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -128,8 +144,51 @@ if [[ $mode == capi && -n $base_bin && ! -x $base_bin ]]; then
   exit 2
 fi
 
-out=${BENCH_OUT:-$root/docs/bench}
+# ---- all: every mode in turn (each publishes its figures as it ends) -----------------------
+if [[ $mode == all ]]; then
+  pass=()
+  ((quick)) && pass+=(--quick)
+  [[ -n $threads ]] && pass+=(--threads "$threads")
+  failed=()
+  t0=$(date +%s)
+  for m in full capi scaling python node; do
+    printf '[bench all] %s\n' "$m" >&2
+    if [[ $m == full ]]; then "$0" "${pass[@]}" || failed+=("$m")
+    else "$0" "$m" "${pass[@]}" || failed+=("$m"); fi
+  done
+  printf '[bench all] done in %d s%s\n' $(( $(date +%s) - t0 )) "${failed[*]:+; failed: ${failed[*]}}" >&2
+  ((${#failed[@]} == 0))
+  exit
+fi
+
+if ((quick)); then out=${BENCH_OUT:-$root/build/bench-quick}; else out=${BENCH_OUT:-$root/docs/bench}; fi
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+# The command that reproduces this run, as the data files record it: the
+# variables that change what is measured, then the script and its arguments.
+bench_cmd=""
+for v in BENCH_OPS BENCH_REPS BENCH_THREADS SCALING_REPS SCALING_OPS SCALING_PENDING SCALING_TIMERS \
+         BENCH_BASE_BUILD_DIR; do
+  [[ -n ${!v:-} ]] && bench_cmd+="$v=${!v} "
+done
+bench_cmd+="scripts/bench.sh"
+[[ $mode != full ]] && bench_cmd+=" $mode"
+((quick)) && bench_cmd+=" --quick"
+[[ $mode == scaling && -n $threads && -z ${BENCH_THREADS:-} ]] && bench_cmd+=" --threads $threads"
+# publish <mode> <data file>: its run's command, commit and machine into it,
+# then figures.json (and, into docs/bench unless --quick, the pages)
+publish() {
+  python3 "$root/scripts/figures.py" --stamp "$2" --mode "$1" --command "$bench_cmd" || return 1
+  if [[ $out == "$root/docs/bench" ]] && ((!quick)); then
+    log "publishing: scripts/figures.py --write (docs/bench/figures.json, the README and the site's figures)"
+    if ! python3 "$root/scripts/figures.py" --write; then
+      log "scripts/figures.py --write found the problems above: the docs are not consistent yet"
+      return 1
+    fi
+  else
+    python3 "$root/scripts/figures.py" --write --bench "$out" --partial --no-pages $( ((quick)) && echo --allow-quick)
+  fi
+}
 t_start=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 log() { printf '[bench %4ds] %s\n' $(( $(date +%s) - t_start )) "$*" >&2; }
@@ -169,7 +228,7 @@ if [[ $mode == node ]]; then
     echo "$want" >"$stamp"
   fi
   if ((quick)); then nargs=(--ops 20000 --rounds 3 --warmup 1); else nargs=(--ops "${BENCH_OPS:-200000}" --rounds "${BENCH_REPS:-15}" --warmup 3); fi
-  cmd="scripts/bench.sh node$( ((quick)) && echo ' --quick' || true)"
+  cmd=$bench_cmd
   log "bench/peers/peer_node.js ${nargs[*]}"
   TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$pkg" "${nargs[@]}" --out "$out/node.json" --command "$cmd"
   # A/B: BENCH_NODE_BASE=<commit> also runs that commit's binding (its
@@ -186,6 +245,7 @@ if [[ $mode == node ]]; then
     TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$base" "${nargs[@]}" --out "$out/node-base.json" \
       --command "BENCH_NODE_BASE=$BENCH_NODE_BASE $cmd"
   fi
+  publish node "$out/node.json" || exit 1
   log "done in $(( $(date +%s) - t_start )) s"
   exit 0
 fi
@@ -208,12 +268,11 @@ if [[ $mode == python ]]; then
     cmake --build "$build" --target tickwheel_python >&2
   fi
   py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
-  cmd="scripts/bench.sh python"
-  ((quick)) && cmd+=" --quick"
-  args=(--binding "$build/python" --json "$out/python.json" --command "$cmd")
+  args=(--binding "$build/python" --json "$out/python.json" --command "$bench_cmd")
   ((quick)) && args+=(--quick)
   log "bench/python_percall_bench.py ${args[*]}"
   "${py:-python3}" "$root/bench/python_percall_bench.py" "${args[@]}"
+  publish python "$out/python.json" || exit 1
   log "done: $out/python.json (load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg))"
   exit 0
 fi
@@ -347,9 +406,10 @@ if [[ $mode == scaling ]]; then
   export SC_QUICK=$quick SC_REPS=$SR SC_THREADS=$N SC_COUNTS="${counts[*]}" SC_BUILD=$build SC_OPS=$SOPS \
          SC_PENDING=$SPENDING SC_TIMERS=$STIMERS SC_START=$t_start SC_BUILD_S=$((t_built - t_start)) \
          SC_TOTAL_S=$((t_end - t_start)) SC_LOAD_BEFORE=$load_before SC_LOAD_AFTER=$load_after \
-         SC_FAILURES="${failures[*]:-}" SC_SKIPPED=$skipped_list
+         SC_FAILURES="${failures[*]:-}" SC_SKIPPED=$skipped_list SC_COMMAND=$bench_cmd
   log "writing $out (scaling)"
   python3 bench/suite/scaling_report.py --mt "$raw" --probe "$probe_raw" --out "$out"
+  publish scaling "$out/scaling.json" || exit 1
   log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
   if ((${#failures[@]})); then
     log "failed: ${failures[*]}"
@@ -399,11 +459,12 @@ if [[ $mode == capi ]]; then
   t_end=$(date +%s)
   load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   meta=$(mktemp)
-  printf '{"quick": %s, "reps": %d, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "failures": "%s"}\n' \
+  printf '{"quick": %s, "reps": %d, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "failures": "%s", "command": "%s"}\n' \
     "$( ((quick)) && echo true || echo false)" "$CR" "$t_start" $((t_end - t_start)) "$load_before" "$load_after" \
-    "${failures[*]:-}" >"$meta"
+    "${failures[*]:-}" "$bench_cmd" >"$meta"
   python3 bench/suite/report.py --capi --raw "$raw" --meta "$meta" --out "$out"
   rm -f "$meta"
+  publish capi "$out/capi.json" || exit 1
   log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
   ((${#failures[@]} == 0)) || { log "failed: ${failures[*]}"; exit 1; }
   exit 0
@@ -570,13 +631,14 @@ json.dump({
   "started_unix": $t_start, "build_s": $((t_built - t_start)), "total_s": $((t_end - t_start)),
   "load_before": "$load_before", "load_after": "$load_after",
   "ffi_status": "$ffi_status", "failures": "${failures[*]:-}".split(),
-  "ffi_pending": $FFI_PENDING, "ffi_ops": $FFI_OPS, "unavailable": unavailable,
+  "ffi_pending": $FFI_PENDING, "ffi_ops": $FFI_OPS, "unavailable": unavailable, "command": "$bench_cmd",
 }, open(sys.argv[1], "w"))
 EOF
 rm -f "$unav"
 log "writing $out"
 python3 bench/suite/report.py --raw "$raw" --probe "$probe_raw" --meta "$meta" --out "$out"
 rm -f "$meta"
+publish full "$out/results.json" || failures+=("publishing the figures")
 log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
 if ((${#failures[@]})); then
   log "failed: ${failures[*]}"
