@@ -706,6 +706,25 @@ def line_of(s, at):
     return s.count("\n", 0, at) + 1
 
 
+def mask_code(s):
+    """s with its fenced code blocks and inline code spans blanked out (same
+    length, newlines kept): markers shown as examples there are not markers."""
+    def blank(m):
+        return re.sub(r"[^\n]", " ", m.group(0))
+    s = re.sub(r"^(```|~~~).*?^\1[ \t]*$", blank, s, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]+`", blank, s)
+
+
+def sub_outside_code(pattern, fn, s):
+    """pattern.sub(fn, s), matching only outside code (mask_code)."""
+    out, at = [], 0
+    for m in pattern.finditer(mask_code(s)):
+        out.append(s[at:m.start()])
+        out.append(fn(pattern.match(s, m.start()) or m))
+        at = m.end()
+    return "".join(out) + s[at:]
+
+
 def render_page(path, s, doc, problems):
     """The page with every marked figure and table rendered from doc; each
     problem found appended to problems as 'path:line: ...'."""
@@ -733,17 +752,20 @@ def render_page(path, s, doc, problems):
             return m.group(0)
         return "<!-- figtable:%s -->\n\n%s\n\n<!-- /figtable -->" % (name, t)
 
+    masked = mask_code(s)
     for m in re.finditer(r"^[ \t>]*<!-- fig:", s, re.M):
+        if masked[m.end() - 9:m.end()] != "<!-- fig:":
+            continue  # inside code
         problems.append("%s:%d: a figure marker starts the line (CommonMark reads it as an HTML block): "
                         "put text before it" % (path, line_of(s, m.start())))
-    n_open = len(INLINE_OPEN.findall(s))
-    if n_open != len(INLINE.findall(s)):
+    n_open = len(INLINE_OPEN.findall(masked))
+    if n_open != len(INLINE.findall(masked)):
         problems.append("%s: %d '<!-- fig:' markers, %d well-formed '<!-- fig:KEY -->...<!-- /fig -->'" % (
-            path, n_open, len(INLINE.findall(s))))
-    if len(BLOCK_OPEN.findall(s)) != len(BLOCK.findall(s)):
+            path, n_open, len(INLINE.findall(masked))))
+    if len(BLOCK_OPEN.findall(masked)) != len(BLOCK.findall(masked)):
         problems.append("%s: a '<!-- figtable:NAME -->' without its '<!-- /figtable -->' on a line of its own" % path)
-    s = BLOCK.sub(block, s)
-    return INLINE.sub(inline, s)
+    s = sub_outside_code(BLOCK, block, s)
+    return sub_outside_code(INLINE, inline, s)
 
 
 def bare_figures(path, s):
