@@ -631,7 +631,9 @@ class Tables:
                 rows.append([PEER_NAME[p], self.n(k) + "%"])
         return md_table(["1 M timers pending, none due", "CPU, % of one core"], rows)
 
-    def runs(self):
+    def runs(self, commits=False):
+        """The runs: command, what, date, machine (and, for the development
+        page, the commit: the user pages name none)."""
         what = {"full": "the full suite", "capi": "C and C++ against libuv, interleaved rounds",
                 "scaling": "threads and cores", "python": "per call from Python", "node": "per call from Node.js"}
         rows = []
@@ -643,10 +645,14 @@ class Tables:
             c = (r.get("commit") or "").split(" ", 1)
             rows.append(["`%s`" % r["command"], what[mode], r["date"][:16].replace("T", " ") + " UTC",
                          "%s × %s%s" % (m.get("cores") or "?", m.get("cpu") or "?",
-                                        ", Linux %s" % m["kernel"] if m.get("kernel") else ""),
-                         "`%s`%s" % (c[0], " " + c[1] if len(c) > 1 else "") if c[0] else "not recorded",
-                         "`%s`" % r["id"]])
-        return md_table(["command", "what", "date", "machine (CPUs, model, kernel)", "commit", "run"], rows, "llllll")
+                                        ", Linux %s" % m["kernel"] if m.get("kernel") else "")] +
+                        (["`%s`%s" % (c[0], " " + c[1] if len(c) > 1 else "") if c[0] else "not recorded"]
+                         if commits else []) + ["`%s`" % r["id"]])
+        return md_table(["command", "what", "date", "machine (CPUs, model, kernel)"] + (["commit"] if commits else []) +
+                        ["run"], rows, "l" * (6 if commits else 5))
+
+    def runs_dev(self):
+        return self.runs(commits=True)
 
     # the development page -------------------------------------------------------------------
     def goals(self):
@@ -667,6 +673,7 @@ TABLES = {  # name -> (method, the modes whose runs it shows; a plot beside it m
     "lateness": ("lateness", ["full"]),
     "idle": ("idle", ["full"]),
     "runs": ("runs", ["full", "capi", "scaling", "python", "node"]),
+    "runs-dev": ("runs_dev", ["full", "capi", "scaling", "python", "node"]),
     "goals": ("goals", ["full", "capi", "scaling", "python", "node"]),
 }
 

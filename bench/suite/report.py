@@ -925,10 +925,11 @@ def build(res, meta, env, out_dir):
             "median of %s repetitions with [min–max]; every ratio (×) compares medians measured in the same run and says "
             "how many times better tickwheel's figure is (the peer's cost ÷ tickwheel's, or tickwheel's rate ÷ the "
             "peer's): below 1× the peer is better. Raw figures: [`results.json`](results.json).\n" % meta.get("reps", 5)]
-    head.append("\nRun `%s` (`%s`): %s, tickwheel %s, %s s in all (build %s s). Load average (1, 5, 15 min) "
-                "before: %s; after: %s.\n" % (
+    head.append("\nRun `%s` (`%s`): %s, %s s in all (build %s s). Load average (1, 5, 15 min) "
+                "before: %s; after: %s. The commit it measured: `results.json` (environment) and the development "
+                "page.\n" % (
                     run_id("full", meta.get("started_unix", 0)), meta.get("command", "scripts/bench.sh"),
-                    utc(meta.get("started_unix", 0)), env.get("git", "?"), meta.get("total_s", "?"),
+                    utc(meta.get("started_unix", 0)), meta.get("total_s", "?"),
                     meta.get("build_s", "?"), meta.get("load_before", "?"), meta.get("load_after", "?")))
     try:
         lb = float(str(meta.get("load_before", "0")).split()[0])
@@ -951,7 +952,7 @@ def build(res, meta, env, out_dir):
         head.append("\n> Runs that failed or timed out: %s.\n" % ", ".join(meta["failures"]))
     head.append("\n## Machine\n\n")
     rows = [["CPUs (nproc)", env.get("nproc")], ["CPU model", env.get("cpu_model")], ["memory", env.get("memory")],
-            ["kernel", env.get("kernel")], ["compiler", env.get("compiler")], ["tickwheel commit", env.get("git")]]
+            ["kernel", env.get("kernel")], ["compiler", env.get("compiler")]]
     rows += [["package %s" % k, v] for k, v in sorted(env.get("packages", {}).items())]
     head.append(table(["", ""], rows))
     head.append("\n## Peers\n\n")
