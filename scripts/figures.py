@@ -156,6 +156,8 @@ def describe_run(mode, doc, default_command):
         started = int(meta.get("started_unix", 0))
         quick = bool(meta.get("quick"))
         command = meta.get("command") or default_command + (" --quick" if quick else "")
+        if not meta.get("command") and mode == "capi" and not quick and meta.get("reps", 5) != 5:
+            command = "BENCH_REPS=%d %s" % (meta["reps"], command)  # a run from before the command was recorded
         machine = {"cpu": env.get("cpu_model"), "cores": env.get("nproc"), "kernel": env.get("kernel")}
         commit, duration = env.get("git"), meta.get("total_s")
         load = meta.get("load_before")
