@@ -249,9 +249,11 @@ def full_figures(F, run, doc):
     for p in ("tickwheel", "tickwheel-capi"):
         for other in ("libuv", "asio-1t"):
             for n in R.values("startstop", "pending"):
-                F.ratio("full.startstop.%s.vs_%s.%s" % (PEER_KEY[p], PEER_KEY[other], nkey(n)), run,
-                        "full.startstop.%s.%s" % (PEER_KEY[p], nkey(n)), "full.startstop.%s.%s" % (PEER_KEY[other], nkey(n)),
-                        "%s's pair over %s's, %s pending, same run" % (PEER_NAME[p], PEER_NAME[other], report.short_n(n)))
+                mine, theirs = "full.startstop.%s.%s" % (PEER_KEY[p], nkey(n)), "full.startstop.%s.%s" % (
+                    PEER_KEY[other], nkey(n))
+                F.ratio("full.startstop.%s.vs_%s.%s" % (PEER_KEY[p], PEER_KEY[other], nkey(n)), run, mine, theirs,
+                        "%s's pair over %s's, %s pending, same run" % (
+                            PEER_NAME[p], PEER_NAME[other], report.short_n(n)))
     others = [F.figs[k]["value"] for k in ("full.startstop.%s.growth" % PEER_KEY[p] for p in R.peers("startstop")
                                            if p not in ("tickwheel", "tickwheel-capi", "tickwheel-wheel"))
               if k in F.figs]
@@ -347,7 +349,8 @@ def scaling_figures(F, run, doc):
         where = "%s one-shots due in the same millisecond, started from %d thread(s), run on %d worker(s), " \
                 "%s shards, median of %d runs" % (report.short_n(e["timers"]), e["producers"], e["workers"],
                                                   e["shards"], e["runs"])
-        F.rec(k + ".rate", run, e.get("callbacks_per_s"), "callbacks/s", "tickwheel, C ABI: callbacks per second, " + where)
+        F.rec(k + ".rate", run, e.get("callbacks_per_s"), "callbacks/s",
+              "tickwheel, C ABI: callbacks per second, " + where)
         F.rec(k + ".driver", run, e.get("driver_cpu_ns_per_timer"), "ns",
               "tickwheel, C ABI: the shard drivers' CPU per expired timer, " + where)
         F.rec(k + ".process", run, e.get("process_cpu_ns_per_callback"), "ns",
@@ -738,7 +741,7 @@ def render_page(path, s, doc, problems):
     """The page with every marked figure and table rendered from doc; each
     problem found appended to problems as 'path:line: ...'."""
     def inline(m):
-        key, fmt, old = m.group(1), m.group(2), m.group(3)
+        key, fmt = m.group(1), m.group(2)
         if key.startswith("run."):
             val = run_field(doc, key)
         else:
