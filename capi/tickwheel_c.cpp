@@ -86,6 +86,7 @@ static_assert(TW_ESHUTDOWN == -static_cast<int>(tickwheel::errc::shutting_down))
 static_assert(TW_EDEADLK == -static_cast<int>(tickwheel::errc::would_deadlock));
 static_assert(TW_EFORKED == -static_cast<int>(tickwheel::errc::forked));
 static_assert(TW_MAX_DELAY_NS == static_cast<std::uint64_t>(tickwheel::kMaxDelay.count()));
+static_assert(TW_BURST_MAX_OWED == tickwheel::kBurstMaxOwed);
 
 // ABI 1 layouts (LP64). A change here is an ABI break: structs only grow at
 // their end, and these sizes (the minimum a caller may pass) never change.

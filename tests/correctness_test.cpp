@@ -738,8 +738,8 @@ TEST(InboxFailure, CancelsAreNeverLost) {
         for (const Timer& t : timers) ASSERT_TRUE(rt.stop(t));
     }
     // Every record comes back: the wheel is empty, every record is pushed
-    // back for reuse (onto the free stack, or at most kSpareMax of them onto
-    // the token holders' spares), and new starts reuse them. (Waiting for
+    // back for reuse (onto the free stack, or at most CallerCells::kFreeMax of them
+    // into this thread's cell), and new starts reuse them. (Waiting for
     // the pushes, not retrying starts: a start that runs before the shard's
     // flush takes a fresh record, and a retry's own stops race the next
     // retry the same way -- a flake on a loaded machine, never a leak.)
@@ -748,7 +748,7 @@ TEST(InboxFailure, CancelsAreNeverLost) {
         << g_freed_records.load() << " of " << kTimers << " stopped records came back: the others were leaked";
     std::vector<Timer> again;
     for (int i = 0; i < kTimers; ++i) again.push_back(rt.start(1h, [] {}));
-    EXPECT_LE(rt.stats().slots, slots + tickwheel::rt::HandleTable::kSpareMax)
+    EXPECT_LE(rt.stats().slots, slots + tickwheel::rt::CallerCells::kFreeMax)
         << "slots grew from " << slots << " to " << rt.stats().slots << ": stopped timers were leaked";
     for (const Timer& t : again) rt.stop(t);
 }

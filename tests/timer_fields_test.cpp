@@ -288,7 +288,11 @@ TEST(GroupReArm, AOneShotReArmingItselfDuringAGroupStopStaysInItsGroup) {
 // Without a group stop between, re-arming does not grow the group without
 // bound, and the group stop counts the timer once.
 TEST(GroupReArm, ManyReArmsCountOnceInAGroupStop) {
-    tw::Runtime rt(one_shard());
+    // A 100 us tick: each re-arm to "now" costs one tick, and 3000 of them
+    // must fit kWait on a loaded machine (at 1 ms they took 3-12 s).
+    tw::Config c = one_shard();
+    c.resolution = 100us;
+    tw::Runtime rt(c);
     constexpr std::uint64_t kGroup = 0x2021;
     constexpr int kReArms = 3000;
     std::atomic<int> runs{0};
@@ -776,7 +780,7 @@ TEST(FailedStart, AQuarantinedRecordWakesAShardInALongSleep) {
 // one within kMaxDelay of 0 is within kMaxDelay of now (the clock is never
 // negative). Only a deadline beyond kMaxDelay is checked against a reading.
 // Counted on this thread by the interposed clock_gettime() above (a start
-// under the driver token runs here whole; a posted one too).
+// placed in this thread's cell runs here whole; a posted one too).
 TEST(StartClockReads, AtMostOneForADelayNoneForAMonotonicDeadline) {
     tw::Config c;
     c.shards = 1;

@@ -25,6 +25,26 @@
 ///    CLOCK_MONOTONIC at most ~3 us above it (never below), which spares
 ///    the call the ordered clock read (environment TICKWHEEL_TSC=0: the
 ///    exact clock_gettime() reading instead).
+///  * Progress (since 1.6). The runtime's own threads -- the shards' drivers
+///    and the workers -- never wait for a thread of yours, whatever its
+///    priority or state: a caller preempted, at nice 19 or SCHED_IDLE,
+///    stopped at a breakpoint or inside a signal handler, at any
+///    instruction of any call here, delays no other timer; at most its own
+///    call in progress (a start not yet filed: its id was never returned).
+///    What does delay a timer: every worker busy in callbacks (a blocking
+///    callback holds its worker: with W workers, W blocking callbacks hold
+///    back every other callback -- size Config::workers for them, or run
+///    blocking work on a delivery queue's thread); a delivery queue whose
+///    thread does not call run() (its timers only); the runtime's threads
+///    starved of CPU (a CPU hog, a too-low priority of the whole process).
+///    Only shutdown() and a queue's destroy wait for calls in progress. Two
+///    exceptions, both about one resource a caller holds for a few
+///    instructions: a caller inside a stop or reset of a timer bound to a
+///    delivery queue holds that queue's lock (that queue's runs wait for
+///    it; no other timer does), and a reset of a boot-time or wall-clock
+///    timer waits while another reset of THE SAME timer holds its deadline
+///    lock (between its clock readings and its CAS) -- also when it is a
+///    callback resetting its own timer, on a worker.
 ///  * Callback context. Callbacks run on the runtime's TBB worker threads,
 ///    never on the caller's thread and never on a shard thread. Runs of one
 ///    timer never overlap. A callback may call any function here, on its own
@@ -54,7 +74,11 @@
 ///    there with errc::forked (stop/stop_sync return false, stats() throws)
 ///    and no callback or release hook of it runs there; destroying it frees
 ///    its memory without running any. A runtime created in the child works
-///    normally. The parent is unaffected.
+///    normally, whatever instant the parent forked at: with other threads
+///    inside any tickwheel function, the process's first runtime creation
+///    included (1.6.0 and earlier: a child forked then could hang in its
+///    own first creation). fork() from a signal handler is outside this (POSIX
+///    does not make fork() async-signal-safe). The parent is unaffected.
 ///  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
 ///    all runtimes come from oneTBB's process-wide pool. worker_count() is
 ///    what this runtime can run at once (see there). In a fork() child of a
@@ -212,6 +236,12 @@ public:
 /// years. Longer ones are errc::invalid_argument.
 inline constexpr Duration kMaxDelay{std::int64_t{1} << 60};
 
+/// The most grid deadlines a PeriodPolicy::burst timer owes (since 1.6;
+/// the C API's TW_BURST_MAX_OWED): when a run finds more passed and not yet
+/// run, the oldest beyond this many are skipped and counted in
+/// TimerInfo::missed; the catch-up serves the latest ones.
+inline constexpr std::uint64_t kBurstMaxOwed = 1000;
+
 /// The clock a timer counts on (StartOptions::clock); the C API's
 /// TW_CLOCK_*. Since 1.3. (Not named `Clock`: that is the runtime's
 /// std::chrono clock type, steady_clock, since 1.0.)
@@ -265,7 +295,7 @@ struct Config {
 
 /// A snapshot of counters. Counters are totals since creation.
 struct Stats {
-    std::vector<std::size_t> pending_per_shard;  ///< timers filed in each shard's wheel
+    std::vector<std::size_t> pending_per_shard;  ///< timers pending in each shard: in its wheel or waiting in a caller's cell
     std::vector<std::size_t> inbox_per_shard;    ///< requests queued to each shard (approx.)
     std::uint64_t live = 0;              ///< started and not yet released (callable not yet destroyed)
     std::size_t slots = 0;               ///< timer records ever allocated (64 bytes each): the memory high-water mark
@@ -311,6 +341,13 @@ enum class PeriodPolicy : std::uint32_t {
     delay = 1,
     /// Fixed rate with catch-up: grid deadlines that passed during a run are
     /// run afterwards, back to back (never overlapping), until caught up.
+    /// What bounds a burst: it owes at most kBurstMaxOwed deadlines when a
+    /// run looks (older ones are skipped, counted in TimerInfo::missed); on
+    /// the workers it runs on one worker until caught up (a callback slower
+    /// than its period never catches up and keeps that worker: use skip);
+    /// on a Queue each catch-up run counts against run()'s `max`, and the
+    /// runs past it stay owed (the timer stays due) for the next run()
+    /// (since 1.6).
     burst = 2,
 };
 
@@ -384,9 +421,10 @@ struct TimerInfo {
     std::uint64_t group = 0;  ///< as started; 0 = none
     /// Runs begun so far, the one in progress included.
     std::uint64_t runs = 0;
-    /// Grid deadlines skipped so far (PeriodPolicy::skip; 0 otherwise):
-    /// runs + missed - 1 is the index, from 0, of the grid deadline the
-    /// current (or last) run serves.
+    /// Grid deadlines skipped so far (PeriodPolicy::skip; burst: the owed
+    /// ones beyond kBurstMaxOwed, since 1.6; 0 for delay): runs + missed -
+    /// 1 is the index, from 0, of the grid deadline the current (or last)
+    /// run serves.
     std::uint64_t missed = 0;
     /// The timer's clock: the one `deadline` is on.
     TimerClock clock = TimerClock::monotonic;
@@ -425,10 +463,12 @@ public:
     /// captures up to 24 bytes are stored without a heap allocation.
     /// Returns the timer's handle. Throws Error: invalid_argument (negative
     /// delay or delay > kMaxDelay), limit_reached, shutting_down. Cost: O(1),
-    /// never waits: one clock read; then, with the shard's driver parked (a
-    /// lone caller), the timer is filed on this thread under the shard's
-    /// driver token, in a record the thread's last stop freed; otherwise
-    /// one slot allocation and one queue push to the shard.
+    /// never waits, and holds nothing any other thread waits for: one clock
+    /// read; then the timer waits in this thread's cell of the shard (its
+    /// newest timers, in a record the thread's last stop freed) until it is
+    /// due or this thread stops it -- a start+stop pair touches no line of
+    /// another core; otherwise one slot allocation and one queue push to
+    /// the shard.
     template <class F>
     Timer start(Duration delay, F&& f) {
         StartOptions o;
@@ -661,7 +701,11 @@ public:
     /// in this advance). A periodic timer crossed k times: skip runs once
     /// (missed += k - 1, judged against the end of the window), burst k
     /// times, delay as its runs fall. Queue-bound timers are delivered to
-    /// their queue instead (run by Queue::run()). Returns when those
+    /// their queue instead (run by Queue::run()). The clocks stop where any
+    /// reading plus 2 x kMaxDelay still fits in an int64 (the wall clock at
+    /// 2^63 - 2^61 ns after 1970, in 2189): an advance past it runs what is
+    /// due up to there and leaves them there (since 1.6; before, they
+    /// saturated at INT64_MAX, and a timer started then fired at once). Returns when those
     /// callbacks have returned, with how many it ran. One advance at a time
     /// (concurrent callers take turns); any thread may start/stop/reset
     /// meanwhile. Throws Error: invalid_argument (not a manual runtime, d < 0
@@ -885,7 +929,11 @@ private:
 
 /// A snapshot of a Queue's counters (Queue::stats()).
 struct QueueStats {
-    std::uint64_t due = 0;        ///< callbacks due and not yet run now (the fd is readable iff > 0)
+    /// Timers due and not yet run now (a burst timer owing several catch-up
+    /// runs counts once). While the queue is open its fd is readable iff
+    /// due > 0; once it is closed (close(), the runtime's shutdown) due is 0
+    /// and the fd stays readable for good (see Queue::fd()).
+    std::uint64_t due = 0;
     std::uint64_t delivered = 0;  ///< due timers handed to the queue (one per due deadline; a stop or reset may then take one back)
     std::uint64_t ran = 0;        ///< callbacks run by run()
     std::uint64_t runners = 0;    ///< threads inside run() now
@@ -941,20 +989,32 @@ public:
     /// Waits without limit (run()'s timeout).
     static constexpr Duration kForever{-1};
 
-    /// A Linux eventfd that polls readable (POLLIN/EPOLLIN, level-triggered)
-    /// while at least one callback of the queue is due and not yet run; each
-    /// batch of newly due timers is a new edge for EPOLLET users. It stays
-    /// readable for good once the runtime is shut down (run() then reports
-    /// shutting_down), and after close(). Owned by the queue: never close
+    /// A Linux eventfd that, while the queue is open, polls readable
+    /// (POLLIN/EPOLLIN, level-triggered) iff at least one callback of the
+    /// queue is due and not yet run (QueueStats::due > 0; a burst timer
+    /// whose catch-up a run() left owed, past its `max`, keeps it
+    /// readable); each batch of newly due timers is a new edge for EPOLLET
+    /// users. It stays readable for good once the runtime is shut down
+    /// (run() then reports shutting_down), and after close() -- while
+    /// QueueStats::due is 0. Owned by the queue: never close
     /// it; it is closed by ~Queue. Any thread; O(1).
     int fd() const noexcept;
 
     /// Runs up to `max` due callbacks on this thread, in deadline order
-    /// (ties: the order they became due), and returns how many ran. With
-    /// none due it waits up to `timeout` (0: not at all; kForever or any
-    /// negative value: until one is due -- also one started later by another
-    /// thread -- or the runtime shuts down); once one is due it runs those
-    /// due (up to `max`) and returns without waiting for more. Several
+    /// (ties: the order they became due), and returns how many ran. `max`
+    /// bounds the callbacks, whatever the timers: each run of a burst
+    /// timer's catch-up counts as one, and those past `max` stay owed (the
+    /// timer stays due, the fd readable) for the next calls, in their
+    /// deadline order (since 1.6). Each callback gives one lateness sample
+    /// (QueueStats::run_*, Stats::lateness_*), from the deadline it serves.
+    /// With none due it waits up to `timeout` (0: not at all; > 0: that
+    /// long, up to Duration::max() -- one that reaches past the steady
+    /// clock's range, ~292 years from boot, waits as kForever does; since
+    /// 1.6: before, a timeout above about Duration::max() - now overflowed
+    /// and returned 0 at once; kForever or any negative value: until one is
+    /// due -- also one started later by another thread -- or the runtime
+    /// shuts down); once one is due it runs those due (up to `max`) and
+    /// returns without waiting for more. Several
     /// threads may call it at once (callbacks then run on all of them, runs
     /// of one timer still never overlap). Throws Error: invalid_argument (max
     /// 0, queue closed), would_deadlock (from inside one of this queue's own

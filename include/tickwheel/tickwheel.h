@@ -26,6 +26,25 @@
  *    clocks) by the caller of the start function.
  *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
  *    timer fires about one tick plus scheduling noise after its deadline.
+ *  * Progress (since 1.6). The runtime's own threads (the shards' drivers,
+ *    the workers) never wait for a thread of yours, whatever its priority
+ *    or state: a caller preempted, at nice 19 or SCHED_IDLE, stopped at a
+ *    breakpoint or inside a signal handler, at any instruction of any
+ *    function here, delays no other timer -- at most its own call in
+ *    progress (a start not yet filed: its id was never returned). What
+ *    does delay a timer: every worker busy in callbacks (with W workers, W
+ *    blocking callbacks hold back every other callback: size
+ *    tw_config.workers for them, or run blocking work from a delivery
+ *    queue's thread), a delivery queue whose thread does not call
+ *    tw_queue_run() (that queue's timers only), the runtime's threads
+ *    starved of CPU. Only tw_runtime_shutdown()/tw_runtime_destroy() and
+ *    tw_queue_destroy() wait for calls in progress. Two exceptions, both a
+ *    resource a caller holds for a few instructions: a caller inside a stop
+ *    or reset of a timer bound to a delivery queue holds that queue's lock
+ *    (that queue's runs wait for it, no other timer does); a reset of a
+ *    CLOCK_BOOTTIME/CLOCK_REALTIME timer waits while another reset of the
+ *    same timer holds its deadline lock -- also a callback resetting its
+ *    own timer, on a worker.
  *  * Callback context. Callbacks run on the runtime's worker threads (a
  *    oneTBB arena), never on the thread that started the timer -- or, for
  *    a timer started with a delivery queue (tw_timer_spec.queue), only on
@@ -60,7 +79,12 @@
  *    returns TW_EFORKED in the child, except tw_runtime_destroy(), which
  *    frees it there without running any callback or release hook and
  *    returns TW_OK; no callback or hook of it ever runs in the child. A
- *    runtime created in the child works normally; the parent is unaffected.
+ *    runtime created in the child works normally, whatever instant the
+ *    parent forked at: with other threads inside any tickwheel function,
+ *    the process's first tw_runtime_create() included (1.6.0 and earlier:
+ *    a child forked then could hang in its own tw_runtime_create()). fork()
+ *    from a signal handler is outside this (POSIX does not make fork()
+ *    async-signal-safe). The parent is unaffected.
  *  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
  *    all runtimes come from oneTBB's process-wide pool (tw_stats.workers).
  *    oneTBB is not fork-safe, so in a process descended through fork() from
@@ -168,6 +192,12 @@ extern "C" {
  *  36.5 years). Longer ones are TW_EINVAL. */
 #define TW_MAX_DELAY_NS (((uint64_t)1) << 60)
 
+/** The most grid deadlines a TW_PERIOD_BURST timer owes (since 1.6): when
+ *  a run finds more passed and not yet run, the oldest beyond this many
+ *  are skipped and counted in tw_timer_info.missed; the catch-up serves
+ *  the latest ones. */
+#define TW_BURST_MAX_OWED 1000u
+
 /* ---- types ----------------------------------------------------------------- */
 /** An opaque runtime: shards (timing wheels + a driver thread each) and a
  *  pool of worker threads that run the callbacks. */
@@ -244,7 +274,9 @@ TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
  *  @retval TW_ENOMEM  out of memory, or a thread could not be started.
  *  @retval TW_OK      *out holds the new runtime.
  *
- *  On failure *out (if out is not NULL) is set to NULL. */
+ *  On failure *out (if out is not NULL) is set to NULL. Any thread; in a
+ *  fork() child too, whatever instant the parent forked at (see "Fork"
+ *  above). */
 TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT;
 
 /** Shuts the runtime down without freeing it: from now on every function
@@ -363,7 +395,14 @@ typedef struct tw_timer_spec {
 /** Fixed delay: the next deadline is the end of this run plus the period. */
 #define TW_PERIOD_DELAY 1u
 /** Fixed rate with catch-up: grid deadlines that passed during a run are
- *  run after it, back to back (never overlapping), until caught up. */
+ *  run after it, back to back (never overlapping), until caught up. What
+ *  bounds a burst: it owes at most TW_BURST_MAX_OWED deadlines when a run
+ *  looks (older ones are skipped and counted in tw_timer_info.missed); on
+ *  the workers it runs on one worker until caught up -- a callback slower
+ *  than its period never catches up and keeps that worker (use
+ *  TW_PERIOD_SKIP); on a delivery queue each catch-up run counts against
+ *  tw_queue_run()'s max, and the runs past it stay owed (the timer stays
+ *  due) for the next call (since 1.6). */
 #define TW_PERIOD_BURST 2u
 /** @} */
 
@@ -568,9 +607,10 @@ typedef struct tw_timer_info {
     uint64_t leeway_ns;   /**< as started */
     uint64_t group;       /**< as started; 0 = none */
     uint64_t runs;        /**< runs started so far, the one in progress included */
-    /** Grid deadlines skipped so far (TW_PERIOD_SKIP; 0 for the other
-        policies): runs + missed - 1 is the index, from 0, of the grid
-        deadline the current (or last) run serves. */
+    /** Grid deadlines skipped so far (TW_PERIOD_SKIP; TW_PERIOD_BURST: the
+        owed ones beyond TW_BURST_MAX_OWED, since 1.6; 0 for
+        TW_PERIOD_DELAY): runs + missed - 1 is the index, from 0, of the
+        grid deadline the current (or last) run serves. */
     uint64_t missed;
 } tw_timer_info;
 
@@ -654,14 +694,17 @@ TW_API int64_t tw_group_stop(tw_runtime *rt, uint64_t group, unsigned flags) TW_
  *  shutdown closes (its fd readable for good, tw_queue_run() TW_ESHUTDOWN). */
 TW_API int tw_queue_create(tw_runtime *rt, tw_queue **out) TW_NOEXCEPT;
 
-/** The queue's Linux eventfd. It polls readable (POLLIN/EPOLLIN) while at
- *  least one callback of q is due and not yet run: level-triggered as
- *  poll()/epoll see it (without EPOLLET) -- not readable for an empty
- *  queue, before the first deadline, or once tw_queue_run() ran everything
- *  due (a stop or reset that takes back the last due timer also clears
- *  it); with EPOLLET each batch of newly due timers is a new edge. Once
- *  the runtime is shut down it stays readable, so a loop polling it calls
- *  tw_queue_run() and gets TW_ESHUTDOWN. Owned by q: never read, write or
+/** The queue's Linux eventfd. While q is open it polls readable
+ *  (POLLIN/EPOLLIN) iff at least one callback of q is due and not yet run
+ *  (tw_queue_stats.due > 0): level-triggered as poll()/epoll see it
+ *  (without EPOLLET) -- not readable for an empty queue, before the first
+ *  deadline, or once tw_queue_run() ran everything due (a stop or reset
+ *  that takes back the last due timer also clears it; a TW_PERIOD_BURST
+ *  timer whose catch-up a run left owed, past its max, keeps it readable);
+ *  with EPOLLET each batch of newly due timers is a new edge. Once the
+ *  runtime is shut down (q is closed) it stays readable for good, while
+ *  tw_queue_stats.due is 0, so a loop polling it calls tw_queue_run() and
+ *  gets TW_ESHUTDOWN. Owned by q: never read, write or
  *  close it; it is closed by tw_queue_destroy() / tw_runtime_destroy().
  *  Any thread; O(1). Returns the fd (>= 0), or TW_EINVAL (negative) for
  *  q NULL. */
@@ -669,9 +712,20 @@ TW_API int tw_queue_fd(const tw_queue *q) TW_NOEXCEPT;
 
 /** Runs up to max due callbacks of q on the calling thread, in deadline
  *  order (ties: the order they became due), and returns how many ran.
+ *  max bounds the callbacks, whatever the timers: each run of a
+ *  TW_PERIOD_BURST timer's catch-up counts as one, and those past max stay
+ *  owed -- the timer stays due, the fd readable -- and run, in their
+ *  deadline order, in the next calls (since 1.6; before, one due BURST
+ *  timer ran every owed deadline inside one call, past max). Each callback
+ *  gives one lateness sample (tw_queue_stats.run_*, tw_stats.lateness_*),
+ *  measured from the deadline it serves.
  *  With none due it waits up to timeout_ns: 0 = not at all; > 0 = that
- *  long (the whole timeout if nothing becomes due); < 0 = until one is due
- *  (also one started later by another thread) or the runtime shuts down.
+ *  long, any value up to INT64_MAX (the whole timeout if nothing becomes
+ *  due; one that reaches past CLOCK_MONOTONIC's range, ~292 years from
+ *  boot, waits as < 0 does; since 1.6: before, a timeout above about
+ *  INT64_MAX - the clock's reading overflowed and returned 0 at once);
+ *  < 0 = until one is due (also one started later by another thread) or
+ *  the runtime shuts down.
  *  Once some are due it runs them (up to max) and returns without waiting
  *  for more. Several threads may run one queue at once (its callbacks then
  *  run on all of them; runs of one timer still never overlap). A callback
@@ -718,7 +772,11 @@ TW_API int tw_queue_destroy(tw_queue *q) TW_NOEXCEPT;
 typedef struct tw_queue_stats {
     uint32_t size;       /**< in: sizeof(tw_queue_stats); out: bytes filled */
     uint32_t runners;    /**< threads inside tw_queue_run(q) now */
-    uint64_t due;        /**< callbacks due and not yet run now (the fd is readable iff > 0) */
+    /** timers due and not yet run now (a BURST timer owing several
+        catch-up runs counts once). While q is open its fd is readable iff
+        due > 0; once q is closed (the runtime shut down) due is 0 and the
+        fd stays readable for good (see tw_queue_fd()). */
+    uint64_t due;
     /** due timers handed to the queue (one per deadline that came due; a
         stop or reset may take one back before it runs) */
     uint64_t delivered;
@@ -809,6 +867,12 @@ TW_API uint64_t tw_runtime_now_ns(tw_runtime *rt, int clock) TW_NOEXCEPT;
  *  periodic timer crossed k times: TW_PERIOD_SKIP runs once with missed
  *  += k - 1 (judged against the end of the window; the next deadline stays
  *  on the grid), TW_PERIOD_BURST k times, TW_PERIOD_DELAY as its runs fall.
+ *  The clocks stop where any reading plus twice TW_MAX_DELAY_NS still fits
+ *  in an int64_t (the wall clock at 2^63 - 2^61 ns after 1970, in the year
+ *  2189; the others as far on): an advance past it runs what falls due up
+ *  to there and leaves the clocks there (since 1.6; before, they saturated at
+ *  INT64_MAX and "now + delay" overflowed: a timer started then fired at
+ *  once).
  *  Queue-bound timers are delivered to their queue (tw_queue_run() runs
  *  them). Returns when those callbacks have returned. One advance at a time
  *  (concurrent callers take turns); other threads may start, stop and reset

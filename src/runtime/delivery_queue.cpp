@@ -68,14 +68,28 @@ void DeliveryQueue::drain_fd_locked() noexcept {
     signalled_ = false;
 }
 
-bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
+bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t now_ns, bool may_wait) noexcept {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (may_wait) {
+        lock.lock();
+    } else {
+        // The driver: a holder of mu_ is a caller (a stop or reset of a bound
+        // timer, the queue's run between its callbacks) that may be preempted
+        // or stopped there; the driver never waits for it (issue 31).
+        for (unsigned spins = 0; !lock.try_lock(); ++spins) {
+            if (spins == 64) return false;  // (as for no memory: again next tick)
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+    }
     if (closed_ || core_ == nullptr) return true;  // being cancelled: dropped
     // Which items are live: their timer is still DISPATCHED under their
     // generation. Every way out of DISPATCHED of a timer bound to an open
-    // queue is taken under mu_ (held here), and the shard delivers an item
-    // before it can make its timer DISPATCHED again: so DISPATCHED now means
-    // "in the episode this item was made for".
+    // queue is taken under mu_ (held here), and the shard hands its items
+    // over in the order it made them: so DISPATCHED now means "in the
+    // episode of this item, or of a later item of its record in this very
+    // batch" (the later one wins below).
     const auto is_live = [](const FireItem& f) noexcept {
         const Word c = TimerState::load(*f.rec);
         return Ctl::state(c) == State::Dispatched && Ctl::gen10(c) == (f.gen & Ctl::kGenMask) &&
@@ -90,11 +104,16 @@ bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t n
     } catch (...) {
         return false;
     }
+    // One live item per bound record: a record may come twice when an item
+    // waited in its shard (the queue's mutex was held by a caller, or no
+    // memory) while a reset ended its episode and the shard dispatched it
+    // again (issue 31: the driver only tries the mutex). Both look live --
+    // DISPATCHED, one generation -- and the later one is this episode's:
+    // it replaces the earlier in live_, whose heap entry is then never run.
     std::size_t inserted = 0;
     try {
         for (std::size_t i = 0; i < n; ++i) {
             if (!is_live(items[i])) continue;
-            TW_OWNER_ASSERT(live_.find(items[i].rec) == live_.end());  // one live item per bound record
             TW_OWNER_ASSERT(bound_here(*items[i].rec));
             live_.insert_or_assign(items[i].rec, Live{items[i].gen, seq_ + inserted});
             ++inserted;
@@ -107,13 +126,18 @@ bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t n
             }
         return false;
     }
-    for (std::size_t i = 0; i < n; ++i) {
+    taken = 0;
+    for (std::size_t i = 0, k = 0; i < n; ++i) {
         if (!is_live(items[i])) continue;
-        heap_.push_back(Item{items[i], seq_++});
+        const std::uint64_t seq = seq_ + k++;
+        if (live_.find(items[i].rec)->second.seq != seq) continue;  // replaced by a later item of its record
+        heap_.push_back(Item{items[i], seq});
         std::push_heap(heap_.begin(), heap_.end(), Later{});
         const std::int64_t due_ns = core_->clock.tick_start_ns(items[i].due);
         signal_lateness_.record(now_ns > due_ns ? static_cast<std::uint64_t>(now_ns - due_ns) : 0);
+        ++taken;
     }
+    seq_ += inserted;
     delivered_ += taken;
     // One new edge per batch (EPOLLET users), and readable while an item is live.
     signal_locked();
@@ -147,14 +171,25 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
     if (closed_ || core_ == nullptr) return -static_cast<std::int64_t>(errc::shutting_down);
     RuntimeCore& core = *core_;
     ++runners_;
-    const Steady::time_point until =
-        timeout_ns > 0 ? Steady::now() + std::chrono::nanoseconds(timeout_ns) : Steady::time_point::max();
+    // The deadline of the wait: now + timeout, saturated (issue 31: INT64_MAX
+    // ns added to the steady clock's reading overflowed into the past, and
+    // the call returned at once). A timeout that reaches past the clock's
+    // range (~292 years after boot) waits without limit, as one < 0 does.
+    bool forever = timeout_ns < 0;
+    Steady::time_point until = Steady::time_point::max();
+    if (timeout_ns > 0) {
+        const Steady::time_point now = Steady::now();
+        if (timeout_ns < (Steady::time_point::max() - now).count())
+            until = now + std::chrono::nanoseconds(timeout_ns);
+        else
+            forever = true;
+    }
     std::size_t ran = 0;
     while (!closed_ && ran < max) {
         if (heap_.empty()) {
             if (ran > 0 || timeout_ns == 0) break;
             ++waiting_;
-            if (timeout_ns < 0) {
+            if (forever) {
                 cv_.wait(lock);
             } else if (cv_.wait_until(lock, until) == std::cv_status::timeout && heap_.empty()) {
                 --waiting_;
@@ -180,14 +215,15 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
         if (!core.begin_run(item)) continue;
         TW_OWNER_ASSERT(bound_here(*item.rec));  // RUNNING: the run owns the record now
         ++running_;
-        const std::int64_t start_ns = core.clocks.mono();
-        const std::int64_t due_ns = core.clock.tick_start_ns(item.due);
-        run_lateness_.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
         lock.unlock();
         std::size_t calls;
         {
+            // Each callback it runs records its lateness here (RuntimeCore::
+            // call: record_run_lateness). More than 1: a BURST timer's
+            // catch-up, at most max - ran (the rest go back to this queue:
+            // requeue_owed).
             FreeChain freed(core.shard(item.shard).table());
-            calls = core.run_begun(item, freed, this);  // more than 1: a burst timer's catch-up
+            calls = core.run_begun(item, freed, this, max - ran);
         }
         lock.lock();
         --running_;
@@ -199,6 +235,45 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
     if (closed_ && runners_ == 0) cv_.notify_all();
     if (ran == 0 && closed_) return -static_cast<std::int64_t>(errc::shutting_down);
     return static_cast<std::int64_t>(ran);
+}
+
+bool DeliveryQueue::requeue_owed(Record& r, Extra& x, const FireItem& next) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || core_ == nullptr) return false;  // closing: nothing more runs
+    // Owed runs of this timer (only the shard adds to them meanwhile; a
+    // reset clears them under mu_, which we hold, and nothing else takes
+    // them but this run).
+    const std::uint64_t tag = Extra::owed_tag(next.gen);
+    const std::uint64_t o = x.owed.load(std::memory_order_relaxed);
+    if ((o & ~Extra::kOwedCountMask) != tag || (o & Extra::kOwedCountMask) == 0) return false;
+    try {
+        heap_.reserve(heap_.size() + 1);
+        live_.reserve(live_.size() + 1);
+        live_.insert_or_assign(&r, Live{next.gen, seq_});
+    } catch (...) {
+        return false;  // no memory: the caller runs the rest now
+    }
+    // RUNNING -> DISPATCHED under mu_, like every way into a live item's
+    // episode a run can see; only a stop or a reset made first (before we
+    // took mu_) keeps it RUNNING_*: then the run settles as usual.
+    if (!TimerState::yield_run(r, next.gen)) {
+        live_.erase(&r);
+        return false;
+    }
+    // The item stands for the next owed deadline: take it from the count
+    // (the shard only adds to it).
+    x.owed.fetch_sub(1, std::memory_order_relaxed);
+    TW_OWNER_ASSERT(bound_here(r));
+    heap_.push_back(Item{next, seq_++});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+    signal_locked();  // readable again (the run drained it if this was the last live item)
+    if (waiting_ != 0) cv_.notify_all();
+    return true;
+}
+
+void DeliveryQueue::record_run_lateness(std::uint64_t ns) const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_lateness_.record(ns);
 }
 
 void DeliveryQueue::close_begin() noexcept {

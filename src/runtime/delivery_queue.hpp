@@ -150,7 +150,13 @@ public:
     /// closed queue drops them (their timers are being cancelled); so is an
     /// item whose timer left DISPATCHED before it arrived (a stop or reset
     /// between the shard's transition and this delivery).
-    bool deliver(const FireItem* items, std::size_t n, std::int64_t now_ns) noexcept;
+    /// `may_wait`: false for a shard's driver, which never waits for a
+    /// caller: if a caller holds the transition mutex (a stop or reset of
+    /// a bound timer, the queue's run) after a brief spin, nothing is
+    /// delivered and false is returned, as for no memory (the driver keeps
+    /// the items and tries again at its next tick). A manual runtime's
+    /// advance (a caller itself) waits.
+    bool deliver(const FireItem* items, std::size_t n, std::int64_t now_ns, bool may_wait) noexcept;
 
     // ---- the state machine's side ---------------------------------------------
     /// The mutex under which every transition out of DISPATCHED of a timer
@@ -166,11 +172,26 @@ public:
 
     // ---- the owner's side -----------------------------------------------------
     /// tw_queue_run() (see tickwheel.h): runs up to `max` (> 0) due
-    /// callbacks in deadline order on this thread; waits up to `timeout_ns`
-    /// (< 0: no limit) while none is due. Returns how many ran, or
-    /// -errc::shutting_down if the queue is closed and none ran. The caller
-    /// checked the arguments, fork and re-entry.
+    /// callbacks in deadline order on this thread -- a BURST timer's
+    /// catch-up runs count one each, and those past `max` stay owed
+    /// (requeue_owed) -- and waits up to `timeout_ns` (< 0: no limit; one
+    /// that reaches past the steady clock's range: no limit either) while
+    /// none is due. Returns how many ran, or -errc::shutting_down if the
+    /// queue is closed and none ran. The caller checked the arguments, fork
+    /// and re-entry.
     std::int64_t run(std::size_t max, std::int64_t timeout_ns) noexcept;
+    /// A run of BURST timer `r` (its word RUNNING, owned by this thread's
+    /// run()) reached run()'s `max` with catch-up runs owed: under the
+    /// transition mutex, makes it DISPATCHED again (TimerState::yield_run)
+    /// with a live item `next` for the next owed deadline, taken from
+    /// Extra::owed, so that the next run() goes on where this one stopped.
+    /// False (nothing changed: the caller settles the run with finish_run)
+    /// if nothing is owed (a reset cleared it), a stop or reset made the
+    /// word RUNNING_* first, the queue is closing, or no memory.
+    bool requeue_owed(Record& r, Extra& x, const FireItem& next) noexcept;
+    /// Records one callback's lateness (deadline it serves -> its start),
+    /// for every callback a run of this queue makes (RuntimeCore::call).
+    void record_run_lateness(std::uint64_t ns) const noexcept;
     /// Whether this thread is inside a callback (or release hook) run by
     /// this queue, at any depth.
     bool running_on_this_thread() const noexcept;
@@ -239,7 +260,8 @@ private:
     std::atomic<bool> claimed_{false};  // destroy claimed (see the top of the file)
     bool signalled_ = false;     // the eventfd's counter is non-zero
     std::uint64_t delivered_ = 0, ran_ = 0;
-    LockedHistogram signal_lateness_, run_lateness_;
+    LockedHistogram signal_lateness_;
+    mutable LockedHistogram run_lateness_;  // under mu_ (record_run_lateness)
 };
 
 /// The runtime's queues by slot, and the sections that make dropping one

@@ -2,8 +2,10 @@
 #include "runtime/group_index.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include "runtime/handle_table.hpp"
+#include "runtime/test_hooks.hpp"
 
 namespace tickwheel::rt {
 
@@ -48,8 +50,62 @@ void GroupIndex::compact_all() noexcept {
     entries_after_full_ = total;
 }
 
+GroupIndex::~GroupIndex() {
+    for (Deferred* d = deferred_.load(std::memory_order_relaxed); d != nullptr;) {
+        Deferred* next = d->next;
+        delete d;
+        d = next;
+    }
+}
+
+void GroupIndex::merge_deferred() noexcept {
+    Deferred* d = deferred_.load(std::memory_order_relaxed);
+    if (d == nullptr) return;
+    d = deferred_.exchange(nullptr, std::memory_order_acquire);
+    while (d != nullptr) {
+        Deferred* next = d->next;
+        try {
+            groups_[d->group].v.push_back(d->entry);
+            ++entries_;
+        } catch (...) {
+            // No memory: the timer is left out of its group's index.
+        }
+        delete d;
+        d = next;
+    }
+    hint_.store(entries_, std::memory_order_relaxed);
+}
+
+bool GroupIndex::add_from_worker(std::uint64_t group, std::uint32_t gen, std::uint32_t index) noexcept {
+    {
+        std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+        if (lock.owns_lock()) {
+            merge_deferred();
+            try {
+                List& l = groups_[group];
+                l.v.push_back(entry(gen, index));
+                ++entries_;
+                hint_.store(entries_, std::memory_order_relaxed);
+                return true;
+            } catch (...) {
+                return false;
+            }
+        }
+    }
+    // A caller holds the lock (a group stop, a grouped start): don't wait.
+    auto* d = new (std::nothrow) Deferred{group, entry(gen, index), nullptr};
+    if (d == nullptr) return false;
+    Deferred* head = deferred_.load(std::memory_order_relaxed);
+    do {
+        d->next = head;
+    } while (!deferred_.compare_exchange_weak(head, d, std::memory_order_release, std::memory_order_relaxed));
+    return true;
+}
+
 void GroupIndex::add(std::uint64_t group, std::uint32_t gen, std::uint32_t index) {
     std::lock_guard<std::mutex> lock(mu_);
+    test_hooks::window(nullptr, 'g');  // a caller holding an index's lock
+    merge_deferred();
     List& l = groups_[group];
     if (l.v.size() >= std::max(kMinCompact, 2 * l.after_compaction)) {
         const std::size_t before = l.v.size();
@@ -65,6 +121,7 @@ void GroupIndex::add(std::uint64_t group, std::uint32_t gen, std::uint32_t index
 
 std::vector<std::uint64_t> GroupIndex::take(std::uint64_t group) {
     std::lock_guard<std::mutex> lock(mu_);
+    merge_deferred();
     const auto it = groups_.find(group);
     if (it == groups_.end()) return {};
     std::vector<std::uint64_t> v = std::move(it->second.v);
@@ -76,6 +133,8 @@ std::vector<std::uint64_t> GroupIndex::take(std::uint64_t group) {
 
 void GroupIndex::claim(std::uint64_t group, Claim& c) noexcept {
     std::lock_guard<std::mutex> lock(mu_);
+    test_hooks::window(nullptr, 'G');  // a group stop holding the group index's lock
+    merge_deferred();
     const auto it = groups_.find(group);
     if (it == groups_.end()) return;
     List& l = it->second;
@@ -145,7 +204,9 @@ void GroupIndex::Claim::wait_earlier() noexcept {
 
 std::size_t GroupIndex::entries() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return entries_;
+    std::size_t deferred = 0;
+    for (const Deferred* d = deferred_.load(std::memory_order_acquire); d != nullptr; d = d->next) ++deferred;
+    return entries_ + deferred;
 }
 
 }  // namespace tickwheel::rt

@@ -41,7 +41,10 @@
 // finish (Claim::wait_earlier), unless it runs inside a callback or release
 // hook.
 //
-// A std::mutex per shard: only starts with a group and group stops take it.
+// A std::mutex per shard: only starts with a group and group stops take it
+// (callers); a worker re-indexing a grouped one-shot that re-armed itself
+// never waits for it (add_from_worker; issue 31), and the driver never
+// touches it (the clock-step index is clock_index.hpp, lock-free).
 #pragma once
 
 #include <atomic>
@@ -65,10 +68,19 @@ public:
     static constexpr std::uint32_t index_of(std::uint64_t e) noexcept { return static_cast<std::uint32_t>(e); }
 
     explicit GroupIndex(const HandleTable& table) noexcept : table_(table) {}
+    ~GroupIndex();
+    GroupIndex(const GroupIndex&) = delete;
+    GroupIndex& operator=(const GroupIndex&) = delete;
 
     /// Adds a started timer to `group` (!= 0). Throws std::bad_alloc (the
     /// caller then takes the start back). Any thread; O(1) amortised.
     void add(std::uint64_t group, std::uint32_t gen, std::uint32_t index);
+    /// add() for a worker, which never waits for a caller (issue 31): if a
+    /// caller holds the lock, the entry is pushed onto a lock-free list
+    /// that every holder of the lock merges first (so a claim made after
+    /// this returned sees it, as if added under the lock). False: no memory
+    /// for it (the timer is left out of its group's index).
+    bool add_from_worker(std::uint64_t group, std::uint32_t gen, std::uint32_t index) noexcept;
     /// Takes the group's list (empty if none). Any thread; O(1) plus the
     /// list's size to move it out. (The clocked index's use: a group stop
     /// uses claim().)
@@ -124,8 +136,17 @@ private:
         std::size_t after_compaction = 0;  // size after its last compaction
         Claim* claims = nullptr;           // group stops in progress (kept while any)
     };
+    /// Moves the deferred adds (add_from_worker) into the lists. Under mu_.
+    void merge_deferred() noexcept;
+    struct Deferred {
+        std::uint64_t group;
+        std::uint64_t entry;
+        Deferred* next;
+    };
+
     const HandleTable& table_;
     mutable std::mutex mu_;
+    std::atomic<Deferred*> deferred_{nullptr};  // pushed by workers, taken whole under mu_
     std::unordered_map<std::uint64_t, List> groups_;
     std::size_t entries_ = 0;
     std::size_t entries_after_full_ = 0;

@@ -68,12 +68,22 @@ bool HandleTable::set_period_word(std::uint32_t index, std::uint64_t word) noexc
     return true;
 }
 
+bool HandleTable::set_cell_slot(std::uint32_t index, std::uint32_t code) noexcept {
+    Record& r = at(index);
+    auto& head = *const_cast<ChunkHeader*>(header_of(&r));
+    std::atomic<std::uint32_t>* arr = side_array(head.cell_slots);
+    if (arr == nullptr) return false;
+    arr[&r - first_of(&head)].store(code, std::memory_order_relaxed);
+    return true;
+}
+
 void HandleTable::free_chunk(Record* first) noexcept {
     if (first == nullptr) return;
     static_assert(std::is_trivially_destructible_v<Record>, "a chunk's records need no destructor");
     auto* head = reinterpret_cast<ChunkHeader*>(first) - 1;
     free_side_array(head->extras);
     free_side_array(head->period_words);
+    free_side_array(head->cell_slots);
     head->~ChunkHeader();
     std::free(head);
 }
@@ -96,7 +106,7 @@ Record* HandleTable::make_chunk(std::uint32_t c) noexcept {
 }
 
 void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen,
-                                std::uint32_t count) noexcept {
+                                std::uint32_t count, bool notify) noexcept {
     Record& last = at(bottom);
     std::uint64_t head = free_head_.load(std::memory_order_relaxed);
     std::uint64_t next;
@@ -106,18 +116,8 @@ void HandleTable::release_chain(std::uint32_t top, std::uint32_t bottom, std::ui
         TimerState::mark_free(last, bottom_gen, static_cast<std::uint32_t>(head));
         next = ((head >> 32) + 1) << 32 | (std::uint64_t{top} + 1);
     } while (!free_head_.compare_exchange_weak(head, next, std::memory_order_release, std::memory_order_relaxed));
+    if (!notify) return;
     if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
-}
-
-bool HandleTable::keep_spare(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen,
-                             std::uint32_t count) noexcept {
-    const std::uint32_t n = spare_n_.load(std::memory_order_relaxed);
-    if (n + count > kSpareMax) return false;
-    TimerState::mark_free(at(bottom), bottom_gen, spare_top_);
-    spare_top_ = top + 1;
-    spare_n_.store(n + count, std::memory_order_relaxed);
-    if (auto* f = test_hooks::freed.load(std::memory_order_relaxed)) f(top, count);
-    return true;
 }
 
 Record* HandleTable::allocate(std::uint32_t& index, std::uint32_t& gen) noexcept {

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "runtime/caller_cells.hpp"
 #include "runtime/timer_state.hpp"
 
 namespace tickwheel::rt {
@@ -99,6 +100,21 @@ public:
     }
     static std::uint16_t queue_slot_of(const Record& r) noexcept { return PeriodWord::queue_slot(period_word_of(r)); }
 
+    /// Where record `index` waits in a caller's cell (caller_cells.hpp:
+    /// CallerCells::slot_code), or 0 if it was never placed in one. A hint
+    /// written by the cell's owner when it places the record (relaxed), read
+    /// by the owner's take-back and by the driver's Refile: both confirm it
+    /// against the cell's entry (its generation), so a stale one only
+    /// misses. Lazily mapped like the period words (4 bytes per record).
+    /// False (set): no memory for the chunk's array. Any thread.
+    bool set_cell_slot(std::uint32_t index, std::uint32_t code) noexcept;
+    std::uint32_t cell_slot(std::uint32_t index) const noexcept {
+        const Record& r = at(index);
+        const ChunkHeader* head = header_of(&r);
+        const std::atomic<std::uint32_t>* arr = head->cell_slots.load(std::memory_order_acquire);
+        return arr == nullptr ? 0 : arr[&r - first_of(head)].load(std::memory_order_relaxed);
+    }
+
     /// Takes a free record (FREE, callable empty) and sets `index` and `gen`
     /// to its index and its current generation (a never-used record gets
     /// its first). Returns nullptr when the index space or memory is
@@ -151,40 +167,10 @@ public:
     /// ctl words, see FreeChain) with one CAS; the bottom one becomes FREE
     /// under `bottom_gen` here. The caller owns them (terminal state,
     /// unlinked, callable destroyed). Any thread.
-    void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count) noexcept;
-    // ---- spare records: the shard's driver-token holder's own free list ----
-    /// Records freed by the holder of the shard's driver token (Shard, the
-    /// token: the lone caller's stops, applied on its own core), kept for
-    /// the holder's next starts: pushed and popped with plain loads and
-    /// stores -- no locked instruction, no line shared with other
-    /// allocators -- because only the token's holder touches them and the
-    /// token's acquire/release orders its successive holders (the owner
-    /// table, timer_state.hpp). At most kSpareMax (per shard, so at most
-    /// that many records are held back from other threads' allocate(),
-    /// which takes fresh ones meanwhile); the rest go to the free stack.
-    /// The records are FREE under their new generation, linked as on the
-    /// free stack (index + 1; 0 ends the list).
-    static constexpr std::uint32_t kSpareMax = 64;
-    /// Pops a spare record (the token holder only): as allocate(), or
-    /// nullptr if there is none.
-    Record* allocate_spare(std::uint32_t& index, std::uint32_t& gen) noexcept {
-        if (spare_top_ == 0) return nullptr;
-        index = spare_top_ - 1;
-        Record& r = at(index);
-        spare_top_ = static_cast<std::uint32_t>(TimerState::free_link(TimerState::load(r)));
-        spare_n_.store(spare_n_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-        gen = r.gen();
-        return &r;
-    }
-    /// How many spare records there are, as a hint to any thread (a start
-    /// takes the token for one only when this says there is one; the pop,
-    /// under the token, decides).
-    std::uint32_t spares_hint() const noexcept { return spare_n_.load(std::memory_order_relaxed); }
-    /// Takes a chain (top .. bottom, FreeChain) into the spare records if
-    /// there is room for all of it (the token holder only); false (nothing
-    /// taken) otherwise.
-    bool keep_spare(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count) noexcept;
-
+    /// `notify`: tell test_hooks::freed (false: records already counted free,
+    /// moved from a caller's cell to the stack).
+    void release_chain(std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count,
+                       bool notify = true) noexcept;
     /// A mirror of the free stack's top for allocate_n(): the records that
     /// chain pushes put on the stack, in stack order, in a ring of kMirror
     /// entries (64 KB, allocated by the first allocate_n(): runtimes that
@@ -231,6 +217,7 @@ private:
         std::uint32_t number;
         std::atomic<Extra*> extras{nullptr};  // the chunk's side arena, created on demand
         std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};  // its period words, likewise
+        std::atomic<std::atomic<std::uint32_t>*> cell_slots{nullptr};    // where its records wait in callers' cells
     };
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
     static const ChunkHeader* header_of(const Record* r) noexcept {
@@ -255,10 +242,6 @@ private:
     std::atomic<std::uint64_t> quarantined_{0};
     std::atomic<std::uint64_t> retired_{0};
     std::int64_t last_reclaim_ns_ = 0;  // shard thread only
-    // The spare records (the driver-token holder's: see kSpareMax): top
-    // index + 1 (0 = none) and how many.
-    std::uint32_t spare_top_ = 0;
-    std::atomic<std::uint32_t> spare_n_{0};  // written by the holder only; read by anyone (spares_hint)
     // The mirror (relaxed: read only to prefetch): entries pushed (mod
     // 2^32; the ring holds the last kMirror), moved back by allocate_n()'s
     // pops.
@@ -291,9 +274,10 @@ public:
         recent_[added_++ % HandleTable::kChainMirror] = index;
     }
     /// Pushes the chain onto the free stack (and tells the table's mirror).
-    void flush() noexcept {
+    /// `notify`: see HandleTable::release_chain.
+    void flush(bool notify = true) noexcept {
         if (top_ == 0) return;
-        table_.release_chain(top_ - 1, bottom_, bottom_gen_, added_);
+        table_.release_chain(top_ - 1, bottom_, bottom_gen_, added_, notify);
         std::uint32_t bottom_first[HandleTable::kChainMirror];
         const std::uint32_t n = added_ < HandleTable::kChainMirror ? added_ : HandleTable::kChainMirror;
         for (std::uint32_t i = 0; i < n; ++i) bottom_first[i] = recent_[(added_ - n + i) % HandleTable::kChainMirror];
@@ -301,14 +285,16 @@ public:
         top_ = 0;
         added_ = 0;
     }
-    /// Moves the chain into the table's spare records instead of the free
-    /// stack, if they have room for it (HandleTable::keep_spare: the
-    /// shard's driver-token holder only); else it stays, for flush().
-    void keep_spare() noexcept {
-        if (top_ != 0 && table_.keep_spare(top_ - 1, bottom_, bottom_gen_, added_)) {
+    /// Moves the chain into a caller's cell (CallerCells::keep: the cell's
+    /// owner only) instead of the free stack, if it has room for all of it;
+    /// else it stays, for flush(). True if moved.
+    bool keep_in(CallerCells& cells, CallerCells::Cell& c) noexcept {
+        if (top_ != 0 && cells.keep(c, top_ - 1, bottom_, bottom_gen_, added_)) {
             top_ = 0;
             added_ = 0;
+            return true;
         }
+        return false;
     }
     HandleTable& table() const noexcept { return table_; }
 

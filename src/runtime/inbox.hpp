@@ -55,6 +55,7 @@ public:
         for (;;) {
             {
                 std::lock_guard<std::mutex> lock(reserve_mutex_);
+                test_hooks::window(nullptr, 'R');  // a poster holding the reserve's lock
                 const std::uint32_t n = reserve_n_.load(std::memory_order_relaxed);
                 if (n < kReserve) {
                     reserve_[n] = m;
@@ -86,15 +87,22 @@ public:
     }
 
     /// Takes up to `max` messages (the reserve's first). The shard only.
-    std::size_t drain(std::uint64_t* out, std::size_t max) noexcept {
+    /// Never waits for a poster: if one holds the reserve's lock, the
+    /// reserve is left for the next drain and `reserve_busy` is set (the
+    /// driver then comes back at its next tick).
+    std::size_t drain(std::uint64_t* out, std::size_t max, bool& reserve_busy) noexcept {
         std::size_t n = 0;
         if (reserve_n_.load(std::memory_order_acquire) != 0) {
-            std::lock_guard<std::mutex> lock(reserve_mutex_);
-            const std::uint32_t have = reserve_n_.load(std::memory_order_relaxed);
-            n = have < max ? have : max;
-            for (std::size_t i = 0; i < n; ++i) out[i] = reserve_[have - n + i];
-            reserve_n_.store(static_cast<std::uint32_t>(have - n), std::memory_order_relaxed);
-            if (n == max) return n;
+            std::unique_lock<std::mutex> lock(reserve_mutex_, std::try_to_lock);
+            if (!lock.owns_lock()) {
+                reserve_busy = true;
+            } else {
+                const std::uint32_t have = reserve_n_.load(std::memory_order_relaxed);
+                n = have < max ? have : max;
+                for (std::size_t i = 0; i < n; ++i) out[i] = reserve_[have - n + i];
+                reserve_n_.store(static_cast<std::uint32_t>(have - n), std::memory_order_relaxed);
+                if (n == max) return n;
+            }
         }
         return n + queue_.try_dequeue_bulk(out + n, max - n);
     }
@@ -109,7 +117,7 @@ private:
     moodycamel::ConcurrentQueue<std::uint64_t> queue_;
     std::atomic<std::uint32_t> reserve_n_{0};
     std::atomic<std::uint64_t> reserve_used_{0};
-    std::mutex reserve_mutex_;  // taken only when the queue failed to allocate, and by the drainer then
+    std::mutex reserve_mutex_;  // taken only when the queue failed to allocate; the drainer only tries it
     std::uint64_t reserve_[kReserve];
 };
 

@@ -48,9 +48,7 @@ std::size_t RuntimeCore::advance(std::int64_t ns) {
     // closed the queues its callbacks may wait in first).
     if (shutting_down.load(std::memory_order_seq_cst)) return kAdvanceShutDown;
     const std::int64_t from = clocks.mono();
-    const std::int64_t target_ns = ns > std::numeric_limits<std::int64_t>::max() - from
-                                       ? std::numeric_limits<std::int64_t>::max()
-                                       : from + ns;
+    const std::int64_t target_ns = clocks.mono_after(from, ns);  // capped: Clocks::max_mono() (issue 31)
     const tick_t target = clock.now_tick(target_ns);
     struct Due {
         FireItem item;

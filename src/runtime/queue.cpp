@@ -14,6 +14,7 @@ namespace tickwheel {
 namespace {
 constexpr std::size_t kQueueStatsSizeV1 = sizeof(QueueStats);  // the 1.2 layout: the minimum
 static_assert(sizeof(Queue) == 2 * sizeof(void*), "Queue is two pointers in 1.x");
+static_assert(rt::Extra::kMaxOwed == kBurstMaxOwed, "the documented cap of a BURST timer's owed runs");
 }  // namespace
 
 Queue::Queue(Runtime& rt) : rt_(&rt), impl_(rt.core_->create_queue()) {}

@@ -70,7 +70,12 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
     rt::Extra* own = cid != rt::ClockId::Monotonic && r.has_extra() ? &shard.table().extra(Id::index(id)) : nullptr;
     std::uint64_t held = 0;
     rt::Readings fresh(core.clocks);
+    // Hook 'O' (test_hooks.hpp): after the generation check above, before
+    // the lock checks it again (issue 31: a stale reset parked here while
+    // the slot is reused must not take the next timer's lock).
+    if (own != nullptr) test_hooks::window(&r, 'O');
     if (own != nullptr && !rt::OwnDeadline::lock(r, *own, Id::gen(id), held)) return false;  // stale
+    if (own != nullptr) test_hooks::window(&r, 'o');  // holding the timer's deadline lock
     struct Unlock {
         rt::Extra* x;
         std::uint64_t held;
@@ -116,6 +121,20 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
             unlock_own.x = nullptr;
         }
         if (step.rearmed && step.from == State::Dispatched) bound.left_dispatched(r);
+        if (step.rearmed && (r.flags() & Record::kHasExtra) != 0 && r.policy() == rt::Policy::Burst) {
+            // A new phase: nothing owed. Only this timer's count (the tag is
+            // its generation): the record may have been recycled since the
+            // CAS. Still under a bound timer's queue mutex (`bound`): a queue
+            // run that hands owed runs back to its queue (requeue_owed, under
+            // that mutex) sees the word and the count of one side of this
+            // reset, never the new word with the old count (issue 31).
+            rt::Extra& x = shard.table().extra(Id::index(id));
+            const std::uint64_t tag = rt::Extra::owed_tag(Id::gen(id));
+            std::uint64_t o = x.owed.load(std::memory_order_relaxed);
+            while ((o & ~rt::Extra::kOwedCountMask) == tag && (o & rt::Extra::kOwedCountMask) != 0 &&
+                   !x.owed.compare_exchange_weak(o, tag, std::memory_order_relaxed)) {
+            }
+        }
     }
     if (!step.rearmed) return false;
     const std::uint16_t flags = r.flags();
@@ -125,15 +144,6 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
         // record cannot be recycled before the timer ends (a reader of a
         // recycled one would at worst move nothing: the word checks again).
         rt::Extra& x = shard.table().extra(Id::index(id));
-        if (r.policy() == rt::Policy::Burst) {
-            // A new phase: nothing owed. Only this timer's count (the tag is
-            // its generation): the record may have been recycled since the CAS.
-            const std::uint64_t tag = rt::Extra::owed_tag(Id::gen(id));
-            std::uint64_t o = x.owed.load(std::memory_order_relaxed);
-            while ((o & ~rt::Extra::kOwedCountMask) == tag && (o & rt::Extra::kOwedCountMask) != 0 &&
-                   !x.owed.compare_exchange_weak(o, tag, std::memory_order_relaxed)) {
-            }
-        }
         if ((flags & Record::kHasLeeway) != 0) file_at = rt::coalesce(tick, x.leeway_ticks(core.clock.resolution_ns()));
     }
     if (step.post != rt::Post::None) {

@@ -206,13 +206,21 @@ Config validated(Config c) {
 }
 }  // namespace
 
+namespace {
+std::uint64_t next_uid() noexcept {
+    static std::atomic<std::uint64_t> n{0};
+    return n.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+}  // namespace
+
 RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
     : owner(rt),
       config(validated(std::move(cfg))),
       clocks(config.manual_clock),
       clock(clocks.mono(), static_cast<std::uint64_t>(config.resolution.count())),
       max_timers(config.max_timers),
-      created_in_epoch(fork_epoch()) {
+      created_in_epoch(fork_epoch()),
+      uid(next_uid()) {
     (void)hazard_detail::asymmetric();  // decided before this runtime's threads fence (hazard.hpp)
     if (!config.manual_clock) fast_clock::prepare();  // the start path's clock (clock.hpp)
     dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);

@@ -116,11 +116,17 @@ struct RuntimeCore {
     bool begin_run(const FireItem& item) noexcept;
     /// Runs a begun item's callback on this thread and settles after it
     /// (finish_run). `queue`: the delivery queue running it, if any.
-    /// Returns the callbacks it ran: 1, or more for a BURST timer's catch-up.
-    std::size_t run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept;
+    /// Returns the callbacks it ran: 1, or more for a BURST timer's
+    /// catch-up -- at most `budget` (>= 1) on a queue, which then keeps the
+    /// rest owed (DeliveryQueue::requeue_owed: the timer is due again,
+    /// not settled). Owed deadlines beyond Extra::kMaxOwed are skipped
+    /// (counted in Extra::missed), the oldest first.
+    std::size_t run_begun(const FireItem& item, FreeChain& freed, DeliveryQueue* queue,
+                          std::size_t budget = static_cast<std::size_t>(-1)) noexcept;
     void finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept;
-    /// Calls r's callable as timer `id` for deadline `due` (lateness,
-    /// exceptions, counters).
+    /// Calls r's callable as timer `id` for deadline `due` (lateness --
+    /// also the queue's that runs it, t_current.queue --, exceptions,
+    /// counters).
     void call(Record& r, std::uint64_t id, tick_t due) noexcept;
 
     /// In a fork() child: forget threads, arena and callables (see fork.hpp).
@@ -165,6 +171,9 @@ struct RuntimeCore {
     const TickClock clock;
     const std::uint64_t max_timers;
     const std::uint32_t created_in_epoch;
+    // This runtime's number in the process (never reused): names it in a
+    // thread's cache of its caller cells (caller_cells.hpp).
+    const std::uint64_t uid;
     std::unique_ptr<Dispatcher> dispatcher;
     QueueTable queues;  // declared before the shards, which deliver to them
     std::vector<std::unique_ptr<Shard>> shards;

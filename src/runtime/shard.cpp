@@ -20,13 +20,6 @@ namespace tickwheel::rt {
 namespace {
 /// A poster's half of the barrier that pairs with the driver's before a long
 /// sleep (hazard_barrier(): membarrier where available, else a full fence).
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
 inline void poster_fence() noexcept {
     if (hazard_detail::light_asymmetric())
         std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -34,6 +27,23 @@ inline void poster_fence() noexcept {
         std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 }  // namespace
+
+namespace {
+// The shard this thread drives now (its driver thread, or a manual
+// runtime's advancing thread inside manual_step()): TW_OWNER_ASSERT's
+// notion of the wheel's owner.
+[[gnu::tls_model("initial-exec")]] constinit thread_local const Shard* t_driving = nullptr;
+}  // namespace
+
+struct Shard::DrivingScope {
+    const Shard* saved;
+    explicit DrivingScope(const Shard* s) noexcept : saved(t_driving) { t_driving = s; }
+    ~DrivingScope() { t_driving = saved; }
+    DrivingScope(const DrivingScope&) = delete;
+    DrivingScope& operator=(const DrivingScope&) = delete;
+};
+
+bool Shard::on_driver() const noexcept { return t_driving == this; }
 
 Shard::Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispatcher& dispatcher,
              const QueueTable& queues)
@@ -68,8 +78,8 @@ void Shard::abandon() noexcept {
 }
 
 void Shard::wake_if_sleeping_past(tick_t due) noexcept {
-    // Posted while the token was held: the driver, if it finds the message
-    // still queued when it parks, sleeps no later than the earliest such
+    // Posted while the driver was awake: if it finds the message still
+    // queued when it parks, it sleeps no later than the earliest such
     // deadline (run()). Always an RMW, so that the driver's reset (drain
     // _inbox) either precedes it or makes the message visible to its drain.
     tick_t m = posted_min_due_.load(std::memory_order_relaxed);
@@ -79,88 +89,86 @@ void Shard::wake_if_sleeping_past(tick_t due) noexcept {
     // Pairs with the fence in run(): either the driver sees the message (or
     // the deadline above) before it sleeps, or we see the tick it sleeps until.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    tick_t target = sleep_until_.load(std::memory_order_relaxed);
-    if (due < target && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
-        parker_.unpark();
+    wake_for(due, true);
 }
 
-void Shard::take_token_as_driver() noexcept {
-    std::uint32_t v = 0;
-    if (token_.compare_exchange_strong(v, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
-    // A caller holds it, for one message (no user code, no lock, no
-    // allocation): say we want it -- callers stop taking it --, spin
-    // briefly, then yield, then sleep 20 us at a time (the holder may be
-    // preempted: a timer due meanwhile is late by that much at most beyond
-    // the holder's delay).
-    driver_wants_.store(true, std::memory_order_relaxed);
-    test_hooks::window(nullptr, 'X');
-    for (unsigned spins = 0;; ++spins) {
-        v = 0;
-        if (token_.load(std::memory_order_relaxed) == 0 &&
-            token_.compare_exchange_weak(v, 1, std::memory_order_acquire, std::memory_order_relaxed))
-            break;
-        if (spins < 64)
-            cpu_relax();
-        else if (spins < 128)
-            std::this_thread::yield();
-        else  // preempted, and not behind us on this CPU: wait without spinning
-            std::this_thread::sleep_for(std::chrono::microseconds(20));
+void Shard::wake_for(tick_t due, bool any_in_long_sleep) noexcept {
+    // The driver may lower the tick it sleeps until after we read it (it
+    // found a queued message or a cell's entry due earlier): a failed CAS
+    // looks again at the value it found (issue 31, S1: a single CAS that
+    // lost to such a lowering woke nobody, and the timer waited for the
+    // driver's next wake-up, up to kHousekeepingNs).
+    // A message to the inbox wakes a driver in a long sleep whatever its
+    // tick (it drains it now, then sleeps at most kHousekeepingNs while
+    // messages keep coming: they are never left queued for hours).
+    tick_t target = sleep_until_.load(std::memory_order_relaxed);
+    while (due < (target & ~kLongSleep) || (any_in_long_sleep && (target & kLongSleep) != 0)) {
+        test_hooks::window(nullptr, 'v');  // read the tick the driver sleeps until; before the CAS
+        if (sleep_until_.compare_exchange_weak(target, 0, std::memory_order_relaxed, std::memory_order_relaxed)) {
+            parker_.unpark();
+            return;
+        }
     }
-    driver_wants_.store(false, std::memory_order_relaxed);
 }
 
-void Shard::apply_with_token(std::uint64_t msg, tick_t due) noexcept {
-    test_hooks::window(nullptr, 'T');
-    // Messages others posted while the token was held: ours to apply now.
-    // (Their posters took care of the wake-ups they need.)
-    if (inbox_dirty_.load(std::memory_order_relaxed)) (void)drain_inbox();
-    bool quarantined;
-    {
-        FreeChain freed(table_);
-        quarantined = handle(msg, freed);
-        // A stopped timer's record: kept for this thread's next start while
-        // the spare records have room (the rest to the free stack).
-        freed.keep_spare();
-    }
-    pending_.store(wheel_.size(), std::memory_order_relaxed);
-    check_wheel();
-    // The tick the driver sleeps until: our acquire of the token read it
-    // after the driver's release stored it (or 0, once it woke).
-    tick_t target = sleep_until_.load(std::memory_order_relaxed);
-    token_.store(0, std::memory_order_release);
-    // Wake it only if it would sleep past `due` (a long sleep's flag aside:
-    // the message is applied, it has nothing to reclaim or file), or if a
-    // record went into quarantine during a long sleep (only the driver
-    // reclaims them).
-    const bool wake = due < (target & ~kLongSleep) || (quarantined && (target & kLongSleep) != 0);
-    if (wake && target != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
-        parker_.unpark();
+tick_t Shard::due_after_post(std::uint64_t msg, tick_t due) noexcept {
+    if (Msg::type(msg) != MsgType::Insert) return due;
+    // An Insert of a record whose word a reset may have moved earlier since
+    // its poster read it (a worker's claim that found it later, a one-shot
+    // re-armed from its callback, a reset of a due one-shot, a cell's
+    // eviction): that reset's Refile found the record in no list and was
+    // dropped, and its wake-up may have been spent on that drain. The
+    // word's deadline, read by an RMW after our post, is either the reset's
+    // (we wake for it) or older in the word's modification order -- then the
+    // reset's CAS read our RMW's value and happens after our post, and the
+    // drain that takes its Refile finds our Insert too. (issue 31, bug 3)
+    Record* r = table_.find(Msg::index(msg));
+    if (r == nullptr) return due;
+    const Word w = TimerState::load_latest(*r);
+    if (Ctl::gen10(w) == (Msg::gen(msg) & Ctl::kGenMask) && Ctl::state(w) == State::Pending &&
+        Ctl::deadline(w) < due)
+        return Ctl::deadline(w);
+    return due;
 }
 
 bool Shard::try_post_insert(std::uint64_t msg, tick_t due) noexcept {
-    // (A test that makes inbox posts fail wants starts to post: test_hooks.)
-    if (test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0 && try_take_token()) {
-        apply_with_token(msg, due);
-        return true;
-    }
+    // A start's Insert: its record is new, nobody else knows its id yet.
     if (!inbox_.try_post(msg)) return false;
-    inbox_dirty_.store(true, std::memory_order_release);
     wake_if_sleeping_past(due);
     return true;
 }
 
 void Shard::post_and_wake(std::uint64_t msg, tick_t due) noexcept {
-    if (try_take_token()) return apply_with_token(msg, due);
     inbox_.post(msg, [this] { parker_.unpark(); });
-    inbox_dirty_.store(true, std::memory_order_release);
-    wake_if_sleeping_past(due);
+    wake_if_sleeping_past(due_after_post(msg, due));
 }
 
 void Shard::post_cancel(std::uint64_t msg) noexcept {
-    if (try_take_token()) return apply_with_token(msg, Wheel::kNever);
     inbox_.post(msg, [this] { parker_.unpark(); });
-    inbox_dirty_.store(true, std::memory_order_release);
     count_cancels(1);
+}
+
+bool Shard::place(CallerCells::Cell& c, std::uint32_t pos, std::uint32_t index, std::uint32_t gen,
+                  tick_t due) noexcept {
+    if (!cells_.place(c, pos, index, gen, due)) return false;
+    test_hooks::window(nullptr, 'l');  // a timer placed in a cell, the driver not yet told
+    // Pairs with the driver's fence before it reads the cells (run()):
+    // either it sees our entry (owner_min) before it sleeps, or we see the
+    // tick it sleeps until.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    wake_for(due, false);  // (a cell's entry needs no drain: only its tick counts)
+    return true;
+}
+
+bool Shard::take_back_and_recycle(CallerCells::Cell& c, Record& r, std::uint32_t gen) noexcept {
+    const std::uint32_t index = HandleTable::index_of(&r);
+    if (!cells_.take_back(c, index, gen)) return false;
+    // Never seen by the driver: in no list of the wheel, no message about it
+    // queued (an eviction's Insert would have taken the entry out first).
+    FreeChain freed(table_);
+    if (recycle_ended(r, freed)) return true;  // quarantined (a generation wrap): the driver reclaims it
+    (void)freed.keep_in(cells_, c);  // kept for this thread's next start, else to the free stack
+    return true;
 }
 
 void Shard::count_cancels(unsigned n) noexcept {
@@ -186,12 +194,13 @@ void Shard::count_cancels(unsigned n) noexcept {
         parker_.unpark();
 }
 
-void Shard::recycle_ended(Record& r, FreeChain& freed) noexcept {
-    if (!table_.recycle(r, freed)) return;  // (quarantined: a generation wrap, or an own-deadline lock held)
+bool Shard::recycle_ended(Record& r, FreeChain& freed) noexcept {
+    if (!table_.recycle(r, freed)) return false;  // (quarantined: a generation wrap, or an own-deadline lock held)
     std::atomic_thread_fence(std::memory_order_seq_cst);  // rare: pairs with either of the driver's barriers
     tick_t target = sleep_until_.load(std::memory_order_relaxed);
     if ((target & kLongSleep) != 0 && sleep_until_.compare_exchange_strong(target, 0, std::memory_order_relaxed))
         parker_.unpark();
+    return true;
 }
 
 std::size_t Shard::try_post_inserts(const std::uint64_t* msgs, std::size_t n, tick_t due, bool* ok) noexcept {
@@ -202,22 +211,18 @@ std::size_t Shard::try_post_inserts(const std::uint64_t* msgs, std::size_t n, ti
         queued = 0;
         for (std::size_t i = 0; i < n; ++i) queued += (ok[i] = inbox_.try_post(msgs[i]));
     }
-    if (queued != 0) {
-        inbox_dirty_.store(true, std::memory_order_release);
-        wake_if_sleeping_past(due);
-    }
+    if (queued != 0) wake_if_sleeping_past(due);
     return queued;
 }
 
 void Shard::post_bulk_and_wake(const std::uint64_t* msgs, std::size_t n, tick_t due) noexcept {
     inbox_.post_bulk(msgs, n, [this] { parker_.unpark(); });
-    inbox_dirty_.store(true, std::memory_order_release);
+    for (std::size_t i = 0; i < n; ++i) due = std::min(due, due_after_post(msgs[i], due));  // (Inserts: see there)
     wake_if_sleeping_past(due);
 }
 
 void Shard::post_cancels(const std::uint64_t* msgs, std::size_t n) noexcept {
     inbox_.post_bulk(msgs, n, [this] { parker_.unpark(); });
-    inbox_dirty_.store(true, std::memory_order_release);
     count_cancels(static_cast<unsigned>(n));
 }
 
@@ -234,7 +239,7 @@ void Shard::count_skipped(const Record& r, std::uint64_t skipped) noexcept {
 }
 
 bool Shard::handle(std::uint64_t msg, FreeChain& freed) {
-    TW_OWNER_ASSERT(token_held());  // the wheel's owner: the token holder
+    TW_OWNER_ASSERT(on_driver());  // the wheel's owner: the driver
     Record* r = table_.find(Msg::index(msg));
     if (r == nullptr || r->gen() != Msg::gen(msg)) return false;  // stale: slot recycled since
     const Word c = TimerState::load(*r);
@@ -249,11 +254,23 @@ bool Shard::handle(std::uint64_t msg, FreeChain& freed) {
             if (r->linked() && (s == State::Pending || s == State::Dispatched || s == State::Running)) {
                 const tick_t at = file_tick(*r, Ctl::deadline(c));
                 if (at < r->deadline()) wheel_.rearm(r, at);
+            } else if (s == State::Pending && !r->linked()) {
+                // In no list: waiting in a caller's cell (by a due tick the
+                // reset just made too late: take it now, it is filed at the
+                // word's deadline), or an Insert of it is on its way (its
+                // poster wakes us for the word's deadline: due_after_post).
+                const std::uint64_t e = CallerCells::entry(Msg::index(msg), Msg::gen(msg));
+                if (cells_.take_at(table_.cell_slot(Msg::index(msg)), e)) file_taken(e);
             }
             break;
         case MsgType::Cancel:
             if (s == State::Cancelled) {
                 wheel_.remove(r);
+                // Stopped by a thread other than its cell's owner: its entry
+                // goes before the record does (a stale one would only be
+                // dropped, but it would hold a position until it is due).
+                if (!r->linked())
+                    (void)cells_.take_at(table_.cell_slot(Msg::index(msg)), CallerCells::entry(Msg::index(msg), Msg::gen(msg)));
                 return table_.recycle(*r, freed);  // (quarantined: reclaimed by the driver's next pass)
             }
             break;
@@ -262,13 +279,15 @@ bool Shard::handle(std::uint64_t msg, FreeChain& freed) {
 }
 
 bool Shard::drain_inbox() {
-    // (Posts after these set them again: the next holder drains.)
+    // (Posts after this set it again.)
     posted_min_due_.exchange(Wheel::kNever, std::memory_order_acq_rel);
-    inbox_dirty_.exchange(false, std::memory_order_acquire);
     std::uint64_t msgs[kDrainBatch];
     bool any = false;
+    reserve_busy_ = false;
     for (;;) {
-        const std::size_t n = inbox_.drain(msgs, kDrainBatch);
+        bool busy = false;
+        const std::size_t n = inbox_.drain(msgs, kDrainBatch, busy);
+        reserve_busy_ |= busy;  // a poster holds the reserve's lock: we look again next tick
         FreeChain freed(table_);  // the bulk's cancelled slots, freed with one CAS
         for (std::size_t i = 0; i < n; ++i) handle(msgs[i], freed);
         freed.flush();
@@ -311,7 +330,7 @@ bool Shard::flush_queued(std::int64_t now_ns) {
             for (; j < queued_n_ && queued_[j].slot == queued_[i].slot; ++j) group[n++] = queued_[j].fire;
             // A cleared slot: the queue is being destroyed and cancels these.
             DeliveryQueue* q = queues_.get(queued_[i].slot);
-            if (q != nullptr && !q->deliver(group, n, now_ns)) {
+            if (q != nullptr && !q->deliver(group, n, now_ns, manual_sink_ != nullptr)) {
                 std::copy(queued_ + i, queued_ + queued_n_, queued_);
                 queued_n_ -= i;
                 return false;
@@ -350,22 +369,20 @@ bool Shard::clocked_due(Record& r, const Extra& x, tick_t now, std::int64_t& own
 
 template <class F>
 void Shard::for_each_clocked(unsigned c, F&& f) {
-    std::vector<std::uint64_t> list;
-    try {
-        list = clocked_.take(c);
-    } catch (...) {
-        return;
-    }
-    for (const std::uint64_t e : list) {
-        const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
+    // The driver's own entries (clock_index.hpp: starts push, lock-free; we
+    // take what they pushed and keep it): nothing here waits for a caller.
+    std::vector<std::uint64_t>& v = clocked_.entries(c);
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::uint64_t e = v[i];
+        const std::uint32_t index = ClockIndex::index_of(e), gen = ClockIndex::gen_of(e);
         Record* r = table_.find(index);
         if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry (owner: the shard)
-        try {
-            clocked_.add(c, gen, index);  // still ours: keep it indexed
-        } catch (...) {
-        }
+        v[keep++] = e;  // still ours: keep it indexed
         f(r, index, gen);
     }
+    v.resize(keep);
+    clocked_.settled();
 }
 
 void Shard::reclock() noexcept {
@@ -393,6 +410,10 @@ void Shard::reclock() noexcept {
     for (unsigned c = 1; c < kClocks; ++c) {
         for_each_clocked(c, [&](Record* r, std::uint32_t index, std::uint32_t gen) {
             Extra& x = table_.extra(index);
+            // A DELAY timer's run in progress: nothing to re-file (its worker
+            // files it from its clock when the run ends), and its worker
+            // only tries the lock: not taken here (worker.cpp, finish_run).
+            if (const Word w0 = TimerState::load(*r); Ctl::state(w0) == State::Running && !r->fixed_rate()) return;
             std::uint64_t held = 0;
             switch (OwnDeadline::try_lock(*r, x, gen, held)) {
                 case OwnDeadline::Try::Locked: break;
@@ -474,7 +495,12 @@ bool Shard::expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid
 }
 
 bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
-    if (!flush_fired() || !flush_queued(now_ns)) return false;
+    if (!flush_fired()) return false;
+    // A queue whose transition mutex a caller holds (or that had no memory)
+    // keeps its items here; the rest of the pass goes on (issue 31: the
+    // driver never waits for a caller, and one queue's caller does not hold
+    // back the shard's other timers).
+    bool queues_ok = flush_queued(now_ns);
     // Popped kPopAhead at a time, from both ends of every expired list at
     // once (Wheel::pop_expired_n: their cold lines' misses overlap; one pop
     // after the other was ~90% of this loop's time in a burst of 1 M). A
@@ -528,6 +554,13 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
             (flags & (Record::kHasQueue | Record::kPeriodic)) != 0 ? HandleTable::period_word_of(r) : 0;
         const std::uint16_t slot = PeriodWord::queue_slot(word);
         const std::uint64_t period = fixed_rate ? PeriodWord::period_ticks(word) : 0;
+        if (slot != 0 && queued_n_ == kFireBatch) {
+            // No room for another queue-bound item until a queue takes its
+            // own: this one is looked at again next tick, undecided.
+            wheel_.insert(&r, now + 1);
+            queues_ok = false;
+            continue;
+        }
         // A queue-bound timer's transition and its delivery happen inside one
         // section (delivery_queue.hpp: a queue is never freed in between).
         // (A manual runtime's on the shared stripe: its advance may open it
@@ -569,12 +602,14 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
             case ExpireOutcome::Later: wheel_.insert(&r, file_tick(r, s.file_at)); break;
             case ExpireOutcome::Drop: break;  // stopped: out of the wheel; its Cancel recycles it
         }
-        if ((fired_n_ == kFireBatch && !flush_fired()) || (queued_n_ == kFireBatch && !flush_queued(now_ns))) {
+        if (fired_n_ == kFireBatch && !flush_fired()) {
             give_back();
             return false;
         }
+        if (queued_n_ == kFireBatch && !flush_queued(now_ns)) queues_ok = false;
     }
-    return flush_fired() && flush_queued(now_ns);
+    const bool fired_ok = flush_fired();
+    return fired_ok && flush_queued(now_ns) && queues_ok;
 }
 
 // Checked builds (TICKWHEEL_CHECK_WHEEL, src/CMakeLists.txt): the wheel's
@@ -593,7 +628,9 @@ void Shard::check_wheel() const noexcept {
 }
 
 void Shard::manual_step(tick_t now, tick_t grid_now, std::vector<FireItem>& out) {
+    const DrivingScope driving(this);
     drain_inbox();
+    take_due_cells(now);
     wheel_.advance(now);
     manual_sink_ = &out;
     // Never short of memory here: fired items go to `out`; a queue without
@@ -605,9 +642,48 @@ void Shard::manual_step(tick_t now, tick_t grid_now, std::vector<FireItem>& out)
 }
 
 tick_t Shard::manual_next_expiry() {
+    const DrivingScope driving(this);
     drain_inbox();
     check_wheel();
-    return wheel_.next_expiry();
+    return std::min(wheel_.next_expiry(), cells_min_due());
+}
+
+// ---- the callers' cells (caller_cells.hpp) ----------------------------------
+void Shard::file_taken(std::uint64_t e) noexcept {
+    Record* r = table_.find(CallerCells::index_of(e));
+    if (r == nullptr || r->gen() != CallerCells::gen_of(e)) return;  // ended and recycled since
+    const Word w = TimerState::load(*r);
+    // Stopped, or already filed by its eviction's Insert: nothing to do
+    // (the stop's Cancel recycles it; an Insert of a linked record is dropped).
+    if (Ctl::state(w) != State::Pending || Ctl::gen10(w) != (CallerCells::gen_of(e) & Ctl::kGenMask) || r->linked())
+        return;
+    wheel_.insert(r, file_tick(*r, Ctl::deadline(w)));
+}
+
+void Shard::take_due_cells(tick_t now) noexcept {
+    TW_OWNER_ASSERT(on_driver());
+    // A cell whose earliest entry is due is scanned: every entry due within
+    // kTakeAheadNs joins the wheel (so a cell is scanned about once per
+    // kTakeAheadNs while its timers come due, not at every tick).
+    const tick_t ahead = static_cast<tick_t>(kTakeAheadNs) / clock_.resolution_ns();
+    const unsigned hw = cells_.high_water();
+    for (unsigned ci = 0; ci < hw; ++ci) {
+        CallerCells::Cell& c = cells_.cell(ci);
+        if (CallerCells::earliest(c) > now) continue;
+        cells_.scan(c, now + ahead, [this](std::uint64_t e) { file_taken(e); });
+    }
+}
+
+tick_t Shard::cells_min_due() const noexcept {
+    tick_t m = Wheel::kNever;
+    const unsigned hw = cells_.high_water();
+    for (unsigned ci = 0; ci < hw; ++ci) m = std::min(m, CallerCells::earliest(cells_.cell(ci)));
+    return m;
+}
+
+std::size_t Shard::pending() const noexcept {
+    const std::size_t wheel = pending_.load(std::memory_order_relaxed);
+    return swept_.load(std::memory_order_relaxed) ? wheel : wheel + cells_.waiting();
 }
 
 void Shard::prune_clocked() noexcept {
@@ -631,25 +707,21 @@ void Shard::run(int cpu) {
 #ifdef TICKWHEEL_STAGE_TRACE
     stage_trace::t_pass = {monotonic_ns(), clock_.epoch_ns(), res};
 #endif
-    bool have_token = true;  // held since construction (token_'s comment)
+    const DrivingScope driving(this);
     for (;;) {
         const std::uint32_t seen = parker_.prepare();
-        if (!have_token) {
-            test_hooks::window(nullptr, 'D');
-            take_token_as_driver();
-            have_token = true;
-        }
         const bool drained = drain_inbox();
         test_hooks::window(nullptr, 'P');
         if (stopping_.load(std::memory_order_acquire)) break;
         const std::int64_t now_ns = monotonic_ns();
         const tick_t now = clock_.now_tick(now_ns);
+        take_due_cells(now);  // the callers' timers due by now join the wheel
         wheel_.advance_uncounted(now);  // (a due level-0 slot joins the expired lists whole)
 #ifdef TICKWHEEL_STAGE_TRACE
         stage_trace::record(stage_trace::kAdvance, monotonic_ns() - now_ns);
 #endif
         const std::size_t clocked = clocked_.entries_hint();
-        if (clocked != 0) {
+        if (clocked != 0 || reclock_again_) {
             reclock();  // a wall-clock step, or a suspend: within a pass (<= kHousekeepingNs)
             if (++clocked_passes >= std::max<std::size_t>(kPruneClockedPasses, clocked / 64)) {
                 prune_clocked();
@@ -662,7 +734,10 @@ void Shard::run(int cpu) {
         if (table_.quarantine_due(now_ns)) table_.reclaim_quarantine();
 
         tick_t next = wheel_.next_expiry();
-        if (!handed_over) next = now + 1;  // out of memory: try again next tick
+        // Out of memory, or a lock a caller held (the inbox's reserve, a
+        // delivery queue), or a clocked timer's deadline lock: try again next
+        // tick. We never wait for a caller.
+        if (!handed_over || reserve_busy_ || reclock_again_) next = std::min(next, now + 1);
         if (next <= now) continue;
         // How long to sleep. Until the next expiry, but at most
         // kHousekeepingNs while the shard has housekeeping to do: messages
@@ -673,14 +748,15 @@ void Shard::run(int cpu) {
         // sleep", kLongSleep in sleep_until_), and the first message wakes it.
         const bool housekeeping = drained || clocked_.entries_hint() != 0 || table_.quarantined() != 0;
         const std::uint64_t cap_ticks = housekeeping ? housekeeping_ticks : max_sleep_ticks;
-        const bool capped = next - now > cap_ticks;
-        const bool long_sleep = !housekeeping && next - now > housekeeping_ticks;
+        bool capped = next - now > cap_ticks;
+        bool long_sleep = !housekeeping && next - now > housekeeping_ticks;
         sleep_until_.store(long_sleep ? (next | kLongSleep) : next, std::memory_order_relaxed);
         // Pairs with the posters' fences: either the driver sees the message
-        // before it sleeps, or the poster sees the tick it sleeps until. A
-        // long sleep pays an asymmetric barrier (membarrier, at most once
-        // per kHousekeepingNs and in practice once per quiet period), so that
-        // a cancel's poster pays only a compiler barrier.
+        // (or the cell's entry) before it sleeps, or the poster sees the
+        // tick it sleeps until. A long sleep pays an asymmetric barrier
+        // (membarrier, at most once per kHousekeepingNs and in practice once
+        // per quiet period), so that a cancel's poster pays only a compiler
+        // barrier.
         if (long_sleep)
             hazard_barrier();
         else
@@ -695,32 +771,37 @@ void Shard::run(int cpu) {
         // wheel with nothing to keep sleeps until a message comes.
         bool timed = next != Wheel::kNever || housekeeping;
         std::int64_t cap_ns = capped ? (housekeeping ? kHousekeepingNs : kMaxSleepNs) : 0;
+        // The callers' cells: their owners placed these without telling us
+        // (they saw us awake, or sleeping no later than their due tick).
+        const tick_t cell_due = cells_min_due();
         const tick_t posted = posted_min_due_.load(std::memory_order_relaxed);
-        if (posted != Wheel::kNever || inbox_.size_approx() != 0) {
-            // Messages came during the pass (their posters found the token
-            // held). They stay queued for the next holder: a caller that
-            // takes the token drains them with its own (apply_with_token),
-            // or we do, by the earliest deadline posted since our drain
-            // began (`posted`: their posters saw us awake and woke nobody;
-            // the fences above pair with theirs) and within kHousekeepingNs
-            // (a cancel's record is reclaimed). Another pass at once instead
-            // would keep a caller that posts as fast as we drain, and us, on
-            // the inbox path for as long as it posts.
-            if (posted <= now) {
+        const bool queued = posted != Wheel::kNever || inbox_.size_approx() != 0;
+        if (queued || cell_due < next) {
+            // Messages came during the pass: their posters saw us awake and
+            // woke nobody. They stay queued; we drain them by the earliest
+            // deadline posted since our drain began (`posted`; the fences
+            // above pair with theirs) and within kHousekeepingNs (a cancel's
+            // record is reclaimed). Another pass at once instead would keep
+            // a caller that posts as fast as we drain, and us, on the inbox
+            // path for as long as it posts.
+            const tick_t earliest = std::min(posted, cell_due);
+            if (earliest <= now) {
                 sleep_until_.store(0, std::memory_order_relaxed);
                 continue;
             }
-            if (posted < next) next = posted;
-            sleep_until_.store(next, std::memory_order_relaxed);  // (no longer a long sleep)
+            if (earliest < next) next = earliest;
+            if (queued) {
+                long_sleep = false;
+                cap_ns = next - now > housekeeping_ticks ? kHousekeepingNs : 0;
+            } else {  // only a cell's entry: the sleep keeps its kind, to an earlier tick
+                long_sleep = long_sleep && next - now > housekeeping_ticks;
+                capped = next - now > cap_ticks;
+                cap_ns = capped ? (housekeeping ? kHousekeepingNs : kMaxSleepNs) : 0;
+            }
+            test_hooks::window(nullptr, 'y');  // about to lower the tick it sleeps until
+            sleep_until_.store(long_sleep ? (next | kLongSleep) : next, std::memory_order_relaxed);
             timed = true;
-            cap_ns = next - now > housekeeping_ticks ? kHousekeepingNs : 0;
         }
-        // Parked from here: a caller may take the token and apply its
-        // message to the wheel on its own core. Our release orders
-        // sleep_until_ (above) before its acquire: it wakes us if it files
-        // a deadline before `next` (apply_with_token).
-        token_.store(0, std::memory_order_release);
-        have_token = false;
         test_hooks::window(nullptr, 'd');
         std::int64_t wake_ns = -1;
         if (timed) wake_ns = cap_ns > 0 ? monotonic_ns() + cap_ns : clock_.tick_start_ns(next);

@@ -2,55 +2,61 @@
 // Shard: one hierarchical wheel, its handle table, its inbox and the driver
 // thread that owns them.
 //
-// The driver token. Only the token's holder touches the wheel and the
-// records' wheel links (timer_state.hpp's owner table): the driver thread
-// during a pass, or a caller -- a thread that starts, stops or resets a
-// timer, or a worker re-arming one -- while the driver is parked. The
-// driver takes the token before each pass (take_token_as_driver: it says
-// it wants it, so callers stop taking it, and waits for a holder) and gives
-// it back right before it parks, after it stored the tick it sleeps until.
-// A caller whose message is an Insert, a Refile or a Cancel takes the free
-// token with one CAS (try_take_token; also only while the wheel holds
-// fewer than kDirectMaxPending timers), drains what others posted
-// meanwhile, applies its own message on its own core (handle(), as the
-// driver would), gives the token back, and wakes the driver only if it
-// filed a deadline before the tick the driver sleeps until (or put a record
-// into quarantine during a long sleep): a lone caller touches only lines
-// its own core holds, and a stopped record is recycled at once. Contended
-// (the driver in a pass, or another caller holding it) it posts to the
-// inbox as below. A manual runtime's shards never give the token out (no
-// driver thread: the advancing thread drives), nor does a stopped shard.
-// The races of the handoff are forced in tests/shard_token_test.cpp.
-// A caller's start of a common timer (a monotonic one-shot: Runtime's
-// start_plain), when the shard has a spare record, takes the token before
-// its record: take_token_and_record() pops one of the spare records --
-// those the token holders' stops freed (HandleTable::kSpareMax, at most
-// 64): plain loads and stores, the token orders its holders; a fresh
-// record (maybe a new chunk: an mmap) is never taken under the token. So a
-// lone caller's start+stop pair touches no line another core writes and
-// makes no locked instruction but the token's CASes and the stop's word
-// CAS (measured: 1 K pending, C ABI, 103 -> 73 ns a pair;
-// docs/site/design/performance.md).
+// Who touches the wheel. Only the shard's driver: its thread (or, on a
+// manual runtime, the thread that advances) -- the owner of the wheel and
+// of every record's wheel links (timer_state.hpp's owner table). No other
+// thread ever holds anything the driver needs: callers and workers reach
+// the wheel through the inbox (below) and through the callers' cells
+// (caller_cells.hpp), both of which the driver takes from without waiting
+// for anyone. 1.5 let a caller take a "driver token" and apply its message
+// to the wheel itself while the driver was parked; a caller preempted,
+// stopped or in a signal handler while it held the token stalled every
+// timer of its shard (issue 31). The token is gone; what it bought -- a
+// lone caller's start+stop pair that stays on the caller's core -- the
+// cells buy without a lock: a thread's newest timers wait in its cell
+// until they are due (the driver takes them then) or stopped (the thread
+// takes them back and recycles the record at once).
+//
+// Who may wait for whom (the progress rule; timer_state.hpp has the table):
+// the driver never waits for a caller -- not for a lock, a flag, a hazard or
+// a message. Where it shares a lock with callers (the inbox's
+// out-of-memory reserve, a delivery queue's
+// transition mutex) it only tries it, and comes back at its next tick if
+// it is held.
 //
 // The inbox. Other threads reach the wheel through the inbox (inbox.hpp:
 // insert / refile earlier / cancel messages), drained in bulk by the
-// driver at each pass and by a caller that takes the token. The driver
-// sleeps on a futex until the wheel's next expiry, or until a request that
-// needs an earlier wake-up arrives. While it has housekeeping to do --
-// messages came in its last pass (cancels and far inserts do not wake it),
-// boot-time or wall-clock timers whose clock may step, records in
+// driver at each pass. The driver sleeps on a futex until the wheel's next
+// expiry (or the earliest timer waiting in a caller's cell), or until a
+// request that needs an earlier wake-up arrives. While it has housekeeping
+// to do -- messages came in its last pass (cancels and far inserts do not
+// wake it), boot-time or wall-clock timers whose clock may step, records in
 // quarantine -- it sleeps at most kHousekeepingNs; otherwise it sleeps until
 // its next deadline however far (a "long sleep"), and the first message
 // posted to the inbox wakes it. Messages posted during a pass that are
-// still queued when the driver parks stay there for the next token holder:
-// the driver sleeps no later than the earliest deadline among them
-// (posted_min_due_). An idle runtime's shards therefore do not wake at
-// all, and a stopped timer is reclaimed at once (the token) or within
-// kHousekeepingNs (at once after a quiet period); every kCancelWakeEvery-th
-// cancel a thread posts also wakes a sleeping driver, so a burst of stops
-// is reclaimed as it goes (memory stays flat). The driver's decisions about
-// a timer are TimerState's (timer_state.hpp); it hands due timers to the
-// Dispatcher and never runs user code, nor does a caller holding the token.
+// still queued when the driver parks stay there: the driver sleeps no later
+// than the earliest deadline among them (posted_min_due_). An idle
+// runtime's shards therefore do not wake at all, and a stopped timer is
+// reclaimed at once (a caller's cell) or within kHousekeepingNs (at once
+// after a quiet period); every kCancelWakeEvery-th cancel a thread posts
+// also wakes a sleeping driver, so a burst of stops is reclaimed as it goes
+// (memory stays flat). The driver's decisions about a timer are
+// TimerState's (timer_state.hpp); it hands due timers to the Dispatcher and
+// never runs user code.
+//
+// No lost wake-up. Every message that can move a timer's deadline earlier
+// wakes a driver that sleeps past it: a start's Insert and a place in a
+// cell by the timer's tick; a reset's Refile by its new tick; an Insert
+// posted after a transition (a worker's claim that found the word moved
+// later, a one-shot re-armed from its own callback, a DELAY timer's next
+// run, a reset of a due one-shot, a cell's eviction) by the deadline the
+// word holds AFTER the post (post_and_wake re-reads it with an RMW, so that
+// a reset that moved it earlier meanwhile -- whose Refile found the record
+// in no list and was dropped -- is either seen by that re-read or
+// happened-after the post, and then the driver's drain that took its
+// Refile finds the Insert too). A poster that reads the tick the driver
+// sleeps until and finds it lowered by the driver meanwhile tries again
+// with the new one (a CAS loop: wake_if_sleeping_past).
 //
 // Expiry is split between the driver and the workers (issue 21). The driver
 // only finds what is due: it pops the expired nodes (Wheel::pop_expired_n:
@@ -61,7 +67,7 @@
 // (dispatcher.hpp, "Lanes"), make each one's transition (TimerState::
 // claim_run: PENDING -> RUNNING, judged at the driver's tick, so never
 // early), run it and release it. A worker that finds the word moved later
-// (a reset) posts an Insert: the wheel stays the token holder's alone. Periodic,
+// (a reset) posts an Insert: the wheel stays the driver's alone. Periodic,
 // boot-time/wall-clock and queue-bound timers, and a manual advance, keep
 // the driver's transition (expire_clocked, the grid re-file, the delivery
 // queues' deadline order). The driver advances with
@@ -79,7 +85,9 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/caller_cells.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/clock_index.hpp"
 #include "runtime/delivery_queue.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/group_index.hpp"
@@ -100,22 +108,15 @@ public:
     /// Upper bound of a long sleep (keeps tick arithmetic far from overflow).
     static constexpr std::int64_t kMaxSleepNs = 3600'000'000'000;
     static constexpr unsigned kCancelWakeEvery = 4096;
+    /// A scan of a caller's cell takes the entries due within this much
+    /// (caller_cells.hpp): a cell is scanned about once per this while its
+    /// timers come due.
+    static constexpr std::int64_t kTakeAheadNs = 100'000'000;
     /// Passes between two prunings of the clocked index's ended entries
     /// (at least; more while it is large: clocked entries / 64).
     static constexpr std::size_t kPruneClockedPasses = 10;
     static constexpr std::size_t kDrainBatch = 512;
     static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
-    /// A caller applies its message itself (the driver token) only while the
-    /// shard's wheel holds fewer timers than this (8 MiB of records): beyond,
-    /// the records its unlink and insert touch (the neighbours in a slot's
-    /// list) are cold, and leaving them to the driver, on another core,
-    /// pays. Below, the caller's own core is as fast or much faster: the
-    /// posted path depends on the machine's state, the caller's barely
-    /// (measured, C ABI start+stop pairs on 2 vCPUs, interleaved: at 100 K
-    /// pending 90-150 ns applied by the caller, posted 102 ns in some
-    /// minutes and 230-237 ns in others; at 200 K equal, at 400 K and 1 M
-    /// the caller 1.1x slower; docs/site/design/performance.md).
-    static constexpr std::size_t kDirectMaxPending = 131072;
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
     /// or to their delivery queue in `queues` (timers bound to one).
@@ -141,8 +142,9 @@ public:
     /// The shard's timers by group (any thread; see group_index.hpp).
     GroupIndex& groups() noexcept { return groups_; }
     /// The shard's boot-time and wall-clock timers (keyed by ClockId), which
-    /// it re-files when their clock moves against the monotonic one.
-    GroupIndex& clocked() noexcept { return clocked_; }
+    /// it re-files when their clock moves against the monotonic one
+    /// (clock_index.hpp: starts add, lock-free; only the driver reads).
+    ClockIndex& clocked() noexcept { return clocked_; }
 
     // ---- a manual runtime (Config::manual_clock): the advancing thread drives
     /// Drains the inbox and moves the wheel to `now`; the timers that fire
@@ -159,28 +161,43 @@ public:
     /// driver if it sleeps past `due`. False: no memory to queue it (nothing
     /// queued). Any thread.
     bool try_post_insert(std::uint64_t msg, tick_t due) noexcept;
-    /// A caller's start with the token free (try_take_token()) and a spare
-    /// record (HandleTable::allocate_spare: the one this thread's last stop
-    /// freed, most likely, its line still in this core's cache): takes the
-    /// token and the record, and returns the record with the token held:
-    /// the caller publishes it and files it with file_with_token(), which
-    /// gives the token back. nullptr (nothing taken, the token not held) if
-    /// the token is not free or there is no spare: the caller allocates
-    /// and posts as usual (a new record may need a fresh chunk -- an mmap
-    /// and 2 MiB of first touches -- which is never done under the token,
-    /// for the driver may be waiting for it).
-    Record* take_token_and_record(std::uint32_t& index, std::uint32_t& gen) noexcept {
-        if (table_.spares_hint() == 0 || test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) != 0 ||
-            !try_take_token())
-            return nullptr;
-        Record* r = table_.allocate_spare(index, gen);
-        if (r == nullptr) [[unlikely]]
-            token_.store(0, std::memory_order_release);  // (taken meanwhile: the hint was stale)
-        return r;
+    // ---- a caller's cell (caller_cells.hpp): a lone caller's start+stop stays on its core
+    /// The calling thread's cell in this shard, claimed on first use if
+    /// `claim` (a start); nullptr: none (all taken, not claimed yet, a
+    /// manual runtime's shard, or a stopped one). `runtime_uid`: the
+    /// runtime's, for the thread's cache. Any caller.
+    CallerCells::Cell* my_cell(std::uint64_t runtime_uid, bool claim) noexcept {
+        if (clocks_.manual() || stopping_.load(std::memory_order_relaxed)) return nullptr;
+        return cells_.mine(runtime_uid, index_, claim);
     }
-    /// Files the record take_token_and_record() gave (published: `msg` its
-    /// Insert, `due` its tick) and gives the token back (apply_with_token()).
-    void file_with_token(std::uint64_t msg, tick_t due) noexcept { apply_with_token(msg, due); }
+    /// A FREE record kept in the caller's cell (its last stops'), or nullptr.
+    Record* allocate_kept(CallerCells::Cell& c, std::uint32_t& index, std::uint32_t& gen) noexcept {
+        return cells_.allocate(c, index, gen);
+    }
+    /// Whether a caller's own core should do its timers' work (place in and
+    /// take back from its cell): while the shard's wheel holds fewer than
+    /// kCellMaxPending timers. Beyond, a record a stop finds (its side slot,
+    /// its cell's entry) is a cold line, and leaving it to the driver, on
+    /// another core, pays -- as for 1.5's token (measured there: the
+    /// caller's own path 1.1x slower at 400 K and 1 M pending; here, at 1 M
+    /// the take-backs cost ~15%). A hint (relaxed). Any caller.
+    static constexpr std::size_t kCellMaxPending = 131072;
+    bool cells_pay() const noexcept { return pending_.load(std::memory_order_relaxed) < kCellMaxPending; }
+    /// A position of the caller's cell `c` for its next start, or
+    /// CallerCells::kNoPosition (full): before the start publishes.
+    std::uint32_t reserve_in(CallerCells::Cell& c) noexcept { return cells_.reserve(c); }
+    void unreserve_in(CallerCells::Cell& c, std::uint32_t pos) noexcept { CallerCells::unreserve(c, pos); }
+    /// Places a published PENDING record, due at `due`, at reserved position
+    /// `pos` of the caller's cell `c`, and wakes the driver if it sleeps past
+    /// `due`. False: not placed (no memory for its side slot): the caller
+    /// posts its Insert. The cell's owner.
+    bool place(CallerCells::Cell& c, std::uint32_t pos, std::uint32_t index, std::uint32_t gen, tick_t due) noexcept;
+    /// After a stop made the record CANCELLED and released it: takes its
+    /// entry back from the caller's cell `c` and recycles the record into
+    /// the cell (true), or, if the cell no longer holds it (the driver took
+    /// it, or it was evicted), does nothing (false: post its Cancel). The
+    /// cell's owner.
+    bool take_back_and_recycle(CallerCells::Cell& c, Record& r, std::uint32_t gen) noexcept;
     /// Queues a message about a deadline `due` (never lost: see inbox.hpp),
     /// waking the driver if it sleeps past `due`. Any thread.
     void post_and_wake(std::uint64_t msg, tick_t due) noexcept;
@@ -193,8 +210,8 @@ public:
     /// worker's or a queue's last run), as HandleTable::recycle; if that
     /// puts it into quarantine (its 10-bit generation wraps: every 1024th
     /// reuse of a slot), wakes the driver from a long sleep, since only the
-    /// driver reclaims quarantined records. Any thread.
-    void recycle_ended(Record& r, FreeChain& freed) noexcept;
+    /// driver reclaims quarantined records. Any thread. True if quarantined.
+    bool recycle_ended(Record& r, FreeChain& freed) noexcept;
 
     // ---- batches: one block of messages per shard and call, at most one wake-up
     /// try_post_insert() of `n` Inserts as one block (else one by one):
@@ -209,18 +226,23 @@ public:
     /// multiple of kCancelWakeEvery. Any thread.
     void post_cancels(const std::uint64_t* msgs, std::size_t n) noexcept;
 
-    std::size_t pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
+    /// Timers pending in this shard: filed in its wheel (as the driver last
+    /// stored it) plus those waiting in callers' cells. Any thread.
+    std::size_t pending() const noexcept;
     /// After shutdown's sweep (the driver is joined): every timer left in
     /// the wheel was cancelled, so none is pending any more.
-    void clear_pending_after_sweep() noexcept { pending_.store(0, std::memory_order_relaxed); }
+    void clear_pending_after_sweep() noexcept {
+        pending_.store(0, std::memory_order_relaxed);
+        swept_.store(true, std::memory_order_relaxed);  // (the cells' entries were cancelled too)
+    }
     std::size_t inbox_size() const noexcept { return inbox_.size_approx(); }
 
 private:
     void run(int cpu);
     void check_wheel() const noexcept;
     bool drain_inbox();
-    /// Applies one message to the wheel (the token holder). True if it put
-    /// the record into quarantine (a Cancel whose recycle did).
+    /// Applies one message to the wheel (the driver). True if it put the
+    /// record into quarantine (a Cancel whose recycle did).
     bool handle(std::uint64_t msg, FreeChain& freed);
     bool expire(tick_t now, std::int64_t now_ns, tick_t grid_now);
     /// A boot-time or wall-clock timer popped PENDING (or a fixed-rate one
@@ -246,27 +268,27 @@ private:
     bool flush_queued(std::int64_t now_ns);
     void wake_if_sleeping_past(tick_t due) noexcept;
 
-    // ---- the driver token (see the top comment) ----
-    /// A caller's try: takes the token if it is free, the driver does not
-    /// want it, and the wheel is small enough (kDirectMaxPending): one CAS.
-    /// Any thread but the driver.
-    bool try_take_token() noexcept {
-        std::uint32_t v = 0;
-        return token_.load(std::memory_order_relaxed) == 0 && !driver_wants_.load(std::memory_order_relaxed) &&
-               pending_.load(std::memory_order_relaxed) < kDirectMaxPending &&
-               token_.compare_exchange_strong(v, 1, std::memory_order_acquire, std::memory_order_relaxed);
-    }
-    /// The driver, before a pass: takes the token, waiting for a caller that
-    /// holds it (it marks its want first, so no further caller takes it).
-    void take_token_as_driver() noexcept;
-    /// With the token (try_take_token()): applies message `msg` to the wheel
-    /// on this thread, gives the token back, and wakes the driver if `due`
-    /// (an Insert's or a Refile's tick; kNever for a Cancel) is before the
-    /// tick it sleeps until, or if the record went into quarantine while
-    /// it sleeps long.
-    void apply_with_token(std::uint64_t msg, tick_t due) noexcept;
-    /// TW_OWNER_ASSERT: this thread holds the token (the wheel's owner).
-    bool token_held() const noexcept { return token_.load(std::memory_order_relaxed) != 0; }
+    /// Files a record taken from a caller's cell (entry `e`) into the wheel
+    /// by its word's deadline, if it is still PENDING of the entry's
+    /// generation and in no list. The driver.
+    void file_taken(std::uint64_t e) noexcept;
+    /// The driver, before a pass at tick `now`: scans the callers' cells
+    /// whose earliest entry is due, takes every entry due within
+    /// kTakeAheadNs and files it.
+    void take_due_cells(tick_t now) noexcept;
+    /// The earliest due tick among the entries in callers' cells (kNever if
+    /// none). The driver, before it parks.
+    tick_t cells_min_due() const noexcept;
+    /// TW_OWNER_ASSERT: this thread is the shard's driver (the wheel's owner).
+    bool on_driver() const noexcept;
+    struct DrivingScope;  // marks this thread the shard's driver (shard.cpp)
+    /// Wakes a driver that sleeps past `due`, or, if `any_in_long_sleep`
+    /// (an inbox post), one in a long sleep (a CAS loop: see there).
+    void wake_for(tick_t due, bool any_in_long_sleep) noexcept;
+    /// The tick to wake the driver for after posting `msg` about `due`: for
+    /// an Insert, the earlier of `due` and its word's deadline re-read
+    /// after the post (shard.cpp).
+    tick_t due_after_post(std::uint64_t msg, tick_t due) noexcept;
     /// Counts `n` cancels of this thread; wakes a sleeping driver if the
     /// count passed a multiple of kCancelWakeEvery.
     void count_cancels(unsigned n) noexcept;
@@ -286,32 +308,23 @@ private:
     Wheel wheel_;
     Inbox inbox_;
     Parker parker_;
+    // The callers' cells (after table_: destroyed before it).
+    CallerCells cells_{table_};
+    // The inbox's out-of-memory reserve was locked by a poster when the
+    // driver drained: it looks again at its next tick (driver only).
+    bool reserve_busy_ = false;
     // The tick the driver sleeps until, 0 while it is awake (it re-checks the
     // inbox before sleeping), with kLongSleep set during a long sleep. A
     // poster whose deadline is earlier (any poster, in a long sleep) claims
     // the wake-up by CAS-ing this to 0, so one wake-up costs one futex call.
     static constexpr tick_t kLongSleep = tick_t{1} << 63;
     alignas(64) std::atomic<tick_t> sleep_until_{0};
-    // The driver token: who may touch the wheel and the records' wheel links
-    // now. 1: held -- by the driver during a pass, or by a caller applying
-    // its message while the driver is parked; 0: free (the driver is parked).
-    // Held from construction until the driver's first park, and for good
-    // once the driver leaves its loop: a manual runtime's shards (no driver;
-    // the advancing thread drives) and a stopped one's take the inbox path.
-    // driver_wants_: the driver, awake, waits for a caller to give it back;
-    // callers do not take it then (a hint: the CAS decides who holds it).
-    std::atomic<std::uint32_t> token_{1};
-    std::atomic<bool> driver_wants_{false};
-    // Set by every post (after it), cleared by the drainer (before it
-    // drains): a caller that takes the token drains the inbox first only
-    // when this says someone posted (the token was held). A hint: the driver
-    // drains on every pass regardless.
-    std::atomic<bool> inbox_dirty_{false};
     // The earliest deadline posted to the inbox since the last drain began
     // (posters' wake_if_sleeping_past; reset by drain_inbox): a driver that
     // parks with messages still queued sleeps no later than this.
     std::atomic<tick_t> posted_min_due_{Wheel::kNever};
     std::atomic<bool> stopping_{false};
+    std::atomic<bool> swept_{false};  // shutdown's sweep cancelled every timer: none waits in a cell
     std::atomic<std::size_t> pending_{0};
     // Due timers popped from the wheel, not yet handed to the dispatcher
     // (kept here if the dispatcher had no memory for them).
@@ -333,12 +346,13 @@ private:
     // Kept apart from the hot members above (the wheel, the inbox, the
     // sleep word): only grouped and clocked timers touch these.
     alignas(64) GroupIndex groups_{table_};
-    GroupIndex clocked_{table_};
+    ClockIndex clocked_;
     // The boot-time and wall-clock offsets to the monotonic clock at the last
     // reclock (shard thread only).
     std::int64_t seen_offset_[kClocks] = {};
-    // The last re-clock pass found a timer's deadline lock held: the next
-    // pass re-files every clocked timer again (shard thread only).
+    // The last re-clock pass found a timer's deadline lock held (its
+    // holder, a start or reset of that timer, files it): the next pass (at
+    // the next tick) re-files every clocked timer again (shard thread only).
     bool reclock_again_ = false;
 };
 

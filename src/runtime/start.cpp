@@ -7,15 +7,19 @@
 // calling thread's, pick_shard), writes the record's fields while its word
 // is FREE (fill_record: this start is the owner of every field -- the owner
 // table in timer_state.hpp), publishes it PENDING (TimerState::publish),
-// indexes it (group, clock steps), and files its Insert to the shard (under
-// the shard's driver token when the driver is parked). A start that fails
+// indexes it (group, clock steps), and files it: a plain timer into the
+// calling thread's cell of the shard (caller_cells.hpp), any other by an
+// Insert through the shard's inbox. A start that fails
 // after taking the record gives it back whole (take_back), and its callable
 // is released on the caller's thread outside the guard (release_unstarted).
 //
 // Threads: any thread, including callbacks and release hooks. Progress:
-// nothing here waits for another thread -- the driver token is only taken
-// when free (Shard::take_token_and_record, try_post_insert); no user code
-// runs inside a StartGuard.
+// nothing here waits for another thread but a group start for the group
+// index's lock (held only by callers, for O(1) amortised work: a worker
+// never waits for it; the clock-step index takes a lock-free push), and
+// nothing here holds what the runtime's threads
+// wait for (timer_state.hpp, "WHO MAY WAIT FOR WHOM"); no user code runs
+// inside a StartGuard.
 // (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)
 #include "tickwheel/runtime.hpp"
 
@@ -414,18 +418,21 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     const StartGuard guard(core);
     if (guard.shutting_down()) return errc::shutting_down;
     Shard& shard = core.shard(si);
-    // With the shard's driver token free (its driver parked), a spare
-    // record (one the token holders' stops freed) and a callable stored
-    // without a heap allocation, the whole start is made on this core
-    // under the token: the spare is filled and filed at once
-    // (Shard::take_token_and_record). Otherwise: a record from the free
-    // stack, then the Insert (applied under the token if it is free).
+    // The calling thread's cell in the shard (caller_cells.hpp), when its
+    // callable needs no heap box: a record its last stops kept there, and
+    // the timer waits in the cell -- no Insert, no line of another core --
+    // until it is due (the driver takes it) or this thread stops it (it
+    // takes it back). Otherwise: a record from the free stack, and the
+    // Insert through the inbox.
     const std::uint16_t kind = Record::kind_of(cb);
+    CallerCells::Cell* cell = nullptr;
+    if (kind != CallableKinds::kNone && test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0 &&
+        shard.cells_pay())
+        cell = shard.my_cell(core.uid, true);
     Record* r = nullptr;
     std::uint32_t index, gen;
     if (!count_live(core)) return errc::limit_reached;
-    if (kind != CallableKinds::kNone) r = shard.take_token_and_record(index, gen);
-    const bool held = r != nullptr;
+    if (cell != nullptr) r = shard.allocate_kept(*cell, index, gen);
     if (r == nullptr) r = shard.table().allocate(index, gen);
     if (r == nullptr) [[unlikely]] {
         uncount_live(core);
@@ -435,13 +442,19 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     // word is FREE, after the fence that orders them after the generation's
     // move (as in fill_record()).
     std::atomic_thread_fence(std::memory_order_release);
-    if (!r->store_callable(cb, kind)) [[unlikely]] {  // (never when held: no box to allocate)
+    if (!r->store_callable(cb, kind)) [[unlikely]] {  // (never with a cell: no box to allocate)
         take_back(core, shard, *r);
         return errc::no_memory;
     }
+    // A position in the cell, reserved before the record is published (and
+    // the record marked placed, for its stop), or none: the cell is full.
+    std::uint32_t pos = CallerCells::kNoPosition;
+    if (cell != nullptr) {
+        pos = shard.reserve_in(*cell);
+        if (pos != CallerCells::kNoPosition) r->mark_in_cell();
+    }
     TimerState::publish(*r, gen, tick);
-    if (held) {
-        shard.file_with_token(Msg::make(MsgType::Insert, gen, index), tick);
+    if (pos != CallerCells::kNoPosition && shard.place(*cell, pos, index, gen, tick)) {
         core.counters.add(kStarted);
         id = Id::make(gen, si, index);
         return errc{};

@@ -36,15 +36,39 @@ namespace tickwheel::rt::test_hooks {
 /// dispatcher (its items popped from the wheel, claim items still PENDING:
 /// a test parks it mid-hand-off while another thread stops or resets them).
 /// 'H' right after it handed such a batch over (the workers may be running
-/// them already). The 'h' and 'H' windows are not schedule points of their
+/// them already). 'L' by a worker whose claim item found its timer's
+/// deadline moved later by a reset (ClaimOutcome::Later), after it read the
+/// word and before it re-files the timer (its Insert): a reset landing here
+/// must still make the timer run by its deadline (issue 31, bug 3). The 'h' and 'H' windows are not schedule points of their
 /// own (they are a shard's).
-/// The driver token (shard.hpp), all with a null record: 'T' by a caller
-/// that took its shard's token and is about to apply its message to the
-/// wheel; 'd' by a driver that gave the token back and is about to park;
-/// 'D' by a driver awake again, about to take the token for its pass; 'P'
-/// by a driver in its pass, holding the token, its inbox just drained; 'X'
-/// by a driver that found the token held by a caller and is about to mark
-/// its want and wait for it.
+/// The driver's park (shard.hpp), with a null record: 'P' by a driver in its
+/// pass, its inbox just drained; 'y' by a driver about to lower the tick it
+/// sleeps until (a queued message or a caller's cell is due earlier); 'd'
+/// by a driver about to park. A poster's wake-up ('v', null record): it read
+/// the tick the driver sleeps until and is about to CAS it to 0. A caller's
+/// cell (caller_cells.hpp): 'l' by a caller that placed a timer in its cell
+/// and has not yet checked whether the driver needs a wake-up. (A worker
+/// whose claim item found the word moved later: 'L', above.) Callers
+/// holding a lock the runtime's threads share with them (issue 31, the
+/// progress rule: the driver and the workers only try these, or never
+/// take them): 'g' inside GroupIndex::add (a grouped start, null record), 'G' inside a group stop's claim (null record), 'R' inside
+/// the inbox's out-of-memory reserve (null record), 'o' a reset holding a
+/// boot-time or wall-clock timer's deadline lock, before its CAS.
+/// 'O' by a reset of a boot-time or wall-clock timer (reset_record,
+/// reset.cpp; also a batch's) after its generation check and before it
+/// takes the timer's deadline lock (OwnDeadline::lock, which checks the
+/// generation again: a stale reset parked here while the slot is reused
+/// must not take the next timer's lock; issue 31). 'V', with a null
+/// record, by a manual runtime's Clocks::advance_to (clock.hpp) between its
+/// load of the virtual clock and its CAS (an advance, or a delivery queue's
+/// run of a manual runtime's timer: two threads may move it at once).
+/// The start path's clock (clock.cpp), with a null record, on the thread
+/// that reads it: 'C' inside one of its once-per-process steps -- the
+/// decision (mode kDeciding, from the process's first runtime creation) or
+/// the end of the calibration (kFinishing, from a start) -- where a fork
+/// leaves the child a step to undo (fork.cpp); 'S' in a re-synchronisation,
+/// between this thread's new pair being taken and being published, where a
+/// signal handler of this thread that reads the clock sees the old pair.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
@@ -53,7 +77,7 @@ extern std::atomic<std::uint32_t> first_generation;
 
 /// While > 0, each inbox post that may fail fails (and decrements it): the
 /// moodycamel queue's allocation failure, on demand. Starts then post their
-/// Insert to the inbox even when they could take the driver token.
+/// Insert to the inbox even when they could use their caller cell.
 extern std::atomic<std::int64_t> fail_inbox_posts;
 
 /// Called after a chain of records was pushed onto a handle table's free
@@ -74,7 +98,8 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 
 /// Schedule fuzzing (tw_stress history --fuzz, stress/history.hpp): called
 /// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
-/// 'i', as above), each clock reading the library makes ('m' monotonic,
+/// 'i' 'L', the driver's and the cells', the clock's 'C' 'S', as above),
+/// each clock reading the library makes ('m' monotonic,
 /// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
 /// wake ('u'), when a delivery queue is created ('q': before it enters the
 /// queue table) and before its eventfd is written ('e') and read ('E') --

@@ -40,6 +40,10 @@ struct alignas(64) Extra {
     static constexpr unsigned kOwedTagShift = 40;
     static constexpr std::uint64_t kOwedCountMask = (std::uint64_t{1} << kOwedTagShift) - 1;
     static constexpr std::uint64_t owed_tag(std::uint32_t gen) noexcept { return std::uint64_t{gen} << kOwedTagShift; }
+    // The most owed runs a catch-up serves (kBurstMaxOwed, runtime.hpp;
+    // TW_BURST_MAX_OWED): when a run looks and finds more, the oldest are
+    // skipped and counted in `missed` (issue 31).
+    static constexpr std::uint64_t kMaxOwed = 1000;
     std::atomic<std::uint64_t> group{0};   // 0 = none
     std::atomic<std::uint64_t> leeway_ns{0};  // (its whole ticks, the coalescing window: leeway_ticks())
     // A boot-time or wall-clock timer: the nominal deadline of its next run
@@ -190,15 +194,24 @@ public:
     /// Moves the callable back out into the empty `cb` (a start that failed
     /// after storing it).
     void return_callable(detail::Callback& cb) noexcept {
-        const std::uint16_t kind = user16;
+        const std::uint16_t kind = user16 & kKindMask;
         user16 = CallableKinds::kNone;
         if (kind != CallableKinds::kNone) CallbackAccess::move_in(cb, CallableKinds::ops(kind), fn_);
     }
     /// Calls the callable (the owner of RUNNING). May throw what it throws.
-    void invoke(Timer t) { CallableKinds::ops(user16)->invoke(fn_, t); }
+    void invoke(Timer t) { CallableKinds::ops(user16 & kKindMask)->invoke(fn_, t); }
+    /// The top bit of user16, beside the kind (< 4096): this occupant was
+    /// placed in its starter's cell (caller_cells.hpp). Set by the start
+    /// before it publishes the word; cleared with the callable (release,
+    /// the next store_callable). A stop reads it after its CAS (before the
+    /// release) to know whether a take-back is worth its lookups.
+    static constexpr std::uint16_t kInCell = 0x8000;
+    static constexpr std::uint16_t kKindMask = 0x0FFF;
+    void mark_in_cell() noexcept { user16 = static_cast<std::uint16_t>(user16 | kInCell); }
+    bool placed_in_cell() const noexcept { return (user16 & kInCell) != 0; }
     /// Destroys the callable -- its release hook -- and leaves none.
     void destroy_callable() noexcept {
-        const std::uint16_t kind = user16;
+        const std::uint16_t kind = user16 & kKindMask;
         if (kind == CallableKinds::kNone) return;
         user16 = CallableKinds::kNone;
         CallableKinds::ops(kind)->destroy(fn_);
@@ -206,7 +219,7 @@ public:
     /// Leaves no callable WITHOUT destroying it (no release hook; a boxed
     /// callable leaks). Only for a fork() child discarding its parent's timers.
     void forget_callable() noexcept { user16 = CallableKinds::kNone; }
-    bool has_callable() const noexcept { return user16 != CallableKinds::kNone; }
+    bool has_callable() const noexcept { return (user16 & kKindMask) != CallableKinds::kNone; }
 
 private:
     friend struct TimerState;

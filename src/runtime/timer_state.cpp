@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "runtime/fork.hpp"
 #include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 
@@ -16,6 +17,8 @@ namespace tickwheel::rt {
 namespace {
 /// stop_sync() callers currently waiting on some record's word (process-wide).
 std::atomic<std::uint32_t> g_waiters{0};
+/// Whether this thread is counted in g_waiters (what a fork child keeps).
+constinit thread_local bool t_waiting = false;
 
 constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kAcqRel = std::memory_order_acq_rel;
@@ -106,6 +109,7 @@ ClaimStep TimerState::claim_run(Record& r, std::uint32_t gen, tick_t now) noexce
     for (;;) {
         if (r.gen() != gen) return {ClaimOutcome::Drop, c, 0};
         const ClaimStep s = decide_claim_run(c, gen, now);
+        if (s.out == ClaimOutcome::Later) test_hooks::window(&r, 'L');  // about to re-file it (test_hooks.hpp)
         if (s.out != ClaimOutcome::Run) return s;
         if (!hooked) {
             hooked = true;
@@ -125,6 +129,21 @@ FinishStep TimerState::finish_run(Record& r, tick_t delay_next) noexcept {
             return s;
         }
     }
+}
+
+bool TimerState::yield_run(Record& r, std::uint32_t gen) noexcept {
+    Word c = r.ctl.load(kAcq);
+    for (;;) {
+        if (r.gen() != gen || !decide_yield_run(c, gen)) return false;
+        if (r.ctl.compare_exchange_weak(c, Ctl::with(c, State::Dispatched), kAcqRel, kAcq)) {
+            wake(r);
+            return true;
+        }
+    }
+}
+
+void TimerState::begin_stopped_release(Record& r) noexcept {
+    r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Releasing), std::memory_order_release);
 }
 
 void TimerState::finish_stopped(Record& r) noexcept {
@@ -147,6 +166,7 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
     // membarrier, once per wait that may block), so that every stop and
     // every run, which wake, pay only a compiler barrier.
     test_hooks::window(&r, 'W');  // about to wait
+    t_waiting = true;
     g_waiters.fetch_add(1, std::memory_order_relaxed);
     heavy_fence();
     c = r.ctl.load(kAcq);
@@ -155,10 +175,16 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
         c = r.ctl.load(kAcq);
     }
     g_waiters.fetch_sub(1, std::memory_order_relaxed);
+    t_waiting = false;
     // The wait is over (or the run ended before it began): the caller looks
     // at the record again. Tests park here whether or not the thread slept.
     test_hooks::window(&r, 'w');
     return c;
+}
+
+// fork.cpp, rule 4: in the child's only thread, the waiters are its own.
+void fork_detail::waiters_in_child() noexcept {
+    g_waiters.store(t_waiting ? 1 : 0, std::memory_order_relaxed);
 }
 
 void TimerState::wake(Record& r) noexcept {

@@ -59,6 +59,11 @@
 //                                                worker, issue 21); d > now:
 //                                                W posts an Insert (Later)
 //   DISPATCHED --begin_run (W)--> RUNNING(d')
+//   RUNNING(d), BURST, bound to a queue --yield_run (W: the queue run, under
+//          q.mu)--> DISPATCHED(d)        the run reached tw_queue_run's max
+//                                        with catch-up runs owed: a live item
+//                                        for the next owed deadline goes back
+//                                        to the queue (issue 31)
 //   DISPATCHED --reset (C)--> PENDING(d2)        due, not started: taken back
 //   RUNNING, periodic --try_cancel (C)--> RUNNING_STOPPED
 //   RUNNING | RUNNING_REARMED --reset (C)-->     RUNNING(d2), periodic: sets
@@ -70,7 +75,8 @@
 //     RUNNING, periodic        --> PENDING(d')   (already in the wheel)
 //     RUNNING, one-shot        --> RELEASING     (W releases, then retires)
 //     RUNNING_REARMED(d2)      --> PENDING(d2)   (W posts an Insert)
-//     RUNNING_STOPPED          --> (W releases) --> CANCELLED (Cancel message)
+//     RUNNING_STOPPED          --> RELEASING (W, then its release hook)
+//                              --> CANCELLED (Cancel message)
 //   PENDING(d) | DISPATCHED(d) | RUNNING(d), fixed-rate, d <= now
 //          --skip_period (S)--> same state at the next period (never two
 //                                runs at once; the passed grid deadlines are
@@ -116,11 +122,17 @@
 //  Extra::missed                   | start (FREE: 0); the shard, for a record in
 //                                  | or just popped from its wheel (Fire/Skip),
 //                                  | also one a stop just CANCELLED: the shard
-//                                  | still holds it until it unlinks it
+//                                  | still holds it until it unlinks it; a BURST
+//                                  | timer (the shard never writes its missed):
+//                                  | the worker owning RUNNING (+ the owed runs
+//                                  | beyond Extra::kMaxOwed it skips)
 //  Extra::owed (tagged: gen24)     | start (FREE); the shard (+skipped); the BURST
-//                                  | worker owning RUNNING (-1 per catch-up run);
-//                                  | reset: a CAS that keeps only its own tag
-//                                  | (versioned with the generation)
+//                                  | worker owning RUNNING (-1 per catch-up run;
+//                                  | down to kMaxOwed, a CAS); a queue run handing
+//                                  | the rest back (requeue_owed: -1 for the item
+//                                  | it queues, under q.mu); reset: a CAS that
+//                                  | keeps only its own tag (versioned with the
+//                                  | generation), under q.mu for a bound timer
 //  Extra::group, leeway_ns, seq    | start (FREE); the worker of a re-armed
 //                                  | one-shot (RUNNING_REARMED: zeroes); read-only
 //  Extra::deadline_ns (own clock)  | the holder of Extra::own_lock (OwnDeadline,
@@ -146,8 +158,9 @@
 //                                  | episode); compaction drops dead entries and
 //                                  | duplicates
 //  clock-step index membership     | start adds it before it reads the clocks it
-//  (Shard::clocked)                | files the timer by, under own_lock; the shard
-//                                  | (take and re-add live entries, drop ended ones)
+//  (Shard::clocked, ClockIndex)    | files the timer by, under own_lock (a lock-
+//                                  | free push); the driver takes the pushes into
+//                                  | its own vectors and drops ended timers' entries
 //  the query's seqlock             | readers only (query: word acquire, fields
 //                                  | relaxed, acquire fence, generation again); the
 //                                  | writers' half: recycle() moves the generation
@@ -156,20 +169,67 @@
 //                                  | (fill_record), and the own-clock deadline is
 //                                  | read under own_lock's seqlock (OwnDeadline::
 //                                  | read): never a deadline without its tick
-//  the wheel links, deadline, loc  | the holder of the shard's driver token
-//                                  | (shard.hpp): its driver thread during a pass,
-//                                  | or a caller applying its message while the
-//                                  | driver is parked (TW_OWNER_ASSERT in
-//                                  | Shard::handle; a manual runtime: the
-//                                  | advancing thread, which never gives it up)
+//  the wheel links, deadline, loc  | the shard's driver alone (shard.hpp): its
+//                                  | thread, or a manual runtime's advancing
+//                                  | thread inside manual_step (TW_OWNER_ASSERT
+//                                  | in Shard::handle and take_due_cells). No
+//                                  | caller or worker ever touches them (1.5's
+//                                  | driver token is gone: issue 31)
+//  a caller cell's entry (slot +   | the cell's owner places it (due, then the
+//  due; caller_cells.hpp) for a    | slot, release) after publishing the word
+//  published PENDING record        | PENDING; then whoever takes it out owns it:
+//                                  | the owner's take-back (CAS, after its stop's
+//                                  | CAS made the word CANCELLED: it recycles the
+//                                  | record), or the driver's take (CAS, when due:
+//                                  | it files the record). An eviction posts the
+//                                  | record's Insert BEFORE overwriting its slot
 //  a FREE record's free-list link  | whoever frees it: on the free stack (any
 //  (the word's low half) and which | thread, FreeChain + one CAS), or -- a record
-//  list holds it                   | a stop freed under the shard's driver token --
-//                                  | on the spare records (HandleTable::kSpareMax),
-//                                  | which only the token's holder pushes and
-//                                  | pops (plain accesses; the token's acquire
-//                                  | and release order its holders): the lone
-//                                  | caller's next start takes it under the token
+//  list holds it                   | its owner took back from its cell -- on that
+//                                  | cell's free list (CallerCells::kFreeMax),
+//                                  | which only the cell's owner pushes and pops
+//                                  | (plain accesses): its next start takes it
+//
+// WHO MAY WAIT FOR WHOM (the progress rule, issue 31). A "caller" is any
+// thread outside the runtime: it starts, stops, resets, queries, runs a
+// delivery queue, destroys a queue, shuts down. The runtime's own threads
+// are the shards' drivers and the workers.
+//
+//  waiter        | may wait for                 | never waits for
+//  --------------+------------------------------+------------------------------
+//  a driver      | nothing of a caller: it only | a caller: not for a lock (the
+//                | tries the locks it shares    | inbox's reserve, a queue's
+//                | with callers, and comes back | transition mutex: try-locked;
+//                | at its next tick; the        | the clock-step index: none), a
+//                | workers never (it hands      | flag, a hazard (a quarantined record
+//                | them work through lock-free  | waits, nobody waits for it),
+//                | lanes)                       | a message (the inbox and the
+//                |                              | cells are taken from, never
+//                |                              | waited on), a timer's deadline
+//                |                              | lock (re-filed to the next tick)
+//  a worker      | the driver's hand-off only   | a caller: a grouped one-shot's
+//                | (the dispatcher's lanes,     | re-index after a run that re-
+//                | between runtime threads)     | armed it never waits for the
+//                |                              | group index's lock (a deferred
+//                |                              | add, group_index.hpp)
+//  a caller      | the runtime's threads, where | (a caller may wait for another
+//                | its header says so: stop_sync| caller only where documented:
+//                | (a run in progress), shutdown| shutdown for calls in flight,
+//                | and queue destroy (calls in  | a queue destroy for the starts
+//                | flight, runs in progress),   | bound to it, the out-of-memory
+//                | an advance (serialised)      | reserve's brief lock)
+//
+// What a frozen caller can delay: only its own call in progress (a start
+// not yet placed or posted: its id was never returned; a reset or stop of
+// a timer whose CAS it has not made), with two exceptions, each a resource
+// held for a few instructions: a stop or reset of a queue-bound timer holds
+// that queue's transition mutex (that queue's deliveries wait a tick, its
+// runs wait: no other timer does), and a reset of a boot-time or
+// wall-clock timer holds that timer's deadline lock (another reset of the
+// same timer -- a callback's too, on a worker -- waits for it). Forced by
+// tests/progress_test.cpp (a caller parked at each step it passes while
+// another timer of its shard must keep its period) and by `tw_stress
+// history`'s freeze fault.
 //
 // ==== Queue binding and delivery items: owner rules (issue 20) ====
 // (delivery_queue.hpp has the machinery; q = the timer's delivery queue,
@@ -204,6 +264,9 @@
 //
 // Transitions of a timer bound to an OPEN queue, and the lock they hold:
 //   PENDING -> DISPATCHED        shard, no lock; its item then goes to q under q.mu
+//   RUNNING -> DISPATCHED        q.run() of a BURST timer that reached its max with
+//                                catch-up runs owed, under q.mu, with its next
+//                                item (yield_run, DeliveryQueue::requeue_owed)
 //   DISPATCHED -> RUNNING        q.run(), under q.mu (begin_run)
 //   DISPATCHED -> PENDING        reset, under q.mu (then undue_locked)
 //   DISPATCHED -> RELEASING      stop, under q.mu (then undue_locked)
@@ -410,6 +473,15 @@ constexpr bool decide_begin_run(Word c, std::uint32_t gen10) noexcept {
     return Ctl::gen10(c) == (gen10 & Ctl::kGenMask) && Ctl::state(c) == State::Dispatched;
 }
 
+/// Whether the queue run that owns a BURST timer's run may hand the rest
+/// of its catch-up back to its queue (issue 31: tw_queue_run's `max`):
+/// RUNNING(d) of generation gen10 -> DISPATCHED(d), the word's deadline (its
+/// next grid deadline, where the wheel holds it) unchanged. Not from
+/// RUNNING_STOPPED (a stop during the run: it ends) or RUNNING_REARMED.
+constexpr bool decide_yield_run(Word c, std::uint32_t gen10) noexcept {
+    return Ctl::gen10(c) == (gen10 & Ctl::kGenMask) && Ctl::state(c) == State::Running;
+}
+
 /// What the worker does after a run returns (it owns RUNNING*: no other
 /// thread leaves these states, others only move within them).
 enum class FinishOutcome {
@@ -451,6 +523,11 @@ constexpr bool must_wait(Word c, std::uint32_t gen10) noexcept {
 struct TimerState {
     /// The current word (acquire).
     static Word load(const Record& r) noexcept { return r.ctl.load(std::memory_order_acquire); }
+    /// The word as of now in its modification order: an RMW that changes
+    /// nothing (acq_rel). Used by a poster of an Insert after its post
+    /// (Shard::due_after_post): a transition it does not see happens after
+    /// the post. Not a transition: any thread.
+    static Word load_latest(Record& r) noexcept { return r.ctl.fetch_add(0, std::memory_order_acq_rel); }
 
     /// FREE -> PENDING(tick) for a record the caller just allocated (owner).
     static void publish(Record& r, std::uint32_t gen, tick_t tick) noexcept {
@@ -517,8 +594,23 @@ struct TimerState {
     /// (see retire() / finish_stopped()).
     /// `delay_next`: see decide_finish_run.
     static FinishStep finish_run(Record& r, tick_t delay_next = 0) noexcept;
-    /// RUNNING_STOPPED -> CANCELLED after the release hook (worker, owner).
+    /// RUNNING_STOPPED -> RELEASING before the release hook of a timer
+    /// stopped during its run (worker, owner): from here on it is released
+    /// (query: not found), as a one-shot after its last run is.
+    static void begin_stopped_release(Record& r) noexcept;
+    /// RELEASING (begin_stopped_release) -> CANCELLED after the release hook
+    /// (worker, owner).
     static void finish_stopped(Record& r) noexcept;
+    /// RUNNING -> DISPATCHED (decide_yield_run) by the delivery queue run
+    /// that owns the run of BURST timer `gen`, under the queue's transition
+    /// mutex, in place of finish_run(): the run stopped at tw_queue_run's
+    /// `max` with catch-up runs still owed, and the queue keeps a live item
+    /// for the next one (DeliveryQueue::requeue_owed). Retries while only
+    /// the shard moves the word within RUNNING (a skipped period); false if
+    /// it is not RUNNING of `gen` (a stop or a reset made it RUNNING_STOPPED
+    /// or RUNNING_REARMED first). Wakes stop_sync() waiters (the word leaves
+    /// a busy state).
+    static bool yield_run(Record& r, std::uint32_t gen) noexcept;
 
     /// Terminal (CANCELLED, or RELEASING after a last run) -> FREE under
     /// `gen`, linked to `link` (the free stack's next index + 1). Owner only;
@@ -614,8 +706,7 @@ inline void shard_live(const Record& r, const char* field) noexcept {
 //   * readers that do not take it (query) read the deadline seqlock-style:
 //     the lock word before and after, equal, even and of their generation.
 // No user code runs while it is held, and no other lock is taken under it
-// but the shard's clock-step index mutex (a start indexing its timer; that
-// mutex is never held while a deadline lock is taken) and, for a reset of a
+// but, for a reset of a
 // queue-bound timer, that queue's transition mutex around its CAS
 // (BoundTransition, timer_ops.hpp; no thread waits for a deadline lock while
 // it holds a queue's mutex: the shard only tries one, a queue run takes

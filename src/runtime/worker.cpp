@@ -68,7 +68,10 @@ void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
             case ClaimOutcome::Later:
                 // A reset moved it later after the shard looked: back to the
                 // wheel, which only its shard touches (it files it at the
-                // word's deadline; a stale Insert is dropped there).
+                // word's deadline; a stale Insert is dropped there). Its
+                // wake-up is for the word's deadline after the post, not
+                // step.due: a reset may move it earlier meanwhile (issue
+                // 31, bug 3; Shard::post_and_wake).
                 shard(own.shard).post_and_wake(Msg::make(MsgType::Insert, own.gen, HandleTable::index_of(own.rec)),
                                                step.due);
                 return;
@@ -89,7 +92,11 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     const std::int64_t due_ns = clock.tick_start_ns(due);
     if (clocks.manual()) clocks.advance_to(due_ns);  // an advance steps the clocks to each deadline it serves
     const std::int64_t start_ns = clocks.mono();
-    lateness.record(start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0);
+    const std::uint64_t late = start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0;
+    lateness.record(late);
+    // Every run gives its queue a sample too, against the deadline it
+    // serves (a BURST catch-up's own; issue 31).
+    if (t_current.queue != nullptr) t_current.queue->record_run_lateness(late);
     try {
         r.invoke(Timer(owner, id));
     } catch (...) {
@@ -105,7 +112,8 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
     counters.add(kFired);
 }
 
-std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const DeliveryQueue* queue) noexcept {
+std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, DeliveryQueue* queue,
+                                   std::size_t budget) noexcept {
     Record& r = *item.rec;
     const std::uint32_t index = HandleTable::index_of(&r);
     Extra* x = r.has_extra() ? &shard(item.shard).table().extra(index) : nullptr;
@@ -123,14 +131,40 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, const
         // Catch up: the grid deadlines that passed meanwhile (owed, counted
         // by the shard) run now, back to back, while the word stays RUNNING
         // (a stop makes it RUNNING_STOPPED, a reset clears owed: either ends
-        // the burst). They serve due + period, due + 2 period, ...
+        // the burst). They serve due + period, due + 2 period, ... At most
+        // Extra::kMaxOwed are owed when the loop looks: older ones are
+        // skipped (missed; issue 31). On a queue, at most `budget` calls in
+        // all: the rest stay owed, the timer due again (requeue_owed).
+        const std::uint64_t period = HandleTable::period_ticks_of(r);
         tick_t due = item.due;
         for (;;) {
             std::uint64_t o = x->owed.load(std::memory_order_relaxed);
-            if ((o & Extra::kOwedCountMask) == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
+            const std::uint64_t n = o & Extra::kOwedCountMask;
+            if (n == 0 || Ctl::state(TimerState::load(r)) != State::Running) break;
+            if (n > Extra::kMaxOwed) {
+                if (!x->owed.compare_exchange_weak(o, (o & ~Extra::kOwedCountMask) | Extra::kMaxOwed,
+                                                   std::memory_order_relaxed))
+                    continue;
+                owner::running(r, "Extra::missed (a BURST timer's owed runs past kMaxOwed)");
+                x->missed.fetch_add(n - Extra::kMaxOwed, std::memory_order_relaxed);
+                due += (n - Extra::kMaxOwed) * period;
+                continue;
+            }
+            if (calls >= budget && queue != nullptr) {
+                if (queue->requeue_owed(r, *x, FireItem{item.rec, item.gen, item.shard, due + period})) {
+                    t_current = saved;  // not settled: due again on its queue (the word is not ours any more)
+                    return calls;
+                }
+                // Not handed back (a reset cleared what was owed, a stop, a
+                // closing queue, no memory): look again, and catch up now
+                // rather than leave owed runs behind for a later episode
+                // (they would serve deadlines after its own: early).
+                budget = static_cast<std::size_t>(-1);
+                continue;
+            }
             if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
             x->runs.fetch_add(1, std::memory_order_relaxed);
-            due += HandleTable::period_ticks_of(r);
+            due += period;
             call(r, id, due);
             ++calls;
         }
@@ -173,7 +207,14 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     // reset wrote its own; issue 20, race 3).
     Extra* own = delay_period != 0 && r.clock() != rt::ClockId::Monotonic ? &HandleTable::extra_of(r) : nullptr;
     std::uint64_t held = 0;
-    if (own != nullptr && !OwnDeadline::lock(r, *own, item.gen, held)) own = nullptr;  // (the worker owns the record)
+    // Tried, never waited for (issue 31: a worker never waits for a caller).
+    // While this run is in progress only a reset of this timer takes the
+    // lock (the driver's re-clock pass skips a running DELAY timer, and a
+    // start holds it only before publishing): a holder is a reset that,
+    // after its CAS, stores its own deadline -- over RUNNING (then
+    // RUNNING_REARMED: we store nothing anyway) or over the PENDING(end +
+    // period) our CAS below makes -- so ours would be superseded.
+    if (own != nullptr && OwnDeadline::try_lock(r, *own, item.gen, held) != OwnDeadline::Try::Locked) own = nullptr;
     const tick_t delay_next = delay_period != 0 ? clock.deadline_tick(clocks.mono()) + delay_period : 0;
     const std::int64_t own_next =
         own != nullptr ? clocks.now(r.clock()) + static_cast<std::int64_t>(delay_period * clock.resolution_ns()) : 0;
@@ -184,12 +225,11 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
     // duplicate this leaves when no group stop came (GroupIndex::compact).
     if (!r.periodic() && r.has_extra() && Ctl::state(TimerState::load(r)) == State::RunningRearmed) {
         if (const std::uint64_t group = HandleTable::extra_of(r).group.load(std::memory_order_relaxed); group != 0) {
-            try {
-                s.groups().add(group, item.gen, index);
-            } catch (...) {
-                // No memory for the entry: the timer is left out of its
-                // group's index (a later group stop does not find it).
-            }
+            // Never waiting for a caller that holds the index's lock (a group
+            // stop, a grouped start): a deferred add, merged by the next
+            // holder before anything else. False: no memory for the entry
+            // (the timer is left out of its group's index).
+            (void)s.groups().add_from_worker(group, item.gen, index);
         }
     }
     const FinishStep step = TimerState::finish_run(r, delay_next);
@@ -207,8 +247,11 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
             s.post_and_wake(Msg::make(MsgType::Insert, item.gen, index), Ctl::deadline(step.next));
             return;
         case FinishOutcome::Stopped:
-            // A stop() returned true during the run; release, then let the
-            // shard unlink and recycle it.
+            // A stop() returned true during the run; release (RELEASING
+            // first: from the hook on, a query says "not found", as it does
+            // for a one-shot after its last run), then let the shard unlink
+            // and recycle it.
+            TimerState::begin_stopped_release(r);
             release(r);
             TimerState::finish_stopped(r);
             s.post_cancel(Msg::make(MsgType::Cancel, item.gen, index));
