@@ -9,10 +9,10 @@
 # command:
 #
 #   scripts/bench.sh all        every mode below in turn (the full suite,
-#                               capi, scaling, python, node): what the
-#                               published figures come from. About 14
-#                               minutes on 2 cores (the full suite's last run
-#                               took 654 s, the others 20-60 s each)
+#                               capi, scaling, python, node, delay, model):
+#                               what the published figures come from. About
+#                               15 minutes on 2 cores (the full suite's last
+#                               run took 654 s, the others 13-60 s each)
 #   scripts/bench.sh            install what is missing (Debian packages, as
 #                               root), build Release (the `release` preset),
 #                               run everything, write docs/bench/results.json,
@@ -25,7 +25,7 @@
 # Every mode ends by recording its command, commit and machine in its data
 # file (scripts/figures.py --stamp) and, when it wrote docs/bench and was
 # not --quick, by publishing: scripts/figures.py --write rebuilds
-# docs/bench/figures.json from the five data files and rewrites every
+# docs/bench/figures.json from the seven data files and rewrites every
 # figure and table the README and the site quote (docs/site/development.md,
 # "Publishing figures"). Into another folder (BENCH_OUT, --quick) it writes
 # that folder's figures.json only.
@@ -90,6 +90,26 @@
 #                               BENCH_NODE_BASE=<commit>: that commit's
 #                               binding too, on the same library
 #                               (node-base.json), for an A/B.
+#   scripts/bench.sh delay [--quick]
+#                               what can delay a timer (the concepts guide):
+#                               bench/delay_sources with 2 workers, 3 rounds
+#                               (BENCH_REPS; --quick: 1) of 0, 1, 2 and 4
+#                               callbacks blocking 500 ms before a 20 ms
+#                               timer, and a 5 ms periodic timer's largest
+#                               gap while a start/stop thread of its shard
+#                               is frozen in a signal handler (10 x 400 ms),
+#                               at nice 19 or SCHED_IDLE beside a spinning
+#                               thread (5 x 400 ms each); writes delay.json.
+#                               39 s on 2 cores after the build.
+#   scripts/bench.sh model [--quick]
+#                               the timer model's costs (the timer-model and
+#                               clocks guides): bench/model_bench wakeups
+#                               (100 K timers over 1 s, without and with
+#                               10 ms of leeway), group and query (1 M
+#                               pending; query also at 1 K), advance (1 M
+#                               timers over a simulated hour); --quick: 20 K
+#                               and 100 K; writes model.json. 13 s on 2
+#                               cores after the build.
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
@@ -128,10 +148,12 @@ while (($#)); do
     capi) mode=capi ;;
     node) mode=node ;;
     python) mode=python ;;
+    delay) mode=delay ;;
+    model) mode=model ;;
     all) mode=all ;;
     --threads) threads=${2:?--threads needs a number}; shift ;;
     --threads=*) threads=${1#--threads=} ;;
-    *) echo "usage: scripts/bench.sh [all|scaling|capi|node|python] [--quick] [--threads N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [all|scaling|capi|node|python|delay|model] [--quick] [--threads N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -151,7 +173,7 @@ if [[ $mode == all ]]; then
   [[ -n $threads ]] && pass+=(--threads "$threads")
   failed=()
   t0=$(date +%s)
-  for m in full capi scaling python node; do
+  for m in full capi scaling python node delay model; do
     printf '[bench all] %s\n' "$m" >&2
     if [[ $m == full ]]; then "$0" "${pass[@]}" || failed+=("$m")
     else "$0" "$m" "${pass[@]}" || failed+=("$m"); fi
@@ -274,6 +296,57 @@ if [[ $mode == python ]]; then
   "${py:-python3}" "$root/bench/python_percall_bench.py" "${args[@]}"
   publish python "$out/python.json" || exit 1
   log "done: $out/python.json (load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg))"
+  exit 0
+fi
+
+# ---- delay, model: the guides' figures (bench/delay_sources, bench/model_bench) ----------
+# Only the release build of one program each; no peers.
+if [[ $mode == delay || $mode == model ]]; then
+  prog=$([[ $mode == delay ]] && echo delay_sources || echo model_bench)
+  if ((no_build)); then
+    build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
+  elif [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
+    build=$BENCH_BUILD_DIR
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc \
+          -DCMAKE_CXX_COMPILER=g++ -DTICKWHEEL_BUILD_TESTS=OFF >&2
+  else
+    build=$root/build/release
+    log "configuring the release preset"
+    cmake --preset release >/dev/null
+  fi
+  if ((!no_build)); then
+    log "building bench/$prog"
+    cmake --build "$build" --target "$prog" >&2
+  fi
+  raw=$(mktemp)
+  trap 'rm -f "$raw"' EXIT
+  if [[ $mode == delay ]]; then
+    # each round: 0, 1, W and 2W callbacks blocking 500 ms before a 20 ms
+    # timer (W = 2 workers), then a start/stop thread frozen 10 x 400 ms, at
+    # nice 19 and at SCHED_IDLE beside a spinning thread 5 x 400 ms each
+    rounds=$( ((quick)) && echo 1 || echo "${BENCH_REPS:-3}")
+    params="\"rounds\": $rounds, \"workers\": 2"
+    log "bench/delay_sources --workers 2 --rounds $rounds"
+    timeout --kill-after=5 600 "$build/bench/delay_sources" --workers 2 --rounds "$rounds" >"$raw"
+  else
+    # the timer model's costs: leeway's wake-ups (100 K timers over 1 s),
+    # stop_group and query at 1 M pending, advance() of a manual clock
+    if ((quick)); then n=20000; pend=100000; else n=100000; pend=1000000; fi
+    params="\"timers\": $n, \"pending\": $pend"
+    for args in "wakeups $n" "group $pend" "query 1000" "query $pend" "advance $pend"; do
+      log "bench/model_bench $args"
+      # shellcheck disable=SC2086  # (the arguments, split)
+      timeout --kill-after=5 300 "$build/bench/model_bench" $args >>"$raw"
+    done
+  fi
+  t_end=$(date +%s)
+  load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+  meta=$(printf '{"quick": %s, %s, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "command": "%s"}' \
+    "$( ((quick)) && echo true || echo false)" "$params" "$t_start" $((t_end - t_start)) "$load_before" "$load_after" \
+    "$bench_cmd")
+  python3 "$root/scripts/figures.py" --collect "$raw" --mode "$mode" --meta "$meta" --out "$out/$mode.json"
+  publish "$mode" "$out/$mode.json" || exit 1
+  log "done: $out/$mode.json in $(( t_end - t_start )) s (load average before: $load_before, after: $load_after)"
   exit 0
 fi
 

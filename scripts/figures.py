@@ -10,6 +10,8 @@ scripts/bench.sh writes one data file per mode into docs/bench/:
   scaling  scripts/bench.sh scaling scaling.json   scaling.md + the plots scaling_*
   python   scripts/bench.sh python  python.json    -
   node     scripts/bench.sh node    node.json      -
+  delay    scripts/bench.sh delay   delay.json     -   (bench/delay_sources: what can delay a timer)
+  model    scripts/bench.sh model   model.json     -   (bench/model_bench: leeway, stop_group, query, advance)
 
 This script reads them and writes docs/bench/figures.json: each published
 figure (a key such as "capi.c.pair.1k") with its value, unit, text, the
@@ -45,6 +47,9 @@ pages quote the figures through markers that keep the Markdown readable:
   scripts/figures.py --stamp FILE --mode MODE --command CMD
                                records the run's command, commit and machine in
                                a data file (scripts/bench.sh, after each mode)
+  scripts/figures.py --collect RAW --mode delay|model --meta JSON --out FILE
+                               writes the data file of a delay or model run
+                               from its programs' output (scripts/bench.sh)
 
 Options: --root DIR (the source tree, default this script's), --bench DIR
 (the data files, default ROOT/docs/bench), --figures FILE (default
@@ -73,10 +78,18 @@ MODES = [  # mode, data file, the command that writes it, its generated reports
     ("scaling", "scaling.json", "scripts/bench.sh scaling", ["scaling.md"]),
     ("python", "python.json", "scripts/bench.sh python", []),
     ("node", "node.json", "scripts/bench.sh node", []),
+    ("delay", "delay.json", "scripts/bench.sh delay", []),
+    ("model", "model.json", "scripts/bench.sh model", []),
 ]
 # Pages whose marked figures are checked and rewritten: the README and every
 # page of the site. Pages where a figure must not appear unmarked (the lint):
-USER_PAGES = ["README.md", "docs/site/index.md", "docs/site/benchmarks.md"]
+# the user pages -- all but the development pages (development.md, design/,
+# the changelog), which keep their A/B measurements with commits and dates.
+DEV_PAGES = ("docs/site/development.md", "docs/site/changelog.md", "docs/site/design/")
+
+
+def user_page(page):
+    return not page.startswith(DEV_PAGES)
 # the peers' short names in the figure keys
 PEER_KEY = {"tickwheel": "cxx", "tickwheel-capi": "c", "tickwheel-wheel": "wheel", "asio-1t": "asio1",
             "asio-2t": "asio2", "libuv": "libuv", "libevent": "libevent", "dpdk-timer": "dpdk",
@@ -169,6 +182,13 @@ def describe_run(mode, doc, default_command):
         machine = {"cpu": m.get("cpu"), "cores": m.get("cores"), "kernel": m.get("kernel")}
         commit, duration = doc.get("commit"), None
         load = " ".join("%.2f" % x for x in m.get("load_average_before", []))
+    elif mode in ("delay", "model"):  # scripts/figures.py --collect
+        meta = doc.get("meta", {})
+        started = int(meta.get("started_unix", 0))
+        quick = bool(meta.get("quick"))
+        command = meta.get("command") or default_command + (" --quick" if quick else "")
+        machine = {"cpu": None, "cores": None, "kernel": None}
+        commit, duration, load = None, meta.get("total_s"), meta.get("load_before")
     else:  # node: every figure carries the run's date, machine and command
         f0 = doc["figures"][0]
         started = from_iso(f0["date"])
@@ -400,8 +420,122 @@ def node_figures(F, run, doc):
             f.get("node", "?"), f["what"], f["unit"], f.get("rounds", "?")), f.get("min"), f.get("max"))
 
 
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if not n else xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def delay_figures(F, run, doc):
+    """bench/delay_sources: what can delay a timer (the concepts guide)."""
+    cases = doc.get("cases", [])
+    rounds = doc.get("meta", {}).get("rounds", "?")
+    by_b = {}
+    for c in cases:
+        if c["case"] == "blocking":
+            by_b.setdefault((c["blockers"], c["workers"]), []).append(c["late_ms"])
+    for (b, w), xs in sorted(by_b.items()):
+        F.add("delay.blocking.%d" % b, run, _median(xs), "ms",
+              "lateness of a 20 ms timer started behind %d callback(s) that block for 500 ms each, %d workers, "
+              "median of %d round(s)" % (b, w, len(xs)), min(xs), max(xs))
+        F.add("delay.workers", run, w, "count", "the workers of the runtime in the blocking cases")
+    what = {"frozen": "a thread that starts and stops timers in a loop held in a signal handler for 400 ms",
+            "nice19": "a thread that starts and stops timers in a loop at nice 19, pinned beside a spinning thread, "
+                      "windows of 400 ms",
+            "idle": "a thread that starts and stops timers in a loop at SCHED_IDLE, pinned beside a spinning thread, "
+                    "windows of 400 ms"}
+    for how, text_ in what.items():
+        cs = [c for c in cases if c["case"] == how]
+        if not cs:
+            continue
+        gaps = [c["max_gap_ms"] for c in cs]
+        F.add("delay.%s.gap" % how, run, max(gaps), "ms", "%s: the largest gap between runs of a 5 ms periodic "
+              "timer of its shard, worst of %d round(s) (%s)" % (text_, len(cs), rounds), min(gaps), max(gaps))
+        F.add("delay.%s.held" % how, run, sum(c["stalled_over_100ms"] for c in cs), "count",
+              "%s: windows in which the periodic timer was held back more than 100 ms" % text_)
+        F.add("delay.%s.windows" % how, run, sum(c["windows"] for c in cs), "count",
+              "%s: windows measured, all rounds" % text_)
+
+
+def model_figures(F, run, doc):
+    """bench/model_bench: what the timer model costs and buys (the timer-model and clocks guides)."""
+    recs = doc.get("records", [])
+    for r in [x for x in recs if x["kind"] == "wakeups"]:
+        F.add("model.wakeups.leeway%d" % r["leeway_ms"], run, r["wakeups_per_s"], "wake-ups/s",
+              "%s timers spread over %d ms, %d ms of leeway, %d shards: the shard drivers' wake-ups per second" % (
+                  "{:,d}".format(r["timers"]), r["spread_ms"], r["leeway_ms"], r["shards"]))
+    w = [x for x in recs if x["kind"] == "wakeups"]
+    if w:
+        F.add("model.wakeups.early", run, sum(x["early"] for x in w), "count",
+              "callbacks that ran before their deadline in the wake-up runs")
+        F.add("model.wakeups.timers", run, w[0]["timers"], "count", "timers of each wake-up run")
+    sizes = sorted({x["size"] for x in recs if x["kind"] == "group"})
+    for n in sizes:
+        g = [x for x in recs if x["kind"] == "group" and x["size"] == n]
+        later = g[1:] or g  # the first call of each size pays the index's first touch
+        what = "stop_group of a group of %s timer(s) with %s others pending" % (
+            "{:,d}".format(n), "{:,d}".format(g[0]["pending"]))
+        per, us = [x["ns_per_timer"] for x in later], [x["us"] for x in later]
+        F.add("model.group.%s" % nkey(n), run, _median(per), "ns", "%s: time per timer stopped, median of the %d "
+              "calls after the first" % (what, len(later)), min(per), max(per))
+        F.add("model.group.%s.us" % nkey(n), run, _median(us), "µs", "%s: the call, median of the %d calls after "
+              "the first" % (what, len(later)), min(us), max(us))
+        F.add("model.group.%s.first_us" % nkey(n), run, g[0]["us"], "µs", "%s: the first call (the group index's "
+              "first touch)" % what)
+    g = [x for x in recs if x["kind"] == "group"]
+    if g:
+        F.add("model.group.pending", run, g[0]["pending"], "count", "the other timers pending during stop_group")
+    for n in sorted({x["pending"] for x in recs if x["kind"] == "query"}):
+        q = [x["ns"] for x in recs if x["kind"] == "query" and x["pending"] == n]
+        F.add("model.query.%s" % nkey(n), run, _median(q), "ns", "query() of a random pending timer with %s pending, "
+              "one thread, median of %d passes of 1,000,000 queries" % ("{:,d}".format(n), len(q)), min(q), max(q))
+    for r in [x for x in recs if x["kind"] == "advance"]:
+        F.add("model.advance", run, r["ns_per_fired"], "ns", "a manual-clock runtime: wall time of advance() per "
+              "timer fired, %s timers over one simulated hour in 1 s steps" % "{:,d}".format(r["timers"]))
+
+
+MODEL_LINES = [  # bench/model_bench's lines -> records
+    ("wakeups", re.compile(r"wakeups: (?P<timers>\d+) timers over (?P<spread_ms>\d+) ms, leeway +(?P<leeway_ms>\d+) ms, "
+                           r"(?P<shards>\d+) shards: +(?P<wakeups_per_s>[\d.]+) driver wake-ups/s .*; lateness p50 "
+                           r"(?P<p50_ms>[\d.]+) ms p99 (?P<p99_ms>[\d.]+) ms max (?P<max_ms>[\d.]+) ms; early "
+                           r"(?P<early>\d+)")),
+    ("group", re.compile(r"group: stop_group of +(?P<size>\d+) timers \((?P<pending>\d+) others pending\): +"
+                         r"(?P<us>[\d.]+) us, +(?P<ns_per_timer>[\d.]+) ns per timer")),
+    ("query", re.compile(r"query: (?P<pending>\d+) pending, random ids: (?P<ns>[\d.]+) ns per query")),
+    ("advance", re.compile(r"advance: (?P<timers>\d+) timers over 1 simulated hour .*: (?P<wall_s>[\d.]+) s wall, "
+                           r"(?P<ns_per_fired>[\d.]+) ns per timer fired")),
+]
+
+
+def collect(raw, mode, meta, out):
+    """scripts/bench.sh delay|model: the data file from the program's output
+    (delay_sources: JSON lines; model_bench: its text lines, parsed here)."""
+    with open(raw, encoding="utf-8") as f:
+        lines = [x.rstrip("\n") for x in f if x.strip()]
+    doc = {"meta": json.loads(meta)}
+    if mode == "delay":
+        doc["cases"] = [json.loads(x) for x in lines]
+    else:
+        recs = []
+        for x in lines:
+            for kind, pat in MODEL_LINES:
+                m = pat.match(x)
+                if m:
+                    r = {"kind": kind}
+                    r.update({k: (float(v) if "." in v else int(v)) for k, v in m.groupdict().items()})
+                    recs.append(r)
+                    break
+            else:
+                if not x.startswith("group: stop_group of an unknown group"):
+                    raise SystemExit("figures: --collect model: a line of model_bench not understood: %r" % x)
+        doc["records"], doc["output"] = recs, lines
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+
+
 EXTRACT = {"full": full_figures, "capi": capi_figures, "scaling": scaling_figures, "python": python_figures,
-           "node": node_figures}
+           "node": node_figures, "delay": delay_figures, "model": model_figures}
 
 
 def goals_of(mode, run, doc):
@@ -640,7 +774,8 @@ class Tables:
         """The runs: command, what, date, machine (and, for the development
         page, the commit: the user pages name none)."""
         what = {"full": "the full suite", "capi": "C and C++ against libuv, interleaved rounds",
-                "scaling": "threads and cores", "python": "per call from Python", "node": "per call from Node.js"}
+                "scaling": "threads and cores", "python": "per call from Python", "node": "per call from Node.js",
+                "delay": "what can delay a timer", "model": "leeway, groups, query, manual clock"}
         rows = []
         for mode, _, _, _ in MODES:
             r = self.doc["runs"].get(mode)
@@ -658,6 +793,27 @@ class Tables:
 
     def runs_dev(self):
         return self.runs(commits=True)
+
+    def delay_sources(self):
+        """The concepts guide's "What can delay a timer": bench/delay_sources."""
+        w = int(self.f["delay.workers"]["value"]) if self.has("delay.workers") else None
+        if w is None:
+            raise Missing("delay.workers")
+
+        def ms(k):
+            return self.n(k) + " ms"
+        rows = [["0 / 1 blocking callbacks", "%s / %s late" % (self.n("delay.blocking.0"), ms("delay.blocking.1"))],
+                ["%d blocking callbacks (= workers)" % w, ms("delay.blocking.%d" % w) + " late"],
+                ["%d blocking callbacks" % (2 * w), ms("delay.blocking.%d" % (2 * w)) + " late"]]
+        for how, label, tail in [
+                ("frozen", "a caller held in a signal handler for 400 ms (%s times)",
+                 "%s of %s held the periodic timer back more than 100 ms; largest gap %s"),
+                ("nice19", "a caller at nice 19 pinned beside a spinning thread (%s × 400 ms)",
+                 "%s of %s; largest gap %s"),
+                ("idle", "a caller at `SCHED_IDLE`, the same (%s × 400 ms)", "%s of %s; largest gap %s")]:
+            n = self.n("delay.%s.windows" % how)
+            rows.append([label % n, tail % (self.n("delay.%s.held" % how), n, ms("delay.%s.gap" % how))])
+        return md_table(["case", "measured"], rows, "ll")
 
     # the development page -------------------------------------------------------------------
     def goals(self):
@@ -677,9 +833,10 @@ TABLES = {  # name -> (method, the modes whose runs it shows; a plot beside it m
     "expiry-peers": ("expiry_peers", ["full"]),
     "lateness": ("lateness", ["full"]),
     "idle": ("idle", ["full"]),
-    "runs": ("runs", ["full", "capi", "scaling", "python", "node"]),
-    "runs-dev": ("runs_dev", ["full", "capi", "scaling", "python", "node"]),
-    "goals": ("goals", ["full", "capi", "scaling", "python", "node"]),
+    "delay-sources": ("delay_sources", ["delay"]),
+    "runs": ("runs", ["full", "capi", "scaling", "python", "node", "delay", "model"]),
+    "runs-dev": ("runs_dev", ["full", "capi", "scaling", "python", "node", "delay", "model"]),
+    "goals": ("goals", ["full", "capi", "scaling", "python", "node", "delay", "model"]),
 }
 
 
@@ -789,7 +946,9 @@ def bare_figures(path, s):
     t = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), t, flags=re.S)
     t = re.sub(r"`[^`\n]*`", "CODE", t)
     t = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group(0).count("\n"), t, flags=re.S)
-    pat = re.compile(r"\d[\d,.]*(?:\s|&nbsp;)?(?:ns\b|×|M (?:pairs|callbacks)/s|(?:B|bytes) per (?:pending )?timer)")
+    # (not an exponent's digits, 2^60 ns, nor a product, 5 × 400 ms)
+    pat = re.compile(r"(?<![\^\d.,])\d[\d,.]*(?:\s|&nbsp;)?(?:ns\b|×(?!\s*\d)|M (?:pairs|callbacks)/s|"
+                     r"(?:B|bytes) per (?:pending )?timer)")
     for m in pat.finditer(t):
         out.append("%s:%d: '%s' is a figure outside a marker: quote it with <!-- fig:KEY -->...<!-- /fig --> "
                    "(scripts/figures.py --list)" % (path, line_of(t, m.start()), m.group(0)))
@@ -902,6 +1061,9 @@ def main():
     g.add_argument("--check", action="store_true")
     g.add_argument("--list", action="store_true")
     g.add_argument("--stamp", metavar="FILE")
+    g.add_argument("--collect", metavar="RAW")
+    ap.add_argument("--meta")
+    ap.add_argument("--out")
     ap.add_argument("--mode", choices=[m for m, _, _, _ in MODES])
     ap.add_argument("--command")
     ap.add_argument("--root", default=os.path.dirname(HERE))
@@ -915,6 +1077,11 @@ def main():
         if not (a.mode and a.command):
             ap.error("--stamp needs --mode and --command")
         stamp(a.stamp, a.mode, a.command)
+        return 0
+    if a.collect:
+        if not (a.mode in ("delay", "model") and a.meta and a.out):
+            ap.error("--collect needs --mode delay|model, --meta and --out")
+        collect(a.collect, a.mode, a.meta, a.out)
         return 0
     root = os.path.abspath(a.root)
     bench = os.path.abspath(a.bench or os.path.join(root, "docs", "bench"))
@@ -968,7 +1135,7 @@ def main():
                             break
                     else:
                         problems.append("%s: differs from figures.json (scripts/figures.py --write)" % page)
-            if page in USER_PAGES:
+            if user_page(page):
                 problems += bare_figures(page, out)
             problems += plot_problems(root, page, out, old)
         if a.write:
