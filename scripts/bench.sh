@@ -108,7 +108,8 @@
 #                               10 ms of leeway), group and query (1 M
 #                               pending; query also at 1 K), advance (1 M
 #                               timers over a simulated hour); --quick: 20 K
-#                               and 100 K; writes model.json. 13 s on 2
+#                               and 100 K (MODEL_TIMERS, MODEL_PENDING
+#                               override); writes model.json. 13 s on 2
 #                               cores after the build.
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
@@ -190,7 +191,7 @@ out=$(cd "$out" && pwd)
 # variables that change what is measured, then the script and its arguments.
 bench_cmd=""
 for v in BENCH_OPS BENCH_REPS BENCH_THREADS SCALING_REPS SCALING_OPS SCALING_PENDING SCALING_TIMERS \
-         BENCH_BASE_BUILD_DIR; do
+         MODEL_TIMERS MODEL_PENDING BENCH_BASE_BUILD_DIR; do
   [[ -n ${!v:-} ]] && bench_cmd+="$v=${!v} "
 done
 bench_cmd+="scripts/bench.sh"
@@ -332,6 +333,7 @@ if [[ $mode == delay || $mode == model ]]; then
     # the timer model's costs: leeway's wake-ups (100 K timers over 1 s),
     # stop_group and query at 1 M pending, advance() of a manual clock
     if ((quick)); then n=20000; pend=100000; else n=100000; pend=1000000; fi
+    n=${MODEL_TIMERS:-$n}; pend=${MODEL_PENDING:-$pend}
     params="\"timers\": $n, \"pending\": $pend"
     for args in "wakeups $n" "group $pend" "query 1000" "query $pend" "advance $pend"; do
       log "bench/model_bench $args"
