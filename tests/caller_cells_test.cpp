@@ -241,6 +241,44 @@ TEST(CellWakeUp, AResetToNowDuringAWorkersRefileOfALaterClaimIsNotLate) {
     EXPECT_EQ(keep_asleep.n.load(), 0);
 }
 
+// Bug 3 again, the driver in a short sleep: right after it drained the
+// reset's Refile (a pass that drained a message sleeps at most
+// kHousekeepingNs, and only a wake-up for a deadline before its tick ends
+// that sleep early). The worker's Insert must wake it for the word's
+// deadline (now); a wake-up for the stale 3 s leaves the timer until the
+// sleep ends (~100 ms late: the review's ~80 ms). In the test above the
+// driver had gone back to a long sleep, which any message ends.
+TEST(CellWakeUp, AResetToNowDuringARefileWakesADriverInAShortSleep) {
+    Hooks h;
+    tw::Runtime rt(one_shard());
+    Fired keep_asleep, t_run;
+    start_recorded(rt, Clock::now() + 2s, keep_asleep);
+    const std::uint64_t t = start_recorded(rt, Clock::now() + 20ms, t_run);
+    Park& claim = fresh_park();
+    Release r1{claim};
+    claim.what = 'b';
+    g_park[0].store(&claim);
+    ASSERT_TRUE(claim.parked.wait(kWait)) << "no worker claimed the due timer";
+    ASSERT_TRUE(rt.reset(t, 3s));
+    Park& refile = fresh_park();
+    Release r2{refile};
+    refile.what = 'L';
+    g_park[1].store(&refile);
+    claim.go.open();
+    ASSERT_TRUE(refile.parked.wait(kWait)) << "the worker did not find the timer moved later";
+    const int passes = g_seen_d.load();
+    ASSERT_TRUE(rt.reset(t, 0ns));
+    ASSERT_TRUE(wait_until([&] { return g_seen_d.load() > passes; })) << "the driver did not take the Refile";
+    const TimePoint released = Clock::now();  // the driver sleeps <= kHousekeepingNs from about now
+    refile.go.open();
+    ASSERT_TRUE(wait_until([&] { return t_run.n.load() == 1; }, 5s));
+    // A wake-up takes well under a millisecond; the lost one ~100 ms.
+    constexpr auto kWake = kSanitized ? 70ms : 50ms;
+    EXPECT_LT(t_run.at.load(), ns(released + kWake))
+        << "late by " << (t_run.at.load() - ns(released)) / 1'000'000 << " ms: the Insert woke nobody";
+    EXPECT_EQ(keep_asleep.n.load(), 0);
+}
+
 // ---- the cells ------------------------------------------------------------------------
 // A start+stop pair stays in the caller's cell: the record is reused at
 // once (the slots stay few), nothing is left pending, and the driver is not
