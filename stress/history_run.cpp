@@ -1578,7 +1578,7 @@ const char* site_name(char c) {
         case 'i': return "a start with the timer indexed, its Insert not queued";
         case 'q': return "a bound stop/reset before the queue's mutex, or a queue create";
         case 'u': return "a bound stop/reset holding the queue's mutex, or a parker's wake";
-        case 'T': return "a caller holding its shard's driver token (1.5; no such point since 1.6)";
+        case 'T': return "a caller holding its shard's driver token (1.5; no such point since 1.7)";
         case 'p': return "a parker about to sleep";
         case 'e': return "an eventfd write";
         case 'E': return "an eventfd read";
