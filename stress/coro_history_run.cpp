@@ -84,22 +84,13 @@ void hook_fuzz(char site);
 #define TICKWHEEL_CORO_TEST_HOOK_DECIDED(state) ::stress::coro_history::hook_fuzz('d')
 #define TICKWHEEL_CORO_TEST_HOOK_REPOST(state) ::stress::coro_history::hook_fuzz('r')
 #define TICKWHEEL_CORO_TEST_HOOK_GONE(state) ::stress::coro_history::hook_fuzz('g')
+#include "test_support/sanitizers.hpp"
 #include "tickwheel/coro.hpp"
 
 #if TW_CORO_HISTORY_ASIO
 #include <asio.hpp>
 #endif
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TW_CH_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TW_CH_SANITIZED 1
-#endif
-#endif
-#ifndef TW_CH_SANITIZED
-#define TW_CH_SANITIZED 0
-#endif
 
 using namespace std::chrono_literals;
 
@@ -1078,7 +1069,7 @@ int run_one(const Options& opt) {
     run.manual = opt.manual;
     const unsigned slots = opt.slots != 0 ? opt.slots : (opt.manual ? 96u : 192u);
     for (unsigned i = 0; i < slots; ++i) run.slots.push_back(std::make_unique<Slot>());
-    run.cap = opt.manual ? 150'000 : (TW_CH_SANITIZED ? 100'000 : 250'000);
+    run.cap = opt.manual ? 150'000 : (tw_test::kSanitized ? 100'000 : 250'000);
     run.recs = std::make_unique<Rec[]>(run.cap);
     g = &run;
     t_fuzz.seed(std::uint32_t(opt.seed));
@@ -1094,7 +1085,7 @@ int run_one(const Options& opt) {
     History h;
     h.manual = opt.manual;
     h.resolution_ns = run.res_ns;
-    h.late_ns = TW_CH_SANITIZED ? 4'000'000'000 : 2'500'000'000;
+    h.late_ns = tw_test::kSanitized ? 4'000'000'000 : 2'500'000'000;
     // Coroutines still suspended now were never resumed: destroy them (the
     // checker reports them LOST) so that the run ends clean.
     long stuck = 0;

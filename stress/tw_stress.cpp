@@ -87,6 +87,7 @@
 
 #include "coro_history.hpp"
 #include "history.hpp"
+#include "test_support/sanitizers.hpp"
 #include "tracker.hpp"
 
 using namespace std::chrono;
@@ -96,29 +97,8 @@ using stress::Tracker;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
-#else
-constexpr bool kTsan = false;
-#endif
-constexpr bool kSanitized = kAsan || kTsan;
+using tw_test::kAsan;
+using tw_test::kSanitized;
 // tw_stress history: the machine's slack of the timeliness bound (measured:
 // history_run.cpp's header, docs/site/development.md).
 constexpr long kHistorySlackMs = 50;

@@ -79,18 +79,7 @@ extern "C" int clock_gettime(clockid_t clk, struct timespec* ts) noexcept {
 
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
-#else
-constexpr bool kTsan = false;
-#endif
-
+using tw_test::kTsan;
 using tw_test::kWait;
 using tw_test::wait_until;
 

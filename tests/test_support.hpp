@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Helpers shared by the runtime test programs: sanitizer detection (bounds
-// are looser under sanitizers), bounded waiting for a condition, a small
-// runtime configuration, a gate a callback can be held on, and the
-// documented id layout (with a helper that forces a stale id's slot to be
-// reused). Public API only (tickwheel/runtime.hpp): nothing from src/.
+// are looser under sanitizers; test_support/sanitizers.hpp), bounded
+// waiting for a condition, a small runtime configuration, a gate a callback
+// can be held on, and the documented id layout (with a helper that forces a
+// stale id's slot to be reused). Public API only (tickwheel/runtime.hpp):
+// nothing from src/. More in tests/test_support/ (docs/site/development.md).
 #pragma once
 
 #include <atomic>
@@ -15,21 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "test_support/sanitizers.hpp"
 #include "tickwheel/runtime.hpp"
 
 namespace tw_test {
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
 
 /// How long wait_until() polls by default before giving up (reached only
 /// when a test fails).
