@@ -27,6 +27,7 @@
 
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -38,21 +39,13 @@ namespace {
 
 constexpr std::uint64_t kMs = 1000000;
 
-struct RtDeleter {
-    void operator()(tw_runtime* rt) const { EXPECT_EQ(tw_runtime_destroy(rt), TW_OK); }
-};
-using RtPtr = std::unique_ptr<tw_runtime, RtDeleter>;
+using tw_test::RtPtr;
 
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint64_t max_timers = 0, std::uint32_t flags = 0) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = shards;
-    cfg.workers = 2;
+    tw_config cfg = tw_test::c_config(shards, 2);
     cfg.max_timers = max_timers;
     cfg.flags = flags;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
-    return RtPtr(rt);
+    return RtPtr(tw_test::create_runtime(cfg));
 }
 
 /// One timer's observable life.
@@ -71,14 +64,8 @@ void probe_cb(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_timer_spec spec_of(Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0, std::int32_t shard = -1) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.period_ns = period_ns;
+    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
     s.shard = shard;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
     return s;
 }
 
@@ -409,12 +396,7 @@ void gated_release(void* arg) { static_cast<Gated*>(arg)->released.fetch_add(1);
 TEST(CApiBatch, StopNOfRunningTimersIsTheSingleStopsAnswerAndReleasesAfterTheRun) {
     Gated periodic, oneshot;
     RtPtr rt = make_runtime(2);
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = gated_cb;
-    s.release = gated_release;
-    s.arg = &periodic;
-    s.period_ns = 1 * kMs;
+    tw_timer_spec s = tw_test::c_spec(gated_cb, &periodic, gated_release, 0, 1 * kMs);
     tw_timer ids[2] = {0, 0};
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &ids[0]), TW_OK);
     s.arg = &oneshot;

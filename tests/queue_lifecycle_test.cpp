@@ -30,6 +30,7 @@
 
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/tickwheel.h"
 
 // ---- interposed libc calls ------------------------------------------------------------
@@ -85,33 +86,14 @@ using tw_test::wait_until;
 
 constexpr std::uint64_t kMs = 1'000'000;
 
+using tw_test::make_queue;
+using tw_test::queue_stats;
+using tw_test::readable;
+
 tw_runtime* make_runtime(bool manual = false, std::uint32_t workers = 2) {
-    tw_config c;
-    tw_config_init(&c);
-    c.shards = 2;
-    c.workers = workers;
+    tw_config c = tw_test::c_config(2, workers);
     if (manual) c.flags |= TW_CONFIG_MANUAL_CLOCK;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&c, &rt), TW_OK);
-    return rt;
-}
-
-tw_queue* make_queue(tw_runtime* rt) {
-    tw_queue* q = nullptr;
-    EXPECT_EQ(tw_queue_create(rt, &q), TW_OK);
-    return q;
-}
-
-bool readable(int fd, int ms = 0) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
-}
-
-tw_queue_stats queue_stats(tw_queue* q) {
-    tw_queue_stats st;
-    st.size = sizeof st;
-    EXPECT_EQ(tw_queue_get_stats(q, &st), TW_OK);
-    return st;
+    return tw_test::create_runtime(c);
 }
 
 /// A timer's runs and release, and the order of runs among several.
@@ -130,12 +112,7 @@ void probe_cb(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_timer_spec spec_for(Probe& p, tw_queue* q, std::uint64_t delay_ns) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, delay_ns);
     s.queue = q;
     return s;
 }
@@ -267,11 +244,7 @@ TEST(ShutdownVsQueueRuns, AnAdvancesCallbackWaitingInRunIsWokenAndTheAdvanceEnds
     tw_queue* q = make_queue(rt);
     Waiter w;
     w.q = q;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = wait_in_run;
-    s.arg = &w;
-    s.delay_ns = kMs;
+    tw_timer_spec s = tw_test::c_spec(wait_in_run, &w, nullptr, kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     Probe later;  // due after the first: the advance must not run it once shutdown began

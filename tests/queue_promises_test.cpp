@@ -33,6 +33,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -44,32 +45,17 @@ using tw_test::wait_until;
 constexpr std::uint64_t kMs = 1'000'000;
 constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
 
-struct RtDeleter {
-    void operator()(tw_runtime* rt) const { EXPECT_EQ(tw_runtime_destroy(rt), TW_OK); }
-};
-using RtPtr = std::unique_ptr<tw_runtime, RtDeleter>;
+using tw_test::make_queue;
+using tw_test::queue_stats;
+using tw_test::readable;
+using tw_test::rt_stats;
+using tw_test::RtPtr;
 
 RtPtr make_runtime(bool manual, std::uint32_t shards = 1, std::uint64_t resolution_ns = 0) {
-    tw_config c;
-    tw_config_init(&c);
-    c.shards = shards;
-    c.workers = 2;
+    tw_config c = tw_test::c_config(shards, 2);
     c.resolution_ns = resolution_ns;
     if (manual) c.flags |= TW_CONFIG_MANUAL_CLOCK;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&c, &rt), TW_OK);
-    return RtPtr(rt);
-}
-
-tw_queue* make_queue(tw_runtime* rt) {
-    tw_queue* q = nullptr;
-    EXPECT_EQ(tw_queue_create(rt, &q), TW_OK);
-    return q;
-}
-
-bool readable(int fd) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+    return RtPtr(tw_test::create_runtime(c));
 }
 
 struct Count {
@@ -81,32 +67,12 @@ void count_release(void* arg) { static_cast<Count*>(arg)->released.fetch_add(1);
 
 tw_timer start(tw_runtime* rt, tw_queue* q, Count& c, std::uint64_t delay_ns, std::uint64_t period_ns = 0,
                std::uint32_t policy = TW_PERIOD_SKIP) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.period_ns = period_ns;
+    tw_timer_spec s = tw_test::c_spec(count_cb, &c, count_release, delay_ns, period_ns);
     s.period_policy = policy;
-    s.callback = count_cb;
-    s.release = count_release;
-    s.arg = &c;
     s.queue = q;
     tw_timer id = 0;
     EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     return id;
-}
-
-tw_queue_stats queue_stats(tw_queue* q) {
-    tw_queue_stats st;
-    tw_queue_stats_init(&st);
-    EXPECT_EQ(tw_queue_get_stats(q, &st), TW_OK);
-    return st;
-}
-
-tw_stats rt_stats(tw_runtime* rt) {
-    tw_stats st;
-    tw_stats_init(&st);
-    EXPECT_EQ(tw_runtime_stats(rt, &st), TW_OK);
-    return st;
 }
 
 tw_timer_info query(tw_runtime* rt, tw_timer id) {
@@ -231,11 +197,7 @@ TEST(ManualClockEnd, AdvancesPastTheRangeStopTheClocksWhereADelayStillFits) {
     EXPECT_EQ(i.state, TW_TIMER_PENDING);
     EXPECT_GT(i.deadline_ns, tw_runtime_now_ns(rt.get(), TW_CLOCK_MONOTONIC));
     // Starts at the clock's end on every clock, up to TW_MAX_DELAY_NS away.
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = count_cb;
-    s.arg = &c;
-    s.release = count_release;
+    tw_timer_spec s = tw_test::c_spec(count_cb, &c, count_release);
     for (const int clk : {TW_CLOCK_MONOTONIC, TW_CLOCK_BOOTTIME, TW_CLOCK_REALTIME}) {
         s.clock = clk;
         s.delay_ns = TW_MAX_DELAY_NS;

@@ -26,6 +26,7 @@
 
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -37,31 +38,14 @@ using tw_test::wait_until;
 
 constexpr std::uint64_t kMs = 1'000'000;
 
-struct RtDeleter {
-    void operator()(tw_runtime* rt) const { EXPECT_EQ(tw_runtime_destroy(rt), TW_OK); }
-};
-using RtPtr = std::unique_ptr<tw_runtime, RtDeleter>;
+using tw_test::make_queue;
+using tw_test::queue_stats;
+using tw_test::readable;
+using tw_test::rt_stats;
+using tw_test::RtPtr;
 
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint32_t workers = 2) {
-    tw_config c;
-    tw_config_init(&c);
-    c.shards = shards;
-    c.workers = workers;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&c, &rt), TW_OK);
-    return RtPtr(rt);
-}
-
-tw_queue* make_queue(tw_runtime* rt) {
-    tw_queue* q = nullptr;
-    EXPECT_EQ(tw_queue_create(rt, &q), TW_OK);
-    return q;
-}
-
-/// Whether the fd polls readable within `ms` (0: now).
-bool readable(int fd, int ms = 0) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
+    return RtPtr(tw_test::create_runtime(tw_test::c_config(shards, workers)));
 }
 
 /// What a timer did, and where.
@@ -99,33 +83,13 @@ void probe_release(void* arg) {
 }
 
 tw_timer start_on(tw_runtime* rt, tw_queue* q, Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.period_ns = period_ns;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
     s.queue = q;
     if (p.home == std::thread::id{}) p.home = std::this_thread::get_id();
     p.deadline_ns = tw_now_ns() + delay_ns;
     tw_timer id = 0;
     EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     return id;
-}
-
-tw_queue_stats queue_stats(tw_queue* q) {
-    tw_queue_stats st;
-    st.size = sizeof st;
-    EXPECT_EQ(tw_queue_get_stats(q, &st), TW_OK);
-    return st;
-}
-
-tw_stats rt_stats(tw_runtime* rt) {
-    tw_stats st;
-    st.size = sizeof st;
-    EXPECT_EQ(tw_runtime_stats(rt, &st), TW_OK);
-    return st;
 }
 
 // ---- bad input ------------------------------------------------------------------
@@ -156,11 +120,7 @@ TEST(QueueApi, BadInput) {
     // called (the call was rejected: arg is still the caller's).
     RtPtr other = make_runtime(1, 1);
     Probe p;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release);
     s.queue = q;
     tw_timer id = 7;
     EXPECT_EQ(tw_timer_start_ex(other.get(), &s, &id), TW_EINVAL);
@@ -318,12 +278,7 @@ TEST(QueueRun, ABlockedRunWakesForATimerStartedLaterByAnotherThread) {
     });
     ASSERT_TRUE(wait_until([&] { return queue_stats(q).runners == 1; }));
     while (p.home == std::thread::id{}) std::this_thread::yield();
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = 5 * kMs;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, 5 * kMs);
     s.queue = q;
     p.deadline_ns = tw_now_ns() + s.delay_ns;
     tw_timer id;
@@ -393,12 +348,7 @@ TEST(QueueReset, ADueTimerIsReArmed) {
     tw_queue* q = make_queue(rt.get());
     Probe p;
     p.home = std::this_thread::get_id();
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = kMs;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, kMs);
     s.queue = q;
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
@@ -558,12 +508,7 @@ TEST(QueueDestroy, CancelsItsTimersOnceOnTheCallingThreadOthersGoOn) {
     start_on(rt.get(), keep, other, 20 * kMs);
     on_worker.home = std::this_thread::get_id();
     {
-        tw_timer_spec s;
-        tw_timer_spec_init(&s);
-        s.delay_ns = 20 * kMs;
-        s.callback = probe_cb;
-        s.arg = &on_worker;
-        s.release = probe_release;
+        tw_timer_spec s = tw_test::c_spec(probe_cb, &on_worker, probe_release, 20 * kMs);
         tw_timer id;
         ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
     }

@@ -23,6 +23,7 @@
 #include "runtime/handle_table.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -200,12 +201,7 @@ TEST(RecordCallable, CCallbackWithReleaseHookRunsOnceReleasesOnce) {
     tw_runtime* rt = nullptr;
     ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
     CTally fired, stopped;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = 1'000'000;
-    s.callback = c_run;
-    s.release = c_release;
-    s.arg = &fired;
+    tw_timer_spec s = tw_test::c_spec(c_run, &fired, c_release, 1'000'000);
     tw_timer t1 = 0, t2 = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &t1), TW_OK);
     s.arg = &stopped;
