@@ -910,7 +910,8 @@ TEST(CApiRelease, ExactlyOnceUnderConcurrentStartStopAndShutdown) {
             for (int i = 0; i < kPerThread; ++i) {
                 Life& life = my_lives.emplace_back();
                 life.periodic = i % 3 == 0;
-                tw_timer_spec s = tw_test::c_spec(life_cb, &life, life_release, static_cast<std::uint64_t>((i * 7 + t) % 5) * 100000, life.periodic ? 200000 : 0);
+                const std::uint64_t delay_ns = static_cast<std::uint64_t>((i * 7 + t) % 5) * 100000;
+                tw_timer_spec s = tw_test::c_spec(life_cb, &life, life_release, delay_ns, life.periodic ? 200000 : 0);
                 tw_timer id = 0;
                 const int rc = tw_timer_start_ex(rt, &s, &id);
                 if (rc == TW_OK) {
