@@ -37,15 +37,13 @@ using tw_test::wait_until;
 
 namespace {
 
-constexpr std::uint64_t kMs = 1000000;
-
-using tw_test::RtPtr;
+using namespace tw_test::capi;
 
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint64_t max_timers = 0, std::uint32_t flags = 0) {
-    tw_config cfg = tw_test::c_config(shards, 2);
+    tw_config cfg = c_config(shards, 2);
     cfg.max_timers = max_timers;
     cfg.flags = flags;
-    return RtPtr(tw_test::create_runtime(cfg));
+    return RtPtr(create_runtime(cfg));
 }
 
 /// One timer's observable life.
@@ -64,7 +62,7 @@ void probe_cb(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_timer_spec spec_of(Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0, std::int32_t shard = -1) {
-    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
     s.shard = shard;
     return s;
 }
@@ -396,7 +394,7 @@ void gated_release(void* arg) { static_cast<Gated*>(arg)->released.fetch_add(1);
 TEST(CApiBatch, StopNOfRunningTimersIsTheSingleStopsAnswerAndReleasesAfterTheRun) {
     Gated periodic, oneshot;
     RtPtr rt = make_runtime(2);
-    tw_timer_spec s = tw_test::c_spec(gated_cb, &periodic, gated_release, 0, 1 * kMs);
+    tw_timer_spec s = c_spec(gated_cb, &periodic, gated_release, 0, 1 * kMs);
     tw_timer ids[2] = {0, 0};
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &ids[0]), TW_OK);
     s.arg = &oneshot;

@@ -30,14 +30,12 @@
 
 namespace {
 
-constexpr std::uint64_t kMs = 1000000;
-
-using tw_test::RtPtr;
+using namespace tw_test::capi;
 
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint32_t workers = 2, std::uint64_t max_timers = 0) {
-    tw_config cfg = tw_test::c_config(shards, workers);
+    tw_config cfg = c_config(shards, workers);
     cfg.max_timers = max_timers;
-    return RtPtr(tw_test::create_runtime(cfg));
+    return RtPtr(create_runtime(cfg));
 }
 
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
@@ -80,7 +78,7 @@ void probe_release(void* arg) {
 }
 
 tw_timer_spec probe_spec(Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0) {
-    return tw_test::c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
+    return c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
 }
 
 // Ids that name no timer of a fresh 2-shard runtime with a few timers.
@@ -640,7 +638,7 @@ void slow_release(void* arg) {
 TEST(CApiStop, StopSyncWaitsForTheRunningCallback) {
     RtPtr rt = make_runtime();
     Slow s;
-    tw_timer_spec spec = tw_test::c_spec(slow_cb, &s, slow_release, 0, 1 * kMs);
+    tw_timer_spec spec = c_spec(slow_cb, &s, slow_release, 0, 1 * kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return s.started.load() >= 1; }));
@@ -673,7 +671,7 @@ void held_release(void* arg) { slow_release(&static_cast<Held*>(arg)->s); }
 TEST(CApiStop, StopDoesNotWaitAndReleasesAfterTheRun) {
     RtPtr rt = make_runtime();
     Held h;
-    tw_timer_spec spec = tw_test::c_spec(held_cb, &h, held_release, 0, 1 * kMs);
+    tw_timer_spec spec = c_spec(held_cb, &h, held_release, 0, 1 * kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return h.s.started.load() >= 1; }));
@@ -691,7 +689,7 @@ TEST(CApiStop, StopDoesNotWaitAndReleasesAfterTheRun) {
 TEST(CApiStop, StopOfARunningOneShotIsEnoentAndItStillReleases) {
     RtPtr rt = make_runtime();
     Slow s;
-    tw_timer_spec spec = tw_test::c_spec(slow_cb, &s, slow_release);
+    tw_timer_spec spec = c_spec(slow_cb, &s, slow_release);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return s.started.load() == 1; }));
@@ -911,7 +909,7 @@ TEST(CApiRelease, ExactlyOnceUnderConcurrentStartStopAndShutdown) {
                 Life& life = my_lives.emplace_back();
                 life.periodic = i % 3 == 0;
                 const std::uint64_t delay_ns = static_cast<std::uint64_t>((i * 7 + t) % 5) * 100000;
-                tw_timer_spec s = tw_test::c_spec(life_cb, &life, life_release, delay_ns, life.periodic ? 200000 : 0);
+                tw_timer_spec s = c_spec(life_cb, &life, life_release, delay_ns, life.periodic ? 200000 : 0);
                 tw_timer id = 0;
                 const int rc = tw_timer_start_ex(rt, &s, &id);
                 if (rc == TW_OK) {
@@ -1089,7 +1087,7 @@ TEST(CApiShutdown, DestroyFromAReleaseHookIsEdeadlk) {
     // Released inside tw_timer_stop on this thread ...
     ReleaseKill a;
     a.rt = rt;
-    tw_timer_spec s = tw_test::c_spec(nop_cb, &a, release_kill, 10000 * kMs);
+    tw_timer_spec s = c_spec(nop_cb, &a, release_kill, 10000 * kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     EXPECT_EQ(tw_timer_stop(rt, id), TW_OK);

@@ -34,6 +34,8 @@ using tw_test::wait_until;
 
 namespace {
 
+using namespace tw_test::capi;
+
 // ---- parking one thread at one hook point ------------------------------------
 // The first thread that reaches window `what` parks there (once) until the
 // test opens `go`; `parked` opens when it is there.
@@ -94,11 +96,11 @@ void probe_fire(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_runtime* make_runtime(unsigned shards = 1, unsigned workers = 2) {
-    return tw_test::create_runtime(tw_test::c_config(shards, workers));
+    return create_runtime(c_config(shards, workers));
 }
 
 tw_timer start_at(tw_runtime* rt, std::uint64_t deadline, Probe& p) {
-    tw_timer_spec s = tw_test::c_spec(probe_fire, &p, probe_release);
+    tw_timer_spec s = c_spec(probe_fire, &p, probe_release);
     s.deadline_ns = deadline;
     p.not_before = deadline;
     tw_timer id = 0;
@@ -115,7 +117,6 @@ struct Destroy {
     }
 };
 
-
 // The pending gauge (stats' pending, the metrics' tickwheel_timers_pending)
 // never counts a timer whose callback may already have run: the driver
 // stores it before it hands a batch to the workers. With the driver parked
@@ -130,7 +131,7 @@ TEST(PendingGauge, ATimerHandedToTheWorkersIsNoLongerCountedPending) {
     ParkGuard guard(park, 'H');
     Probe p;
     tw_timer id = 0;
-    tw_timer_spec s = tw_test::c_spec(probe_fire, &p, probe_release, 1'000'000);
+    tw_timer_spec s = c_spec(probe_fire, &p, probe_release, 1'000'000);
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     ASSERT_TRUE(park.parked.wait(30s)) << "the driver never handed a batch over";
     ASSERT_TRUE(wait_until([&] { return p.released.load() == 1; })) << "the worker did not run and release it";

@@ -39,6 +39,8 @@
 // parks the armed thread on its first call after arming, until released,
 // and then does the real call with a raw system call.
 namespace {
+
+using namespace tw_test::capi;
 struct LibcPark {
     std::atomic<std::thread::id> who{};
     std::atomic<bool> armed{false};
@@ -84,16 +86,10 @@ using tw_test::kTsan;
 using tw_test::kWait;
 using tw_test::wait_until;
 
-constexpr std::uint64_t kMs = 1'000'000;
-
-using tw_test::make_queue;
-using tw_test::queue_stats;
-using tw_test::readable;
-
 tw_runtime* make_runtime(bool manual = false, std::uint32_t workers = 2) {
-    tw_config c = tw_test::c_config(2, workers);
+    tw_config c = c_config(2, workers);
     if (manual) c.flags |= TW_CONFIG_MANUAL_CLOCK;
-    return tw_test::create_runtime(c);
+    return create_runtime(c);
 }
 
 /// A timer's runs and release, and the order of runs among several.
@@ -112,7 +108,7 @@ void probe_cb(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_timer_spec spec_for(Probe& p, tw_queue* q, std::uint64_t delay_ns) {
-    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, delay_ns);
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, delay_ns);
     s.queue = q;
     return s;
 }
@@ -157,7 +153,7 @@ struct Async {
 /// `queue` (nullptr: on the workers), due `delay_ns` from now; 0 if the
 /// start failed.
 tw_timer start_waiting(tw_runtime* rt, Waiter& w, tw_queue* queue, std::uint64_t delay_ns = 0) {
-    tw_timer_spec s = tw_test::c_spec(wait_in_run, &w, nullptr, delay_ns);
+    tw_timer_spec s = c_spec(wait_in_run, &w, nullptr, delay_ns);
     s.queue = queue;
     tw_timer id = 0;
     EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);

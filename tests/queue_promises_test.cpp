@@ -39,23 +39,18 @@
 
 namespace {
 
+using namespace tw_test::capi;
+
 using namespace std::chrono_literals;
 using tw_test::wait_until;
 
-constexpr std::uint64_t kMs = 1'000'000;
 constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
 
-using tw_test::make_queue;
-using tw_test::queue_stats;
-using tw_test::readable;
-using tw_test::rt_stats;
-using tw_test::RtPtr;
-
 RtPtr make_runtime(bool manual, std::uint32_t shards = 1, std::uint64_t resolution_ns = 0) {
-    tw_config c = tw_test::c_config(shards, 2);
+    tw_config c = c_config(shards, 2);
     c.resolution_ns = resolution_ns;
     if (manual) c.flags |= TW_CONFIG_MANUAL_CLOCK;
-    return RtPtr(tw_test::create_runtime(c));
+    return RtPtr(create_runtime(c));
 }
 
 struct Count {
@@ -67,7 +62,7 @@ void count_release(void* arg) { static_cast<Count*>(arg)->released.fetch_add(1);
 
 tw_timer start(tw_runtime* rt, tw_queue* q, Count& c, std::uint64_t delay_ns, std::uint64_t period_ns = 0,
                std::uint32_t policy = TW_PERIOD_SKIP) {
-    tw_timer_spec s = tw_test::c_spec(count_cb, &c, count_release, delay_ns, period_ns);
+    tw_timer_spec s = c_spec(count_cb, &c, count_release, delay_ns, period_ns);
     s.period_policy = policy;
     s.queue = q;
     tw_timer id = 0;
@@ -197,7 +192,7 @@ TEST(ManualClockEnd, AdvancesPastTheRangeStopTheClocksWhereADelayStillFits) {
     EXPECT_EQ(i.state, TW_TIMER_PENDING);
     EXPECT_GT(i.deadline_ns, tw_runtime_now_ns(rt.get(), TW_CLOCK_MONOTONIC));
     // Starts at the clock's end on every clock, up to TW_MAX_DELAY_NS away.
-    tw_timer_spec s = tw_test::c_spec(count_cb, &c, count_release);
+    tw_timer_spec s = c_spec(count_cb, &c, count_release);
     for (const int clk : {TW_CLOCK_MONOTONIC, TW_CLOCK_BOOTTIME, TW_CLOCK_REALTIME}) {
         s.clock = clk;
         s.delay_ns = TW_MAX_DELAY_NS;

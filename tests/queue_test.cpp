@@ -32,20 +32,14 @@
 
 namespace {
 
+using namespace tw_test::capi;
+
 using namespace std::chrono_literals;
 using tw_test::kWait;
 using tw_test::wait_until;
 
-constexpr std::uint64_t kMs = 1'000'000;
-
-using tw_test::make_queue;
-using tw_test::queue_stats;
-using tw_test::readable;
-using tw_test::rt_stats;
-using tw_test::RtPtr;
-
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint32_t workers = 2) {
-    return RtPtr(tw_test::create_runtime(tw_test::c_config(shards, workers)));
+    return RtPtr(create_runtime(c_config(shards, workers)));
 }
 
 /// What a timer did, and where.
@@ -83,7 +77,7 @@ void probe_release(void* arg) {
 }
 
 tw_timer start_on(tw_runtime* rt, tw_queue* q, Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0) {
-    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
     s.queue = q;
     if (p.home == std::thread::id{}) p.home = std::this_thread::get_id();
     p.deadline_ns = tw_now_ns() + delay_ns;
@@ -120,7 +114,7 @@ TEST(QueueApi, BadInput) {
     // called (the call was rejected: arg is still the caller's).
     RtPtr other = make_runtime(1, 1);
     Probe p;
-    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release);
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release);
     s.queue = q;
     tw_timer id = 7;
     EXPECT_EQ(tw_timer_start_ex(other.get(), &s, &id), TW_EINVAL);
@@ -278,7 +272,7 @@ TEST(QueueRun, ABlockedRunWakesForATimerStartedLaterByAnotherThread) {
     });
     ASSERT_TRUE(wait_until([&] { return queue_stats(q).runners == 1; }));
     while (p.home == std::thread::id{}) std::this_thread::yield();
-    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, 5 * kMs);
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, 5 * kMs);
     s.queue = q;
     p.deadline_ns = tw_now_ns() + s.delay_ns;
     tw_timer id;
@@ -348,7 +342,7 @@ TEST(QueueReset, ADueTimerIsReArmed) {
     tw_queue* q = make_queue(rt.get());
     Probe p;
     p.home = std::this_thread::get_id();
-    tw_timer_spec s = tw_test::c_spec(probe_cb, &p, probe_release, kMs);
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, kMs);
     s.queue = q;
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
@@ -508,7 +502,7 @@ TEST(QueueDestroy, CancelsItsTimersOnceOnTheCallingThreadOthersGoOn) {
     start_on(rt.get(), keep, other, 20 * kMs);
     on_worker.home = std::this_thread::get_id();
     {
-        tw_timer_spec s = tw_test::c_spec(probe_cb, &on_worker, probe_release, 20 * kMs);
+        tw_timer_spec s = c_spec(probe_cb, &on_worker, probe_release, 20 * kMs);
         tw_timer id;
         ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
     }

@@ -37,6 +37,8 @@ using tickwheel::rt::Record;
 
 namespace {
 
+using namespace tw_test::capi;
+
 /// Runs and releases of one callable (its moved-from husks count neither).
 struct Tally {
     std::atomic<int> runs{0};
@@ -201,7 +203,7 @@ TEST(RecordCallable, CCallbackWithReleaseHookRunsOnceReleasesOnce) {
     tw_runtime* rt = nullptr;
     ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
     CTally fired, stopped;
-    tw_timer_spec s = tw_test::c_spec(c_run, &fired, c_release, 1'000'000);
+    tw_timer_spec s = c_spec(c_run, &fired, c_release, 1'000'000);
     tw_timer t1 = 0, t2 = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &t1), TW_OK);
     s.arg = &stopped;

@@ -3,7 +3,8 @@
 // a runtime from a config (destroyed by RtPtr), a queue, a timer spec from
 // its callback, argument and release, the stats structs read whole, and
 // whether a queue's fd polls readable. A failed call is a test failure
-// (EXPECT) where it happens; the helper still returns.
+// (EXPECT) where it happens; the helper still returns. A test takes them
+// all with `using namespace tw_test::capi;`.
 #pragma once
 
 #include <poll.h>
@@ -15,7 +16,9 @@
 
 #include "tickwheel/tickwheel.h"
 
-namespace tw_test {
+namespace tw_test::capi {
+
+inline constexpr std::uint64_t kMs = 1'000'000;  ///< a millisecond in ns
 
 /// tw_config_init() with `shards` shards and `workers` workers.
 inline tw_config c_config(std::uint32_t shards, std::uint32_t workers) {
@@ -82,4 +85,4 @@ inline tw_stats rt_stats(tw_runtime* rt) {
     return st;
 }
 
-}  // namespace tw_test
+}  // namespace tw_test::capi
