@@ -29,6 +29,7 @@
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_record.hpp"
 #include "test_support.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -41,48 +42,12 @@ using Id = tickwheel::rt::Id;
 
 namespace {
 
-/// A one-shot gate: wait() blocks until open().
-class Gate {
-public:
-    void open() {
-        {
-            std::lock_guard<std::mutex> l(m_);
-            open_ = true;
-        }
-        cv_.notify_all();
-    }
-    bool wait(std::chrono::milliseconds limit = 30s) {
-        std::unique_lock<std::mutex> l(m_);
-        return cv_.wait_for(l, limit, [&] { return open_; });
-    }
-    bool is_open() {
-        std::lock_guard<std::mutex> l(m_);
-        return open_;
-    }
+using tw_test::Gate;
 
-private:
-    std::mutex m_;
-    std::condition_variable cv_;
-    bool open_ = false;
-};
-
-/// Parks the thread that asked for it at the hook point `what`, once; opens
-/// `waiting` when that thread is about to wait in stop_sync ('W').
-struct Parking {
-    char what = 0;
-    Gate parked, go, waiting;
-};
-Parking* g_parking = nullptr;
-thread_local bool t_park_me = false;
-
-void park_hook(const void*, char what) {
-    if (!t_park_me || g_parking == nullptr) return;
-    if (what == 'W') g_parking->waiting.open();
-    if (what != g_parking->what) return;
-    t_park_me = false;
-    g_parking->parked.open();
-    g_parking->go.wait(120s);
-}
+using tw_test::HookGuard;
+using tw_test::Parking;
+using tw_test::t_park_me;
+using tw_test::Unpark;
 
 // Pushes of records onto a free stack (test_hooks::freed).
 std::atomic<std::uint64_t> g_pushes{0};
@@ -96,26 +61,6 @@ void push_hook(std::uint32_t top, std::uint32_t count) {
     g_freed_records.fetch_add(count);
 }
 
-struct HookGuard {
-    explicit HookGuard(Parking& p) {
-        g_parking = &p;
-        hooks::in_window.store(&park_hook);
-    }
-    ~HookGuard() {
-        hooks::in_window.store(nullptr);
-        g_parking = nullptr;
-    }
-};
-
-/// Joins a parked thread when the test ends, also on a failed ASSERT.
-struct Unpark {
-    Parking& p;
-    std::thread& t;
-    ~Unpark() {
-        p.go.open();
-        if (t.joinable()) t.join();
-    }
-};
 
 struct PushHook {
     PushHook() {
@@ -230,7 +175,7 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
         result.store(acted ? 1 : 0);
     });
     Unpark unpark{parking, t};
-    ASSERT_TRUE(parking.parked.wait());
+    ASSERT_TRUE(parking.parked.wait(30s));
 
     // Take A away from under the parked thread; the shard recycles its
     // slot at its next pass (a stop does not wake it: up to 100 ms).
@@ -360,9 +305,9 @@ TEST_P(StaleIdOnClocks, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant
     oa.clock = clock;
     const Timer a = rt.start(oa, [&] {
         in_a.open();
-        release_a.wait();
+        (void)release_a.wait(30s);
     });
-    ASSERT_TRUE(in_a.wait());
+    ASSERT_TRUE(in_a.wait(30s));
 
     Parking parking;
     parking.what = 'w';
@@ -373,11 +318,11 @@ TEST_P(StaleIdOnClocks, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant
         result.store(rt.stop_sync(a.id()) ? 1 : 0);
     });
     Unpark unpark{parking, t};
-    ASSERT_TRUE(parking.waiting.wait());  // stop_sync waits for A's run; let the run end
+    ASSERT_TRUE(parking.waiting.wait(30s));  // stop_sync waits for A's run; let the run end
     release_a.open();
     // Parked once its wait is over ('w' comes also when A's run ended before
     // the thread slept: under load it may never sleep at all).
-    ASSERT_TRUE(parking.parked.wait());
+    ASSERT_TRUE(parking.parked.wait(30s));
 
     const std::uint32_t slot = Id::index(a.id());
     const std::uint32_t g0 = Id::gen(a.id());
@@ -463,7 +408,7 @@ struct BlockingHook {
     ~BlockingHook() {
         if (returned == nullptr) return;
         entered->open();
-        go->wait();
+        (void)go->wait(30s);
         returned->store(true);
     }
     void operator()() const {}
@@ -476,7 +421,7 @@ TEST(StopSyncWaitsForTheReleaseHook, OfAConcurrentStop) {
     std::atomic<bool> returned{false};
     const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
     std::thread stopper([&] { EXPECT_TRUE(rt.stop(t.id())); });
-    ASSERT_TRUE(entered.wait());  // the stop's release hook is running
+    ASSERT_TRUE(entered.wait(30s));  // the stop's release hook is running
     std::atomic<bool> sync_returned{false};
     bool saw_hook_returned = false;
     std::thread syncer([&] {
@@ -500,7 +445,7 @@ TEST(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
     std::atomic<bool> returned{false};
     const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
     std::thread shutter([&] { rt.shutdown(); });
-    ASSERT_TRUE(entered.wait());  // the sweep's release hook is running
+    ASSERT_TRUE(entered.wait(30s));  // the sweep's release hook is running
     bool saw_hook_returned = false;
     std::atomic<bool> sync_returned{false};
     std::thread syncer([&] {
@@ -610,7 +555,7 @@ TEST(ShutdownAndFailedStart, ReleaseHookTakingTheShutdownCallersLockDoesNotDeadl
                 tw_timer id = 0;
                 EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_EAGAIN);  // limit: fails, calls the hook
             });
-            ASSERT_TRUE(entered.wait());  // the hook runs and waits for the lock we hold
+            ASSERT_TRUE(entered.wait(30s));  // the hook runs and waits for the lock we hold
             EXPECT_EQ(tw_runtime_shutdown(rt), TW_OK);
             app.unlock();
             starter.join();
@@ -696,7 +641,7 @@ TEST(InboxFailure, GroupStopBetweenIndexingAndAFailedInsertPostEndsTheTimerOnce)
             }
         });
         Unpark unpark{p, starter};
-        ASSERT_TRUE(p.parked.wait());
+        ASSERT_TRUE(p.parked.wait(30s));
         EXPECT_EQ(rt.stop_group(9), 1u) << "the parked start's timer is in its group";
         EXPECT_EQ(released.load(), 1);
         hooks::fail_inbox_posts.store(1);

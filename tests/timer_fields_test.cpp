@@ -40,6 +40,7 @@
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
 #include "test_support.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -193,37 +194,11 @@ struct UnparkClock {
     }
 };
 
-// ---- parking at a test hook (test_hooks::in_window) ----
-struct Parking {
-    char what = 0;
-    Gate parked, go;
-};
-Parking* g_parking = nullptr;
-thread_local bool t_park_me = false;
-void park_hook(const void*, char what) {
-    if (!t_park_me || g_parking == nullptr || what != g_parking->what) return;
-    t_park_me = false;
-    g_parking->parked.open();
-    (void)g_parking->go.wait(120s);
-}
-struct HookGuard {
-    explicit HookGuard(Parking& p) {
-        g_parking = &p;
-        hooks::in_window.store(&park_hook);
-    }
-    ~HookGuard() {
-        hooks::in_window.store(nullptr);
-        g_parking = nullptr;
-    }
-};
-struct Unpark {
-    Parking& p;
-    std::thread& t;
-    ~Unpark() {
-        p.go.open();
-        if (t.joinable()) t.join();
-    }
-};
+// ---- parking at a test hook (test_hooks::in_window): test_support/park.hpp ----
+using tw_test::HookGuard;
+using tw_test::Parking;
+using tw_test::t_park_me;
+using tw_test::Unpark;
 
 // ---- records pushed back on a free stack (test_hooks::freed) ----
 std::atomic<std::uint32_t> g_pushes_of[4096];
