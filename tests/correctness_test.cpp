@@ -29,6 +29,7 @@
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_record.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
@@ -41,6 +42,8 @@ namespace hooks = tickwheel::rt::test_hooks;
 using Id = tickwheel::rt::Id;
 
 namespace {
+
+using namespace tw_test::capi;
 
 using tw_test::Gate;
 
@@ -533,12 +536,10 @@ void noop_cb(void*, tw_timer) {}
 }  // namespace
 
 TEST(ShutdownAndFailedStart, ReleaseHookTakingTheShutdownCallersLockDoesNotDeadlock) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
+    tw_config cfg = c_config(1, 0);
     cfg.max_timers = 1;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     tw_timer keep = 0;
     ASSERT_EQ(tw_timer_start(rt, 3600'000'000'000ull, 0, noop_cb, nullptr, &keep), TW_OK);
     Gate entered;
@@ -714,11 +715,9 @@ TEST(InboxFailure, EarlierResetIsNeverLost) {
 
 // The C API's side of 5 and 8: TW_ENOMEM from a start calls the hook once.
 TEST(InboxFailure, CStartEnomemCallsTheReleaseHookOnce) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_config cfg = c_config(1, 0);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     static std::atomic<int> released{0};
     released = 0;
     tw_timer_spec s;

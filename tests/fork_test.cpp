@@ -30,6 +30,7 @@
 
 #include "runtime/fork.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -37,6 +38,8 @@ using namespace std::chrono_literals;
 using tw_test::wait_until;
 
 namespace {
+
+using namespace tw_test::capi;
 
 std::atomic<int> g_fired{0};
 std::atomic<int> g_released{0};
@@ -139,12 +142,9 @@ ChildResult in_child(F child, std::chrono::steady_clock::duration limit = kChild
 TEST(Fork, ChildGetsEforkedFromEveryCallAndDestroyRunsNoHook) {
     g_fired = 0;
     g_released = 0;
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 2;
-    cfg.workers = 2;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_config cfg = c_config(2, 2);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     // Pending timers with hooks (due during the child's life, so a wrongly
     // running runtime in the child would fire them), one periodic.
     tw_timer ids[8];

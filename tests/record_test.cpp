@@ -196,12 +196,10 @@ TEST(RecordCallable, CapturingLambdasOfEverySizeRunTheirOwnCode) {
 }
 
 TEST(RecordCallable, CCallbackWithReleaseHookRunsOnceReleasesOnce) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
+    tw_config cfg = c_config(1, 0);
     cfg.flags = TW_CONFIG_MANUAL_CLOCK;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     CTally fired, stopped;
     tw_timer_spec s = c_spec(c_run, &fired, c_release, 1'000'000);
     tw_timer t1 = 0, t2 = 0;

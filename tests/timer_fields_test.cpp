@@ -40,6 +40,7 @@
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
@@ -59,6 +60,8 @@ namespace hooks = tickwheel::rt::test_hooks;
 // the parked thread returns with the value it read before it was parked,
 // however the clock moves meanwhile.
 namespace {
+
+using namespace tw_test::capi;
 std::atomic<std::int64_t> g_wall_step{0};
 thread_local clockid_t t_park_clock = -1;
 thread_local int t_park_skip = 0;  // readings of t_park_clock to let pass before parking
@@ -780,11 +783,9 @@ TEST(StartClockReads, AtMostOneForADelayNoneForAMonotonicDeadline) {
 }
 
 TEST(StartClockReads, TheCApiReadsOnceForADelayAndNoneForAMonotonicDeadline) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_config cfg = c_config(1, 0);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     const auto noop = [](void*, tw_timer) {};
     tw_timer a = 0, b = 0, c = 0;
     int before = t_mono_reads;
