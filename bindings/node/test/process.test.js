@@ -4,30 +4,15 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { runChild } = require('./support');
 
 const CHILD = path.join(__dirname, '..', 'fixtures', 'child.js');
 
 // Runs fixtures/child.js NAME; resolves with { status, signal, stdout, stderr, ms }.
-function run(name, env = {}) {
-  const t0 = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, name], {
-      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
-    child.on('error', reject);
-    child.on('close', (status, signal) => {
-      clearTimeout(timer);
-      const r = { status, signal, stdout, stderr, ms: Date.now() - t0 };
-      if (signal !== null) reject(new Error(`${name} was killed by ${signal} (stderr: ${stderr})`));
-      else resolve(r);
-    });
-  });
+async function run(name, env = {}) {
+  const r = await runChild(CHILD, [name], { env: { ...process.env, ...env }, killAfterMs: 30000 });
+  if (r.signal !== null) throw new Error(`${name} was killed by ${r.signal} (stderr: ${r.stderr})`);
+  return r;
 }
 
 // Runs the scenario n times at once (an exit that races with runs queued by
