@@ -31,6 +31,7 @@
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
 #include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/tickwheel.h"
 
 // ---- interposed libc calls ------------------------------------------------------------
@@ -41,6 +42,7 @@
 namespace {
 
 using namespace tw_test::capi;
+using tw_test::ThreadPark;
 struct LibcPark {
     std::atomic<std::thread::id> who{};
     std::atomic<bool> armed{false};
@@ -357,33 +359,22 @@ TEST(QueueDeliveryItems, AResetTellsItsOwnQueueBeforeTheTimerCanChangeHands) {
     Probe a;
     const tw_timer ida = start_on(rt, q1, a, 0);
     ASSERT_TRUE(readable(tw_queue_fd(q1), 10000));
-    static std::atomic<std::thread::id> who{};
-    static std::atomic<bool> parked{false}, go{false}, seen_q{false};
-    parked = go = seen_q = false;
-    tickwheel::rt::test_hooks::in_window.store(+[](const void*, char w) {
-        if (std::this_thread::get_id() != who.load()) {
-            if (w == 'q') seen_q = true;
-            return;
-        }
-        if (w != 'u' || parked.load()) return;
-        parked = true;
-        while (!go.load()) std::this_thread::yield();
-    });
+    ThreadPark park('u', 'q');
     std::atomic<int> reset_rc{1000};
     std::thread resetter([&] {
-        who = std::this_thread::get_id();
+        ThreadPark::who = std::this_thread::get_id();
         reset_rc = tw_timer_reset(rt, ida, 3600 * 1000 * kMs);
     });
-    const bool was_parked = wait_until([] { return parked.load(); });
+    const bool was_parked = wait_until([] { return ThreadPark::parked.load(); });
     std::atomic<int> stop_rc{1000};
     std::atomic<bool> stop_done{false};
     std::thread stopper([&] {
         stop_rc = tw_timer_stop(rt, ida);
         stop_done = true;
     });
-    const bool stop_waits = wait_until([] { return seen_q.load(); });
+    const bool stop_waits = wait_until([] { return ThreadPark::seen.load(); });
     const bool stop_done_in_window = stop_done.load();
-    go = true;
+    ThreadPark::release();
     resetter.join();
     stopper.join();
     tickwheel::rt::test_hooks::in_window.store(nullptr);

@@ -34,12 +34,14 @@
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
 #include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
 namespace {
 
 using namespace tw_test::capi;
+using tw_test::ThreadPark;
 
 using namespace std::chrono_literals;
 using tw_test::wait_until;
@@ -212,24 +214,15 @@ TEST(ManualClockEnd, AdvancesPastTheRangeStopTheClocksWhereADelayStillFits) {
 TEST(ManualClockEnd, AdvanceToNeverMovesTheClockBack) {
     tickwheel::rt::Clocks clocks(true);
     const std::int64_t base = clocks.mono();
-    static std::atomic<std::thread::id> who{};
-    static std::atomic<bool> parked{false}, go{false};
-    who = std::thread::id{};
-    parked = false;
-    go = false;
-    tickwheel::rt::test_hooks::in_window.store(+[](const void*, char w) {
-        if (w != 'V' || std::this_thread::get_id() != who.load() || parked.load()) return;
-        parked.store(true);
-        while (!go.load()) std::this_thread::yield();
-    });
+    ThreadPark park('V');
     std::thread t([&] {
-        who = std::this_thread::get_id();
+        ThreadPark::who = std::this_thread::get_id();
         clocks.advance_to(base + 200);
     });
-    ASSERT_TRUE(wait_until([] { return parked.load(); }));
+    ASSERT_TRUE(wait_until([] { return ThreadPark::parked.load(); }));
     clocks.advance_to(base + 300);  // (not parked: another thread)
     EXPECT_EQ(clocks.mono(), base + 300);
-    go = true;
+    ThreadPark::release();
     t.join();
     tickwheel::rt::test_hooks::in_window.store(nullptr);
     EXPECT_EQ(clocks.mono(), base + 300) << "the clock moved back by " << base + 300 - clocks.mono() << " ns";
@@ -471,28 +464,13 @@ TEST(StaleResetBeforeTheDeadlineLock, LeavesTheSlotsNextTimerAlone) {
         oa.deadline = tickwheel::TimePoint(rt.now(clock) + 1h);
         const tickwheel::Timer a = rt.start(oa, [] {});
 
-        static std::atomic<std::thread::id> who{};
-        static std::atomic<bool> parked{false}, go{false};
-        who = std::thread::id{};
-        parked = false;
-        go = false;
-        tickwheel::rt::test_hooks::in_window.store(+[](const void*, char w) {
-            if (w != 'O' || std::this_thread::get_id() != who.load() || parked.load()) return;
-            parked.store(true);
-            while (!go.load()) std::this_thread::yield();
-        });
-        struct Unhook {
-            ~Unhook() {
-                go = true;
-                tickwheel::rt::test_hooks::in_window.store(nullptr);
-            }
-        } unhook;
+        ThreadPark park('O');  // (its destructor releases and unhooks)
         std::atomic<int> result{-1};
         std::thread t([&] {
-            who = std::this_thread::get_id();
+            ThreadPark::who = std::this_thread::get_id();
             result.store(rt.reset(a.id(), 1ms) ? 1 : 0);
         });
-        ASSERT_TRUE(wait_until([] { return parked.load(); }));
+        ASSERT_TRUE(wait_until([] { return ThreadPark::parked.load(); }));
 
         // A stop through the inbox (a batch of one): the shard recycles A's
         // record onto the free stack (not the spare records a stop applied
@@ -530,7 +508,7 @@ TEST(StaleResetBeforeTheDeadlineLock, LeavesTheSlotsNextTimerAlone) {
             held);
         ASSERT_NE(b, 0u) << "A's slot was not reused";
 
-        go = true;
+        ThreadPark::release();
         t.join();
         EXPECT_EQ(result.load(), 0) << "a reset with A's id acted after A was stopped";
         const auto i = rt.query(b);

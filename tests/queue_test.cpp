@@ -27,6 +27,7 @@
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
 #include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -589,35 +590,10 @@ TEST(QueueShutdown, RuntimeDestroyFreesQueuesStillAlive) {
 // out of DISPATCHED of a bound timer is taken under its queue's transition
 // mutex (delivery_queue.hpp, issue 20): a thread parked at 'b' holds it (a
 // run), and so does one parked at 'c' or 'r' (a stop or reset of a bound
-// timer); the other side waits for its CAS.
-struct Park {
-    static inline std::atomic<std::thread::id> who{};
-    static inline std::atomic<char> what{0};
-    static inline std::atomic<bool> parked{false};
-    static inline std::atomic<bool> go{false};
-    // Another thread reached hook point 'q' (a stop or reset of a bound
-    // timer about to take its queue's transition mutex, before its CAS).
-    static inline std::atomic<bool> seen_q{false};
-    static void hook(const void*, char w) {
-        if (w == 'q' && std::this_thread::get_id() != who.load()) seen_q.store(true);
-        if (w != what.load() || std::this_thread::get_id() != who.load() || parked.load()) return;
-        parked.store(true);
-        while (!go.load()) std::this_thread::yield();
-    }
-    static void arm(std::thread::id t, char w) {
-        parked = false;
-        go = false;
-        seen_q = false;
-        what = w;
-        who = t;
-        tickwheel::rt::test_hooks::in_window.store(&Park::hook);
-    }
-    static void release() { go = true; }
-    ~Park() {
-        go = true;
-        tickwheel::rt::test_hooks::in_window.store(nullptr);
-    }
-};
+// timer); the other side waits for its CAS. Park::seen: another thread
+// reached hook point 'q' (a stop or reset of a bound timer about to take its
+// queue's transition mutex, before its CAS). (test_support/park.hpp)
+using Park = tw_test::ThreadPark;
 
 /// A queue with one timer due (not yet run), and a thread that parks at the
 /// hook point `what` inside `call` (a run, stop or reset) while the test
@@ -637,7 +613,7 @@ struct DueRace {
         // return before this thread armed the hook).
         Park::parked = false;
         parked = std::thread([this, what, call] {
-            Park::arm(std::this_thread::get_id(), what);
+            Park::arm(std::this_thread::get_id(), what, 'q');
             rc.store(call());
         });
         return wait_until([] { return Park::parked.load(); });
@@ -664,7 +640,7 @@ TEST(QueueRace, StopInsideARunsBeginWindowWaitsForTheRun) {
     ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
     std::atomic<int> stop_rc{1000};
     std::thread stopper([&] { stop_rc = tw_timer_stop(r.rt.get(), r.id); });
-    ASSERT_TRUE(wait_until([] { return Park::seen_q.load(); })) << "the stop reached its queue's mutex";
+    ASSERT_TRUE(wait_until([] { return Park::seen.load(); })) << "the stop reached its queue's mutex";
     r.release();
     stopper.join();
     EXPECT_EQ(r.rc.load(), 1);
@@ -706,7 +682,7 @@ TEST(QueueRace, ResetInsideARunsBeginWindowWaitsForTheRun) {
     ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
     std::atomic<int> reset_rc{1000};
     std::thread resetter([&] { reset_rc = tw_timer_reset(r.rt.get(), r.id, 20 * kMs); });
-    ASSERT_TRUE(wait_until([] { return Park::seen_q.load(); })) << "the reset reached its queue's mutex";
+    ASSERT_TRUE(wait_until([] { return Park::seen.load(); })) << "the reset reached its queue's mutex";
     r.release();
     resetter.join();
     EXPECT_EQ(r.rc.load(), 1);

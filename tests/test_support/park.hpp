@@ -6,11 +6,18 @@
 // until the test opens `go`, once. On its way it opens `waiting` when it is
 // about to wait in a stop_sync (hook point 'W'). One Parking at a time
 // (HookGuard installs it; Unpark lets the thread go and joins it, also on a
-// failed ASSERT). Shared by correctness_test and timer_fields_test; other
-// tests keep parks of their own where they park by other rules (a thread id,
-// a record, libc calls).
+// failed ASSERT). Shared by correctness_test and timer_fields_test.
+//
+// ThreadPark parks by thread id instead, spinning: the thread `who` (which
+// names itself, or is named by arm()) parks the first time it reaches hook
+// point `what` until release(); any other thread passing hook point
+// `seen_at` sets `seen` (how a test learns that a second thread reached the
+// window's mutex). Static state: the hook is a plain function that a
+// library thread may still call after the test. Other tests keep parks of
+// their own where they park by other rules (a record, libc calls).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -56,6 +63,45 @@ struct Unpark {
     ~Unpark() {
         p.go.open();
         if (t.joinable()) t.join();
+    }
+};
+
+struct ThreadPark {
+    static inline std::atomic<std::thread::id> who{};
+    static inline std::atomic<char> what{0};
+    static inline std::atomic<char> seen_at{0};
+    static inline std::atomic<bool> parked{false};
+    static inline std::atomic<bool> go{false};
+    static inline std::atomic<bool> seen{false};
+    static void hook(const void*, char w) {
+        if (std::this_thread::get_id() != who.load()) {
+            if (w == seen_at.load() && w != 0) seen.store(true);
+            return;
+        }
+        if (w != what.load() || parked.load()) return;
+        parked.store(true);
+        while (!go.load()) std::this_thread::yield();
+    }
+    /// Installs the hook: `t` (none yet: it names itself later) parks at
+    /// `at`; others passing `seen_at_point` (0: none) set `seen`.
+    static void arm(std::thread::id t, char at, char seen_at_point = 0) {
+        parked = false;
+        go = false;
+        seen = false;
+        seen_at = seen_at_point;
+        what = at;
+        who = t;
+        tickwheel::rt::test_hooks::in_window.store(&ThreadPark::hook);
+    }
+    static void release() { go = true; }
+    ThreadPark() = default;
+    explicit ThreadPark(char at, char seen_at_point = 0) { arm(std::thread::id{}, at, seen_at_point); }
+    ThreadPark(const ThreadPark&) = delete;
+    ThreadPark& operator=(const ThreadPark&) = delete;
+    /// Releases the thread (also on a failed ASSERT) and unhooks.
+    ~ThreadPark() {
+        go = true;
+        tickwheel::rt::test_hooks::in_window.store(nullptr);
     }
 };
 
