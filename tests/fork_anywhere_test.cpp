@@ -35,6 +35,7 @@
 #include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/fork_child.hpp"
 #include "tickwheel/tickwheel.h"
 
 extern char** environ;
@@ -96,13 +97,6 @@ void child_cb(void*, tw_timer) { g_child_fired.fetch_add(1); }
 std::atomic<int> g_parent_fired{0};
 void parent_cb(void*, tw_timer) { g_parent_fired.fetch_add(1); }
 
-#define CHILD_CHECK(cond)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            std::fprintf(stderr, "child: check failed at line %d: %s\n", __LINE__, #cond); \
-            return __LINE__ % 200 + 1;                                                     \
-        }                                                                                  \
-    } while (0)
 
 /// What every child does, in its only thread (the one that forked, wherever
 /// it was): a runtime, a timer that fires within 1 s of its start, and a
@@ -168,31 +162,10 @@ pid_t fork_child() {
     return pid;
 }
 
-struct ChildResult {
-    int status = -1;  // exit status, 128 + signal if killed by one
-    bool hung = false;
-};
+using tw_test::ChildResult;
 
 /// Waits for `pid` at most kChildLimit; kills it (SIGKILL) after that.
-ChildResult wait_child(pid_t pid) {
-    ChildResult res;
-    const auto end = std::chrono::steady_clock::now() + kChildLimit;
-    int status = 0;
-    for (;;) {
-        const pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) return res;
-        if (std::chrono::steady_clock::now() >= end) {
-            res.hung = true;
-            kill(pid, SIGKILL);
-            (void)waitpid(pid, &status, 0);
-            return res;
-        }
-        std::this_thread::sleep_for(1ms);
-    }
-    res.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return res;
-}
+ChildResult wait_child(pid_t pid) { return tw_test::wait_child(pid, std::chrono::steady_clock::now() + kChildLimit); }
 
 // ---- forking at the n-th point ------------------------------------------------------
 enum class Who { Self, Other };
