@@ -148,15 +148,7 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     std::atomic<int> a_runs{0};
     const Timer a = start_at(deadline, [&a_runs] { a_runs.fetch_add(1); });
     std::atomic<int> others_released{0};
-    struct Released {
-        std::atomic<int>* n;
-        explicit Released(std::atomic<int>* c) : n(c) {}
-        Released(Released&& o) noexcept : n(std::exchange(o.n, nullptr)) {}
-        ~Released() {
-            if (n != nullptr) n->fetch_add(1);
-        }
-        void operator()() const {}
-    };
+    using Released = tw_test::CountsRelease;
     const Timer others[2] = {rt.start(3h, Released(&others_released)), rt.start(3h, Released(&others_released))};
 
     Parking parking;

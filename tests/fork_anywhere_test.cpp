@@ -35,6 +35,7 @@
 #include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "test_support/fork_child.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -107,10 +108,7 @@ int child_body() {
     g_point.store(nullptr);
     hooks::schedule_point.store(nullptr);
     hooks::in_window.store(nullptr);
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    cfg.workers = 2;
+    const tw_config cfg = tw_test::capi::c_config(1, 2);
     tw_runtime* rt = nullptr;
     CHILD_CHECK(tw_runtime_create(&cfg, &rt) == TW_OK);
     const auto started = std::chrono::steady_clock::now();
@@ -284,12 +282,7 @@ std::string round_forked_at(char at, int occ, Who who, Whose whose, char& forked
     fc::testing::reset();  // no other thread reads the clock: the last round's runtime is gone
     g_parent_fired = 0;
     Forker::arm(at, occ, who, whose, pred);
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    cfg.workers = 2;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = tw_test::capi::create_runtime(tw_test::capi::c_config(1, 2));
     if (rt == nullptr) return {};
     std::this_thread::sleep_for(std::chrono::nanoseconds(fc::kCalibrationNs) + 2ms);
     int started = 0;

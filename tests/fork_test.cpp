@@ -288,10 +288,7 @@ int child_runtime_works(unsigned workers = 2) {
     g_child_blocker_in = false;
     g_child_release_blocker = false;
     g_child_main = pthread_self();
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 2;
-    cfg.workers = workers;
+    const tw_config cfg = c_config(2, workers);
     tw_runtime* rt = nullptr;
     CHILD_CHECK(tw_runtime_create(&cfg, &rt) == TW_OK);
     tw_stats st;
@@ -451,10 +448,7 @@ std::pair<int, int> fork_during_lifecycle_churn(bool warm, int forks) {
         const ChildResult res = in_child(
             [] {
                 g_child_fired = 0;
-                tw_config cfg;
-                tw_config_init(&cfg);
-                cfg.shards = 1;
-                cfg.workers = 2;
+                const tw_config cfg = c_config(1, 2);
                 tw_runtime* rt = nullptr;
                 CHILD_CHECK(tw_runtime_create(&cfg, &rt) == TW_OK);
                 tw_timer id = 0;

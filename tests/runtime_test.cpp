@@ -79,17 +79,7 @@ void expect_error(F&& f, tw::errc e, const char* what) {
 }
 
 // Counts the destruction of the live object only (moves empty the source).
-struct Probe {
-    std::atomic<int>* counter = nullptr;
-    explicit Probe(std::atomic<int>* c) noexcept : counter(c) {}
-    Probe(Probe&& o) noexcept : counter(std::exchange(o.counter, nullptr)) {}
-    Probe(const Probe&) = delete;
-    Probe& operator=(const Probe&) = delete;
-    Probe& operator=(Probe&&) = delete;
-    ~Probe() {
-        if (counter != nullptr) counter->fetch_add(1, std::memory_order_acq_rel);
-    }
-};
+using Probe = tw_test::CountsRelease;
 
 // Everything a test wants to know about one timer's runs.
 struct Track {

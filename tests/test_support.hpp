@@ -130,6 +130,21 @@ template <class Start>
     return reused ? got : 0;
 }
 
+/// A callable that does nothing and counts its release (the destruction of
+/// the live object; moves empty the source): move-only.
+struct CountsRelease {
+    std::atomic<int>* counter = nullptr;
+    explicit CountsRelease(std::atomic<int>* c) noexcept : counter(c) {}
+    CountsRelease(CountsRelease&& o) noexcept : counter(std::exchange(o.counter, nullptr)) {}
+    CountsRelease(const CountsRelease&) = delete;
+    CountsRelease& operator=(const CountsRelease&) = delete;
+    CountsRelease& operator=(CountsRelease&&) = delete;
+    ~CountsRelease() {
+        if (counter != nullptr) counter->fetch_add(1);
+    }
+    void operator()() const {}
+};
+
 /// A callable that counts its runs and its release (its destruction, which
 /// the runtime performs exactly once per started timer): move-only, so a
 /// copy cannot count twice.
