@@ -31,17 +31,7 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-namespace tw = tickwheel;
-using tw::Clock;
-using tw::Duration;
-using tw::TimePoint;
-
-using tw_test::kSanitized;
-using tw_test::kWait;
-using tw_test::small_config;
-using tw_test::wait_until;
-
+using namespace tw_test::names;
 
 // Busy-waits (yielding) until `t`: the racing threads need sub-tick precision.
 void spin_until(TimePoint t) {

@@ -39,23 +39,15 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-namespace tw = tickwheel;
-using tw::Clock;
-using tw::Duration;
-using tw::TimePoint;
+using namespace tw_test::names;
 
 using tw_test::Gate;
 using tw_test::id_gen;
 using tw_test::id_index;
 using tw_test::id_shard;
-using tw_test::kSanitized;
-using tw_test::kWait;
 using tw_test::make_id;
 using tw_test::OpenOnExit;
-using tw_test::small_config;
 using tw_test::start_on_the_slot_of;
-using tw_test::wait_until;
 
 // Loose lateness bound: a timer must have started within this after its deadline.
 constexpr Duration kLate = kSanitized ? Duration(5s) : Duration(2s);

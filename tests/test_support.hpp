@@ -162,4 +162,18 @@ struct Counted {
     void operator()() const { ran->fetch_add(1); }
 };
 
+/// The names most runtime tests use unqualified, taken with one
+/// `using namespace tw_test::names;`.
+namespace names {
+using namespace std::chrono_literals;
+namespace tw = tickwheel;
+using tickwheel::Clock;
+using tickwheel::Duration;
+using tickwheel::TimePoint;
+using tw_test::kSanitized;
+using tw_test::kWait;
+using tw_test::small_config;
+using tw_test::wait_until;
+}  // namespace names
+
 }  // namespace tw_test
