@@ -280,7 +280,9 @@ class TestLifecycle(QueueTest):
             gc.collect()
         self.assertIsNone(ref())
 
-    def test_close_wakes_a_blocked_run(self):
+    def run_blocked(self):
+        """Starts a thread blocked in self.q.run(timeout=None); returns it and
+        a dict whose "code" is the TickwheelError code that ended the run."""
         out = {}
 
         def run():
@@ -291,6 +293,10 @@ class TestLifecycle(QueueTest):
 
         th = threading.Thread(target=run)
         th.start()
+        return th, out
+
+    def test_close_wakes_a_blocked_run(self):
+        th, out = self.run_blocked()
         time.sleep(0.05)
         self.q.close()
         th.join(WAIT)
@@ -302,16 +308,7 @@ class TestLifecycle(QueueTest):
         ref = weakref.ref(fn)
         self.rt.start(60, fn, queue=self.q)
         del fn
-        out = {}
-
-        def run():
-            try:
-                self.q.run(timeout=None)
-            except TickwheelError as e:
-                out["code"] = e.code
-
-        th = threading.Thread(target=run)
-        th.start()
+        th, out = self.run_blocked()
         time.sleep(0.05)
         self.rt.shutdown()  # wakes the blocked run, cancels the pending timer
         th.join(WAIT)
