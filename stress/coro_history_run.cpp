@@ -970,6 +970,22 @@ void manual_drain(Run& run) {
     }
 }
 
+// One manual advance by `size_ns` and the drain of what it made due,
+// recorded (run.advances) for the checker.
+void advance_recorded(Run& run, std::int64_t size_ns) {
+    Advance a;
+    a.size_ns = size_ns;
+    t_where.in_advance = true;
+    a.t0 = run.now();
+    run.rt->advance(Duration(a.size_ns));
+    a.t1 = run.now();
+    t_where.in_advance = false;
+    manual_drain(run);
+    a.drained = run.now();
+    a.vt_end = run.rt->now(TimerClock::monotonic).count();
+    run.advances.push_back(a);
+}
+
 void run_manual(Run& run) {
     tickwheel::Config c;
     c.manual_clock = true;
@@ -991,17 +1007,7 @@ void run_manual(Run& run) {
         if ((it & 63) == 0 && std::chrono::steady_clock::now() > end) break;
         const unsigned x = unsigned(rng() % 100);
         if (x < 30) {
-            Advance a;
-            a.size_ns = sizes[rng() % (sizeof sizes / sizeof sizes[0])];
-            t_where.in_advance = true;
-            a.t0 = run.now();
-            run.rt->advance(Duration(a.size_ns));
-            a.t1 = run.now();
-            t_where.in_advance = false;
-            manual_drain(run);
-            a.drained = run.now();
-            a.vt_end = run.rt->now(TimerClock::monotonic).count();
-            run.advances.push_back(a);
+            advance_recorded(run, sizes[rng() % (sizeof sizes / sizeof sizes[0])]);
         } else if (x < 45) {
             if (Rec* r = run.current(std::uint32_t(rng() % n))) run.stop(*r);
         } else if (x < 60) {
@@ -1041,17 +1047,7 @@ void run_manual(Run& run) {
     run.ending.store(true);
     // Let the short waits end (a few advances), then shut down.
     for (int i = 0; i < 5; ++i) {
-        Advance a;
-        a.size_ns = 10'000'000;
-        t_where.in_advance = true;
-        a.t0 = run.now();
-        run.rt->advance(Duration(a.size_ns));
-        a.t1 = run.now();
-        t_where.in_advance = false;
-        manual_drain(run);
-        a.drained = run.now();
-        a.vt_end = run.rt->now(TimerClock::monotonic).count();
-        run.advances.push_back(a);
+        advance_recorded(run, 10'000'000);
     }
     t_where.in_shutdown = true;
     run.shutdown.t0 = run.now();

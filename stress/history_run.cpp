@@ -836,6 +836,24 @@ void on_run(void* arg, tw_timer id) {
     record(e);
 }
 
+/// A spec for `t` with the harness's callback and release hook.
+tw_timer_spec spec_of(TM* t) {
+    tw_timer_spec spec;
+    tw_timer_spec_init(&spec);
+    spec.callback = on_run;
+    spec.release = on_release;
+    spec.arg = t;
+    return spec;
+}
+
+/// The start event of `t` (the caller fills in its arg).
+Event start_event(const TM* t) {
+    Event e;
+    e.kind = kStart;
+    e.key = t->key;
+    return e;
+}
+
 // A callback that waits in tw_queue_run(q, 1, -1) of a queue nothing is due on
 // (nest): its worker is held (a delay of a runtime thread) until shutdown ends the wait.
 void on_nest(void* arg, tw_timer) {
@@ -1162,14 +1180,8 @@ void probe(World& w, std::mt19937_64& r, std::int64_t until) {
         }
         TM* t = new_tm(w);
         t->info.probe = true;
-        tw_timer_spec spec;
-        tw_timer_spec_init(&spec);
-        spec.callback = on_run;
-        spec.release = on_release;
-        spec.arg = t;
-        Event e;
-        e.kind = kStart;
-        e.key = t->key;
+        tw_timer_spec spec = spec_of(t);
+        Event e = start_event(t);
         const std::int64_t d = static_cast<std::int64_t>(1'000'000 + r() % 7'000'000);
         const bool via_reset = r() % 2 == 0;
         e.arg = via_reset ? 10'000'000'000 : d;
@@ -1206,14 +1218,8 @@ void probe(World& w, std::mt19937_64& r, std::int64_t until) {
 void op_reset_race(World& w, std::mt19937_64& r, bool probe) {
     TM* t = new_tm(w);
     t->info.probe = probe;
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.callback = on_run;
-    spec.release = on_release;
-    spec.arg = t;
-    Event e;
-    e.kind = kStart;
-    e.key = t->key;
+    tw_timer_spec spec = spec_of(t);
+    Event e = start_event(t);
     e.arg = static_cast<std::int64_t>(1'000'000 + r() % 2'000'000);
     spec.delay_ns = static_cast<std::uint64_t>(e.arg);
     const std::uint64_t id = start_one(w, r, t, spec, e);
@@ -1411,13 +1417,9 @@ void destroyer(World& w, unsigned long seed, std::atomic<bool>* done) {
         next = next >= 30000 ? 16 : next + 2;
         TM* t = new_tm(w);
         t->info.queue = di;
-        tw_timer_spec spec;
-        tw_timer_spec_init(&spec);
+        tw_timer_spec spec = spec_of(t);
         spec.delay_ns = r() % 3'000'000;
         spec.queue = d;
-        spec.callback = on_run;
-        spec.release = on_release;
-        spec.arg = t;
         g_hold.store(0);
         std::thread starter([&w, t, &spec] {
             t_kind = kProducer;

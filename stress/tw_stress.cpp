@@ -207,11 +207,16 @@ void run_producers(unsigned threads, Body body) {
     std::this_thread::sleep_for(milliseconds(100));
 }
 
+/// A default runtime configuration with the tick `resolution`.
+tickwheel::Config with_resolution(microseconds resolution) {
+    tickwheel::Config cfg;
+    cfg.resolution = resolution;
+    return cfg;
+}
+
 // ---- accounting ---------------------------------------------------------------
 bool run_accounting(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(500);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(500)));
     Tracker tr;
     const unsigned threads = opt.threads ? opt.threads : 2 * cpus();
     std::atomic<long> stale_ok{0}, stale_wrong{0};
@@ -263,9 +268,7 @@ bool run_accounting(const Options& opt) {
 
 // ---- batch ------------------------------------------------------------------------
 bool run_batch(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(500);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(500)));
     Tracker tr;
     const unsigned threads = opt.threads ? opt.threads : 2 * cpus();
     std::atomic<long> started{0}, stopped{0}, single_stopped{0}, rearmed{0}, stale_ok{0}, stale_wrong{0}, batches{0};
@@ -390,9 +393,7 @@ bool run_batch(const Options& opt) {
 
 // ---- groups ---------------------------------------------------------------------
 bool run_groups(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(200);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(200)));
     Tracker tr;
     constexpr std::uint64_t kGroups = 8;
     const unsigned threads = opt.threads ? opt.threads : 2;
@@ -480,9 +481,7 @@ bool run_groups(const Options& opt) {
 
 // ---- deadline races -------------------------------------------------------------
 bool run_deadline(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(100);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(100)));
     Tracker tr;
     const unsigned threads = opt.threads ? opt.threads : cpus();
     const long rounds = opt.ops / 100;
@@ -1262,9 +1261,7 @@ private:
 bool run_queue(const Options& opt) {
     using namespace q;
     Watchdog watchdog("queue", seconds(300));
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(200);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(200)));
     Tracker tr;
     Shared sh;
     sh.rt = &rt;
