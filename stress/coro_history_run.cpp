@@ -847,6 +847,19 @@ void real_driver(Run& run, int d, std::atomic<bool>& quit, std::uint64_t seed) {
     }
 }
 
+// Starts hour-long timers (held) until the runtime refuses one: its
+// max_timers are all taken.
+void hold_every_slot(Run& run, std::vector<tickwheel::Timer>& held) {
+    std::error_code ec;
+    for (;;) {
+        tickwheel::StartOptions o;
+        o.delay = 1h;
+        const tickwheel::Timer t = run.rt->start(o, tickwheel::detail::Callback([] {}), ec);
+        if (ec) break;
+        held.push_back(t);
+    }
+}
+
 // Fills the runtime up to max_timers, holds it there 1..4 ms, lets go.
 void real_ballast(Run& run, std::atomic<bool>& quit, std::uint64_t seed) {
     t_where = Where{};
@@ -858,14 +871,7 @@ void real_ballast(Run& run, std::atomic<bool>& quit, std::uint64_t seed) {
         if (run.ending.load()) continue;
         Span s;
         s.t0 = run.now();
-        std::error_code ec;
-        for (;;) {
-            tickwheel::StartOptions o;
-            o.delay = 1h;
-            const tickwheel::Timer t = run.rt->start(o, tickwheel::detail::Callback([] {}), ec);
-            if (ec) break;
-            held.push_back(t);
-        }
+        hold_every_slot(run, held);
         std::this_thread::sleep_for(std::chrono::microseconds(1000 + rng() % 3000));
         for (auto& t : held) run.rt->stop(t);
         held.clear();
@@ -1019,14 +1025,7 @@ void run_manual(Run& run) {
         } else if (x < 78) {
             if (held.empty()) {
                 hold.t0 = run.now();
-                std::error_code ec;
-                for (;;) {
-                    tickwheel::StartOptions o;
-                    o.delay = 1h;
-                    const tickwheel::Timer t = run.rt->start(o, tickwheel::detail::Callback([] {}), ec);
-                    if (ec) break;
-                    held.push_back(t);
-                }
+                hold_every_slot(run, held);
             } else {
                 for (auto& t : held) run.rt->stop(t);
                 held.clear();
