@@ -301,14 +301,16 @@ TEST(RuntimeRace, ResetVsFire) {
     tw::Runtime rt(small_config());
     std::atomic<int> published{0};
     std::atomic<int> reset_ok{0};
-    std::thread producer = produce(cells, step, 7, published, [&](Cell& c, int i) { start_cell(rt, c, i % 2, nullptr); });
-    std::vector<std::thread> racers = race_at_deadlines(cells, published, 200, [&](Cell& c, std::uint64_t id, auto& rng) {
+    std::thread producer =
+        produce(cells, step, 7, published, [&](Cell& c, int i) { start_cell(rt, c, i % 2, nullptr); });
+    auto reset_or_stop = [&](Cell& c, std::uint64_t id, auto& rng) {
         if (rng() % 10 == 0) {
             record_stop(c, rt.stop(id), false);
             return;
         }
         if (reset_one_shot(rt, c, id, std::chrono::microseconds(rng() % 2000))) reset_ok.fetch_add(1);
-    });
+    };
+    std::vector<std::thread> racers = race_at_deadlines(cells, published, 200, reset_or_stop);
     producer.join();
     for (auto& t : racers) t.join();
     ASSERT_TRUE(wait_until([&] { return all_released(cells); })) << "some timers never ran nor were released";

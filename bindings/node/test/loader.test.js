@@ -18,7 +18,8 @@ const SONAME = 'libtickwheel.so.1';
 function run(dir, env) {
   const clean = { ...process.env };
   for (const k of ['TICKWHEEL_LIB', 'LD_LIBRARY_PATH', 'PKG_CONFIG_PATH', 'PKG_CONFIG_LIBDIR', 'NODE_PATH']) delete clean[k];
-  return runChild(path.join(dir, 'fixtures', 'child.js'), ['whichLibrary'], { env: { ...clean, ...env }, killAfterMs: 30000 })
+  const script = path.join(dir, 'fixtures', 'child.js');
+  return runChild(script, ['whichLibrary'], { env: { ...clean, ...env }, killAfterMs: 30000 })
     .then((r) => {
       if (r.status !== 0) throw new Error(`child exited ${r.status}: ${r.stderr}`);
       return JSON.parse(r.stdout);
