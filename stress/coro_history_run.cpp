@@ -84,6 +84,7 @@ void hook_fuzz(char site);
 #define TICKWHEEL_CORO_TEST_HOOK_DECIDED(state) ::stress::coro_history::hook_fuzz('d')
 #define TICKWHEEL_CORO_TEST_HOOK_REPOST(state) ::stress::coro_history::hook_fuzz('r')
 #define TICKWHEEL_CORO_TEST_HOOK_GONE(state) ::stress::coro_history::hook_fuzz('g')
+#include "handle_queue.hpp"
 #include "test_support/sanitizers.hpp"
 #include "tickwheel/coro.hpp"
 
@@ -311,19 +312,8 @@ struct Tracked {
 };
 
 // ---- executors ---------------------------------------------------------------
-struct DequeExecutor {  // a user executor: one thread (real) or the main thread (manual) drains it
-    std::mutex m;
-    std::condition_variable cv;
-    std::deque<std::coroutine_handle<>> q;
-    bool quit = false;
-    static void post(void* self, std::coroutine_handle<> h) noexcept {
-        auto* e = static_cast<DequeExecutor*>(self);
-        {
-            std::lock_guard<std::mutex> lk(e->m);
-            e->q.push_back(h);
-        }
-        e->cv.notify_one();
-    }
+struct DequeExecutor : HandleQueue {  // a user executor: one thread (real) or the main thread (manual) drains it
+    static void post(void* self, std::coroutine_handle<> h) noexcept { static_cast<DequeExecutor*>(self)->push(h); }
     // Runs what is queued, one at a time (a handle stays in the deque until
     // it runs, so that a destroyer can take it out); false if nothing was.
     bool drain_once() {
