@@ -45,7 +45,9 @@ import sys
 import tempfile
 import time
 
-START = time.monotonic()
+import check_support
+from check_support import fail, log, skip
+
 SUBSET = ["test_tickwheel", "test_extension", "test_asyncio", "test_queue", "test_loader",
           "test_exit_and_interrupts.TestExitOrders.test_runtime_opened_by_an_atexit_handler_registered_before_import",
           "test_exit_and_interrupts.TestCtrlC.test_stop_sync", "test_exit_and_interrupts.TestStartWindow",
@@ -56,29 +58,8 @@ PASS_THROUGH = ("CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CCA
                 "CCACHE_NOHASHDIR", "CCACHE_MAXSIZE")
 
 
-def log(msg):
-    print("[%6.1fs] %s" % (time.monotonic() - START, msg), flush=True)
-
-
-def skip(msg):
-    print("TW-SKIP: %s" % msg, flush=True)
-    sys.exit(0)
-
-
-def fail(msg):
-    print("FAILED: %s" % msg, flush=True)
-    sys.exit(1)
-
-
 def run(cmd, env=None, cwd=None, timeout=1200, check=True):
-    log("$ %s" % " ".join(cmd))
-    p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
-    out = p.stdout.decode(errors="replace")
-    if out.strip():
-        print(out.rstrip(), flush=True)
-    if check and p.returncode != 0:
-        fail("exit %d: %s" % (p.returncode, " ".join(cmd)))
-    return p.returncode, out
+    return check_support.run(cmd, check, env=env, cwd=cwd, timeout=timeout)
 
 
 def bare_env(home, **extra):
