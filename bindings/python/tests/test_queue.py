@@ -11,6 +11,7 @@ import weakref
 
 import tickwheel
 from tickwheel import Queue, Runtime, TickwheelError
+from test_tickwheel import assert_raises_each
 
 WAIT = 10.0  # seconds: generous limits for loaded CI machines
 
@@ -388,14 +389,7 @@ class TestBadInput(QueueTest):
             Queue(object())
 
     def test_run_arguments(self):
-        with self.assertRaises(ValueError):
-            self.q.run(0)
-        with self.assertRaises(ValueError):
-            self.q.run(-1)
-        with self.assertRaises(TypeError):
-            self.q.run("1")
-        with self.assertRaises(TypeError):
-            self.q.run(True)
+        assert_raises_each(self, self.q.run, [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError)])
         with self.assertRaises(ValueError):
             self.q.run(1, -0.5)
         self.assertEqual(self.q.run(10**30), 0)  # huge max: clamped
