@@ -54,6 +54,13 @@ SUBSET = ["test_tickwheel", "test_extension", "test_asyncio", "test_queue", "tes
           "test_exit_and_interrupts.TestExceptionsCounted"]
 # Passed through to builds when set: a compiler cache makes the from-source
 # builds (sdist, README route) fast on a machine that built tickwheel before.
+# A program that starts a timer with the installed package and sees it fire
+# (its `with` block open: a caller may add lines indented by four).
+FIRES = ("import threading, tickwheel\n"
+         "e = threading.Event()\n"
+         "with tickwheel.Runtime(shards=1, workers=1) as rt:\n"
+         "    rt.start(0.01, e.set)\n"
+         "    assert e.wait(10)\n")
 PASS_THROUGH = ("CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CCACHE_DIR", "CCACHE_BASEDIR",
                 "CCACHE_NOHASHDIR", "CCACHE_MAXSIZE")
 
@@ -198,12 +205,7 @@ def cmd_sdist(a):
             log("note: pkg-config knows an installed tickwheel; the sdist does not use it")
         run([vpy, "-m", "pip", "install", "--no-index", "--no-cache-dir", sdist], env=env, cwd=clean, timeout=2400)
         check_package(vpy, env, clean, venv)
-        run([vpy, "-c", "import threading, tickwheel\n"
-             "e = threading.Event()\n"
-             "with tickwheel.Runtime(shards=1, workers=1) as rt:\n"
-             "    rt.start(0.01, e.set)\n"
-             "    assert e.wait(10)\n"
-             "    t = rt.start(10, print); assert t.stop()\n"
+        run([vpy, "-c", FIRES + "    t = rt.start(10, print); assert t.stop()\n"
              "print('sdist OK', tickwheel.__version__)\n"], env=env, cwd=clean)
         log("OK: the sdist builds offline with no library installed, and refuses at once when something is missing")
     finally:
@@ -260,12 +262,7 @@ def cmd_readme(a):
         log("the README's command: %s" % command)
         run(["bash", "-c", command], env=uenv, cwd=clone, timeout=3000)
         check_package(vpy, env, clean, venv)
-        run([vpy, "-c", "import threading, tickwheel\n"
-             "e = threading.Event()\n"
-             "with tickwheel.Runtime(shards=1, workers=1) as rt:\n"
-             "    rt.start(0.01, e.set)\n"
-             "    assert e.wait(10)\n"
-             "print('README route OK', tickwheel.__version__)\n"], env=env, cwd=clean)
+        run([vpy, "-c", FIRES + "print('README route OK', tickwheel.__version__)\n"], env=env, cwd=clean)
         log("OK: `%s` worked verbatim in a fresh copy of the tree" % command)
     finally:
         shutil.rmtree(clean, ignore_errors=True)
