@@ -1643,6 +1643,18 @@ TEST(RuntimeShutdown, NoCallbackRunsAfterShutdownReturns) {
     EXPECT_EQ(st.live, 0u);
 }
 
+namespace {
+// Whether rt's shutdown has begun: a start is refused with shutting_down
+// (the refused callable is released: `released` counts it).
+bool refuses_starts(tw::Runtime& rt, std::atomic<int>& released) {
+    std::error_code ec;
+    tw::StartOptions o;
+    o.delay = 30s;
+    rt.start(o, tw::detail::Callback([p = Probe(&released)] {}), ec);
+    return ec == code(tw::errc::shutting_down);
+}
+}  // namespace
+
 // Stats::live is "started and not yet released". A periodic timer stopped
 // while its run is in progress is released right after that run; if that run
 // ends while shutdown() is waiting for callbacks, it is still released.
@@ -1659,13 +1671,7 @@ TEST(RuntimeShutdown, LiveIsZeroAfterShutdownEvenIfAStoppedRunEndsDuringIt) {
     std::thread closer([&] { rt.shutdown(); });
     // Wait until shutdown has begun (start() is refused) ...
     // (EXPECT, not ASSERT: `closer` must be released and joined whatever happens.)
-    EXPECT_TRUE(wait_until([&] {
-        std::error_code ec;
-        tw::StartOptions o;
-        o.delay = 30s;
-        rt.start(o, tw::detail::Callback([p = Probe(&released)] {}), ec);
-        return ec == code(tw::errc::shutting_down);
-    }));
+    EXPECT_TRUE(wait_until([&] { return refuses_starts(rt, released); }));
     // ... and give it time to stop the shard threads (this only makes the
     // interesting interleaving likely; the assertions hold in every one).
     std::this_thread::sleep_for(50ms);
@@ -1691,13 +1697,7 @@ TEST(RuntimeShutdown, LiveIsZeroAfterShutdownEvenIfAStopLandsDuringIt) {
     ASSERT_TRUE(wait_until([&] { return started.load(); }));
     std::thread closer([&] { rt.shutdown(); });
     // (EXPECT, not ASSERT: `closer` must be released and joined whatever happens.)
-    EXPECT_TRUE(wait_until([&] {
-        std::error_code ec;
-        tw::StartOptions o;
-        o.delay = 30s;
-        rt.start(o, tw::detail::Callback([p = Probe(&released)] {}), ec);
-        return ec == code(tw::errc::shutting_down);
-    }));
+    EXPECT_TRUE(wait_until([&] { return refuses_starts(rt, released); }));
     std::this_thread::sleep_for(50ms);  // see above: makes the interleaving likely
     const bool stopped = rt.stop(pending);
     go.store(true);
