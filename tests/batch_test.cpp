@@ -194,6 +194,18 @@ TEST(CApiBatch, StartNIsNeverEarlyAgainstAReadingTakenBeforeTheCall) {
 }
 
 namespace {
+/// Starts one timer per probe with one tw_timer_start_n, due `delay_ns` from
+/// now, spread round-robin over `shards` shards; their ids in `ids`.
+/// Returns what tw_timer_start_n returned.
+int start_spread(tw_runtime* rt, std::deque<Probe>& probes, std::uint64_t delay_ns, int shards,
+                 std::vector<tw_timer>& ids) {
+    std::vector<tw_timer_spec> specs;
+    for (std::size_t i = 0; i < probes.size(); ++i)
+        specs.push_back(spec_of(probes[i], delay_ns, 0, static_cast<std::int32_t>(i % static_cast<std::size_t>(shards))));
+    ids.assign(probes.size(), 0);
+    return tw_timer_start_n(rt, specs.data(), specs.size(), ids.data());
+}
+
 /// n specs of `stride` bytes (a multiple of 8) in an aligned buffer, each
 /// the first `stride` bytes of a spec for probes[i] (zero beyond ours).
 std::vector<std::uint64_t> specs_of_stride(std::deque<Probe>& probes, std::uint32_t stride) {
@@ -322,11 +334,8 @@ TEST(CApiBatch, StopNOfAMixedBatchOverEveryShardGivesEachElementTheSingleCallsCo
     std::deque<Probe> pending(12);
     Probe fired_p, stopped_p;
     RtPtr rt = make_runtime(4);
-    std::vector<tw_timer_spec> specs;
-    for (std::size_t i = 0; i < pending.size(); ++i)
-        specs.push_back(spec_of(pending[i], 10000 * kMs, 0, static_cast<std::int32_t>(i % 4)));
-    std::vector<tw_timer> p(pending.size());
-    ASSERT_EQ(tw_timer_start_n(rt.get(), specs.data(), specs.size(), p.data()), 12);
+    std::vector<tw_timer> p;
+    ASSERT_EQ(start_spread(rt.get(), pending, 10000 * kMs, 4, p), 12);
     tw_timer fired = 0, stopped = 0;
     tw_timer_spec s = spec_of(fired_p, 0);
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &fired), TW_OK);
@@ -451,11 +460,8 @@ TEST(CApiBatch, StopNCancelsAreNeverLost) {
 TEST(CApiBatch, ResetNMovesEveryDeadlineNeverEarlyAndAnswersTheOthersEnoent) {
     std::deque<Probe> probes(9);
     RtPtr rt = make_runtime(3);
-    std::vector<tw_timer_spec> specs;
-    for (std::size_t i = 0; i < probes.size(); ++i)
-        specs.push_back(spec_of(probes[i], 60000 * kMs, 0, static_cast<std::int32_t>(i % 3)));
-    std::vector<tw_timer> ids(probes.size());
-    ASSERT_EQ(tw_timer_start_n(rt.get(), specs.data(), specs.size(), ids.data()), 9);
+    std::vector<tw_timer> ids;
+    ASSERT_EQ(start_spread(rt.get(), probes, 60000 * kMs, 3, ids), 9);
     tw_stats st;
     st.size = sizeof st;
     ASSERT_TRUE(wait_until([&] { return tw_runtime_stats(rt.get(), &st) == TW_OK && st.pending == 9; }));
