@@ -314,12 +314,7 @@ fn bad_input_is_invalid() {
     let mut raw = std::ptr::null_mut();
     assert_eq!(unsafe { ffi::tw_runtime_create(std::ptr::null(), &mut raw) }, ffi::TW_OK);
     for (policy, clock) in [(7u32, 0i32), (0, 3), (0, -1)] {
-        let mut spec = unsafe {
-            let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::zeroed();
-            ffi::tw_timer_spec_init(s.as_mut_ptr());
-            s.assume_init()
-        };
-        spec.size = std::mem::size_of::<ffi::tw_timer_spec>() as u32;
+        let mut spec = common::raw_spec();
         spec.callback = Some(noop);
         spec.period_ns = MS;
         spec.period_policy = policy;
