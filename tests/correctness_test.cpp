@@ -408,6 +408,22 @@ struct BlockingHook {
     }
     void operator()() const {}
 };
+
+/// stop_sync(id) on a thread of its own: its answer (`result`), whether it
+/// returned, and whether the release hook had returned (`hook_returned`)
+/// when it did. The test joins `th`.
+struct SyncAside {
+    std::atomic<bool> returned{false};
+    bool saw_hook_returned = false;
+    bool result = false;
+    std::thread th;
+    SyncAside(Runtime& rt, std::uint64_t id, const std::atomic<bool>& hook_returned)
+        : th([this, &rt, id, &hook_returned] {
+              result = rt.stop_sync(id);
+              saw_hook_returned = hook_returned.load();
+              returned.store(true);
+          }) {}
+};
 }  // namespace
 
 TEST(StopSyncWaitsForTheReleaseHook, OfAConcurrentStop) {
@@ -417,21 +433,15 @@ TEST(StopSyncWaitsForTheReleaseHook, OfAConcurrentStop) {
     const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
     std::thread stopper([&] { EXPECT_TRUE(rt.stop(t.id())); });
     ASSERT_TRUE(entered.wait(30s));  // the stop's release hook is running
-    std::atomic<bool> sync_returned{false};
-    bool saw_hook_returned = false;
-    std::thread syncer([&] {
-        rt.stop_sync(t.id());
-        saw_hook_returned = returned.load();
-        sync_returned.store(true);
-    });
+    SyncAside sync(rt, t.id(), returned);
     // stop_sync must not return while the hook runs. (If it wrongly returns,
     // it does so at once; this bound only delays the check.)
     std::this_thread::sleep_for(100ms);
-    EXPECT_FALSE(sync_returned.load()) << "stop_sync returned while the release hook was still running";
+    EXPECT_FALSE(sync.returned.load()) << "stop_sync returned while the release hook was still running";
     go.open();
     stopper.join();
-    syncer.join();
-    EXPECT_TRUE(saw_hook_returned) << "stop_sync returned before the release hook returned";
+    sync.th.join();
+    EXPECT_TRUE(sync.saw_hook_returned) << "stop_sync returned before the release hook returned";
 }
 
 TEST(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
@@ -441,19 +451,14 @@ TEST(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
     const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
     std::thread shutter([&] { rt.shutdown(); });
     ASSERT_TRUE(entered.wait(30s));  // the sweep's release hook is running
-    bool saw_hook_returned = false;
-    std::atomic<bool> sync_returned{false};
-    std::thread syncer([&] {
-        EXPECT_FALSE(rt.stop_sync(t.id()));  // shutdown cancelled it, not this call
-        saw_hook_returned = returned.load();
-        sync_returned.store(true);
-    });
+    SyncAside sync(rt, t.id(), returned);
     std::this_thread::sleep_for(100ms);
-    EXPECT_FALSE(sync_returned.load()) << "stop_sync returned while shutdown's release hook was still running";
+    EXPECT_FALSE(sync.returned.load()) << "stop_sync returned while shutdown's release hook was still running";
     go.open();
     shutter.join();
-    syncer.join();
-    EXPECT_TRUE(saw_hook_returned);
+    sync.th.join();
+    EXPECT_FALSE(sync.result);  // shutdown cancelled it, not this call
+    EXPECT_TRUE(sync.saw_hook_returned);
 }
 
 // ---- 3. shutdown and failing starts ------------------------------------------------------

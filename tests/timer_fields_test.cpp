@@ -197,6 +197,14 @@ struct UnparkClock {
     }
 };
 
+/// Options of a start on the realtime clock at `deadline`.
+tw::StartOptions realtime_at(tw::TimePoint deadline) {
+    tw::StartOptions o;
+    o.clock = tw::TimerClock::realtime;
+    o.deadline = deadline;
+    return o;
+}
+
 // ---- parking at a test hook (test_hooks::in_window): test_support/park.hpp ----
 using tw_test::HookGuard;
 using tw_test::Parking;
@@ -533,18 +541,14 @@ TEST(StartDuringClockStep, AWallClockStartThatOverlapsAStepFollowsIt) {
     tw::Runtime rt(one_shard());
     std::atomic<int> probe_runs{0}, x_runs{0};
     std::atomic<std::int64_t> x_ran_at{0};
-    tw::StartOptions op;
-    op.clock = tw::TimerClock::realtime;
-    op.deadline = tw::TimePoint(rt.now(tw::TimerClock::realtime) + 5s);
+    const tw::StartOptions op = realtime_at(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 5s));
     const tw::Timer probe = rt.start(op, [&probe_runs] { probe_runs.fetch_add(1); });
     (void)probe;
 
     reset_clock_parking();
     const std::int64_t x_deadline = ns_of(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 30s));
     std::thread t([&] {
-        tw::StartOptions ox;
-        ox.clock = tw::TimerClock::realtime;
-        ox.deadline = tw::TimePoint(tw::Duration(x_deadline));
+        const tw::StartOptions ox = realtime_at(tw::TimePoint(tw::Duration(x_deadline)));
         t_park_clock = CLOCK_REALTIME;  // parked inside the start's wall-clock reading
         (void)rt.start(ox, [&] {
             x_ran_at.store(rt.now(tw::TimerClock::realtime).count());
@@ -581,9 +585,7 @@ TEST(ClockIndex, AStartInFlightKeepsItsEntryThroughACompaction) {
     reset_clock_parking();
     const std::int64_t x_deadline = ns_of(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 1h));
     std::thread t([&] {
-        tw::StartOptions ox;
-        ox.clock = tw::TimerClock::realtime;
-        ox.deadline = tw::TimePoint(tw::Duration(x_deadline));
+        const tw::StartOptions ox = realtime_at(tw::TimePoint(tw::Duration(x_deadline)));
         t_park_clock = CLOCK_REALTIME;
         t_park_skip = 1;  // its second wall-clock reading: publish_clocked's, after the index add
         (void)rt.start(ox, [&x_runs] { x_runs.fetch_add(1); });
@@ -592,9 +594,7 @@ TEST(ClockIndex, AStartInFlightKeepsItsEntryThroughACompaction) {
     ASSERT_TRUE(wait_clock_parked());
     std::vector<tw::Timer> others;
     for (int i = 0; i < 200; ++i) {
-        tw::StartOptions o;
-        o.clock = tw::TimerClock::realtime;
-        o.deadline = tw::TimePoint(rt.now(tw::TimerClock::realtime) + 2h);
+        const tw::StartOptions o = realtime_at(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 2h));
         others.push_back(rt.start(o, [] {}));
     }
     unpark_clock();
