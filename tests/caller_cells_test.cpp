@@ -242,7 +242,10 @@ TEST(CellWakeUp, AResetToNowDuringAWorkersRefileOfALaterClaimIsNotLate) {
 // deadline (now); a wake-up for the stale 3 s leaves the timer until the
 // sleep ends (~100 ms late: the review's ~80 ms). In the test above the
 // driver had gone back to a long sleep, which any message ends.
-TEST(CellWakeUp, AResetToNowDuringARefileWakesADriverInAShortSleep) {
+// A lost wake-up is late every time (by the rest of the driver's ~100 ms
+// sleep); a loaded machine only sometimes: up to three tries, and the test
+// fails only if every one was late.
+std::int64_t reset_during_refile_lateness_ns() {
     Hooks h;
     tw::Runtime rt(one_shard());
     Fired keep_asleep, t_run;
@@ -252,25 +255,42 @@ TEST(CellWakeUp, AResetToNowDuringARefileWakesADriverInAShortSleep) {
     Release r1{claim};
     claim.what = 'b';
     g_park[0].store(&claim);
-    ASSERT_TRUE(claim.parked.wait(kWait)) << "no worker claimed the due timer";
-    ASSERT_TRUE(rt.reset(t, 3s));
+    EXPECT_TRUE(claim.parked.wait(kWait)) << "no worker claimed the due timer";
+    EXPECT_TRUE(rt.reset(t, 3s));
     Park& refile = fresh_park();
     Release r2{refile};
     refile.what = 'L';
     g_park[1].store(&refile);
     claim.go.open();
-    ASSERT_TRUE(refile.parked.wait(kWait)) << "the worker did not find the timer moved later";
-    const int passes = g_seen_d.load();
-    ASSERT_TRUE(rt.reset(t, 0ns));
-    ASSERT_TRUE(wait_until([&] { return g_seen_d.load() > passes; })) << "the driver did not take the Refile";
+    EXPECT_TRUE(refile.parked.wait(kWait)) << "the worker did not find the timer moved later";
+    // The first pass after the reset began (its drain takes the Refile: 'P'
+    // follows the drain), then its park ('d'): the driver is in the short
+    // sleep of a pass that drained a message. (Stamped after the reset, a
+    // quick driver's pass was missed and the next one, with nothing to
+    // drain, went to a long sleep, which any message ends.)
+    const std::int64_t reset_begin = ns(Clock::now());
+    EXPECT_TRUE(rt.reset(t, 0ns));
+    EXPECT_TRUE(wait_until([&] {
+        const std::int64_t p = g_last_P_ns.load();
+        return p > reset_begin && g_last_d_ns.load() > p;
+    })) << "the driver did not take the Refile";
     const TimePoint released = Clock::now();  // the driver sleeps <= kHousekeepingNs from about now
     refile.go.open();
-    ASSERT_TRUE(wait_until([&] { return t_run.n.load() == 1; }, 5s));
-    // A wake-up takes well under a millisecond; the lost one ~100 ms.
-    constexpr auto kWake = kSanitized ? 70ms : 50ms;
-    EXPECT_LT(t_run.at.load(), ns(released + kWake))
-        << "late by " << (t_run.at.load() - ns(released)) / 1'000'000 << " ms: the Insert woke nobody";
+    EXPECT_TRUE(wait_until([&] { return t_run.n.load() == 1; }, 5s));
     EXPECT_EQ(keep_asleep.n.load(), 0);
+    return t_run.at.load() - ns(released);
+}
+
+TEST(CellWakeUp, AResetToNowDuringARefileWakesADriverInAShortSleep) {
+    // A wake-up takes well under a millisecond; the lost one ~100 ms.
+    constexpr std::int64_t kWakeNs = kSanitized ? 70'000'000 : 50'000'000;
+    std::int64_t late[3] = {0, 0, 0};
+    for (auto& l : late) {
+        l = reset_during_refile_lateness_ns();
+        if (HasFailure() || l < kWakeNs) return;
+    }
+    ADD_FAILURE() << "late by " << late[0] / 1'000'000 << ", " << late[1] / 1'000'000 << " and "
+                  << late[2] / 1'000'000 << " ms: the Insert woke nobody";
 }
 
 // ---- the cells ------------------------------------------------------------------------
