@@ -1017,20 +1017,28 @@ def write_report(out_dir, json_name, doc, md_name, md, goals):
     return sum(1 for g in goals if g[2] == "**met**")
 
 
+def parse_output_args(ap, results_json):
+    """Adds the options every report takes (--results: re-render from an existing results_json; --out;
+    --no-plots), parses the command line, sets DRAW_PLOTS and makes the --out folder."""
+    global DRAW_PLOTS
+    ap.add_argument("--results", help="re-render from an existing %s" % results_json)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--no-plots", action="store_true", help="the Markdown only (as if every plot had been drawn)")
+    a = ap.parse_args()
+    DRAW_PLOTS = not a.no_plots
+    os.makedirs(a.out, exist_ok=True)
+    return a
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--raw", help="JSON lines from the peers")
     ap.add_argument("--meta", help="run metadata (JSON) from scripts/bench.sh")
-    ap.add_argument("--results", help="re-render from an existing results.json")
-    ap.add_argument("--out", required=True)
     ap.add_argument("--probe", help="bench/expiry_probe's JSON lines (section 4b)")
     ap.add_argument("--capi", action="store_true",
                     help="issue 21's start+stop goals only (scripts/bench.sh capi): capi.json, capi.md")
-    ap.add_argument("--no-plots", action="store_true", help="the Markdown only (as if every plot had been drawn)")
-    a = ap.parse_args()
-    global RUN_ID, DRAW_PLOTS
-    DRAW_PLOTS = not a.no_plots
-    os.makedirs(a.out, exist_ok=True)
+    a = parse_output_args(ap, "results.json")
+    global RUN_ID
     if a.results:
         doc = json.load(open(a.results))
         records, meta, env = doc["results"], doc["meta"], doc.get("environment", {})
