@@ -105,9 +105,7 @@ if(MODE STREQUAL "install")
   return()
 endif()
 
-if(NOT EXISTS "${PREFIX}/${LIBDIR}/${SONAME}")
-  message(FATAL_ERROR "nothing installed in ${PREFIX} (capi_install must run first)")
-endif()
+tw_require_exists("${PREFIX}/${LIBDIR}/${SONAME}" "nothing installed in ${PREFIX} (capi_install must run first)")
 
 if(MODE STREQUAL "cmake")
   set(bin "${WORK}/consumer-cmake")

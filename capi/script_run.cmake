@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-# Shared by the ctest scripts (cmake -P) of capi/: run(cmd args...) runs a
-# command, echoes it with its output, fails the test on a non-zero exit, and
-# leaves its standard output in `run_out` in the caller's scope.
+# Shared by the ctest scripts (cmake -P) of capi/ and a few others
+# (cmake/check_build.cmake, docs/build_site.cmake, examples/
+# check_demo_simulate.cmake, bench/peers/smoke.cmake).
+# run(cmd args...) runs a command, echoes it with its output, fails the test
+# on a non-zero exit, and leaves its standard output in `run_out` in the
+# caller's scope.
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   string(REPLACE ";" " " cmd "${ARGN}")
@@ -10,4 +13,20 @@ function(run)
     message(FATAL_ERROR "failed (${rc}): ${cmd}")
   endif()
   set(run_out "${out}" PARENT_SCOPE)
+endfunction()
+
+# tw_require_exists(<path> <message>): fails the test with <message> unless
+# <path> exists.
+function(tw_require_exists path why)
+  if(NOT EXISTS "${path}")
+    message(FATAL_ERROR "${why}")
+  endif()
+endfunction()
+
+# tw_fail_on_errors(<errors> <what>): fails the test with "<what>:" and the
+# collected <errors> (one line each) unless <errors> is empty.
+function(tw_fail_on_errors errors what)
+  if(errors)
+    message(FATAL_ERROR "${what}:\n${errors}")
+  endif()
 endfunction()
