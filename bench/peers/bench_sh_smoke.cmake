@@ -10,6 +10,13 @@
 # with the script's output, on a non-zero exit status or a file of WRITES
 # missing in OUT; and leaves the script's stdout and stderr in `out` and `err`.
 # A macro, not a function, so that a skip returns from the calling script.
+# tw_smoke_skip(<why>): the test is skipped (ctest's SKIP_REGULAR_EXPRESSION
+# TW-SKIP:) with <why>, and the calling script returns.
+macro(tw_smoke_skip why)
+  message(STATUS "TW-SKIP: ${why}")
+  return()
+endmacro()
+
 macro(tw_bench_sh_smoke)
   cmake_parse_arguments(_tbs "" "SCRIPT;MODE;TIMEOUT" "NEEDS;ENV;WRITES" ${ARGN})
   foreach(v SOURCE_DIR BUILD_DIR OUT)
@@ -19,13 +26,11 @@ macro(tw_bench_sh_smoke)
   endforeach()
   find_program(_bash bash)
   if(NOT _bash)
-    message(STATUS "TW-SKIP: bash not found")
-    return()
+    tw_smoke_skip("bash not found")
   endif()
   foreach(_need IN LISTS _tbs_NEEDS)
     if(NOT EXISTS "${BUILD_DIR}/${_need}")
-      message(STATUS "TW-SKIP: ${BUILD_DIR}/${_need} not built")
-      return()
+      tw_smoke_skip("${BUILD_DIR}/${_need} not built")
     endif()
   endforeach()
   file(REMOVE_RECURSE "${OUT}")
