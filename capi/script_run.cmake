@@ -30,3 +30,26 @@ function(tw_fail_on_errors errors what)
     message(FATAL_ERROR "${what}:\n${errors}")
   endif()
 endfunction()
+
+# tw_check_man_page(<man> <page> <mandir> <gz> <from> [<want>...]): the
+# installed page of tw_timer_start, rendered by <man> -l <page>, shows the
+# header, tw_timer_start's prototype, TW_EINVAL and each extra <want>
+# (regular expressions); and, as a user finds it (MANPATH=<mandir>),
+# man -w tw_timer_start finds it (<gz>: the pages' suffix as a regular
+# expression, "" or "[.]gz"). <from> names the pages in a failure.
+function(tw_check_man_page man page mandir gz from)
+  set(ENV{MANWIDTH} 100)
+  run("${man}" -l "${page}")
+  foreach(want "tickwheel/tickwheel[.]h" "int tw_timer_start [(]tw_runtime [*] rt, uint64_t delay_ns" "TW_EINVAL"
+               ${ARGN})
+    if(NOT run_out MATCHES "${want}")
+      message(FATAL_ERROR "man -l ${page} (${from}) does not show '${want}'")
+    endif()
+  endforeach()
+  set(ENV{MANPATH} "${mandir}")
+  run("${man}" -w tw_timer_start)
+  unset(ENV{MANPATH})
+  if(NOT run_out MATCHES "/man3/(tw_timer_start|tickwheel[.]h)[.]3${gz}")
+    message(FATAL_ERROR "man -w tw_timer_start does not find the page (${from})")
+  endif()
+endfunction()
