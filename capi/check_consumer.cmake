@@ -20,28 +20,18 @@ cmake_policy(VERSION 3.25)
 
 include(${CMAKE_CURRENT_LIST_DIR}/script_run.cmake)  # run()
 
-# Runs a consumer program and checks what it prints.
-function(run_consumer exe expect)
-  run("${exe}")
-  if(NOT run_out MATCHES "${expect}")
-    message(FATAL_ERROR "${exe} did not report '${expect}'")
-  endif()
-endfunction()
-
 # The program loads PREFIX's shared library (shared = TRUE), or no
 # libtickwheel at all (static). A C++ shared program binds tickwheel::Error's
 # typeinfo to the library's (symbol version TICKWHEEL_CXX_1).
 function(check_linkage exe shared cxx)
-  find_program(LDD ldd)
-  if(NOT LDD)
-    message("(ldd not found: linkage of ${exe} not checked)")
-    return()
+  tw_ldd("${exe}" loads)
+  if(loads STREQUAL "")
+    return()  # no ldd
   endif()
-  run("${LDD}" "${exe}")
-  if(shared AND NOT run_out MATCHES "${SONAME} => ${PREFIX}/${LIBDIR}/${SONAME}")
+  if(shared AND NOT loads MATCHES "${SONAME} => ${PREFIX}/${LIBDIR}/${SONAME}")
     message(FATAL_ERROR "${exe} does not load ${PREFIX}/${LIBDIR}/${SONAME}")
   endif()
-  if(NOT shared AND run_out MATCHES "libtickwheel")
+  if(NOT shared AND loads MATCHES "libtickwheel")
     message(FATAL_ERROR "${exe} is linked statically but loads a libtickwheel")
   endif()
   if(shared AND cxx AND NM)

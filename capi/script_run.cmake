@@ -53,3 +53,25 @@ function(tw_check_man_page man page mandir gz from)
     message(FATAL_ERROR "man -w tw_timer_start does not find the page (${from})")
   endif()
 endfunction()
+
+# run_consumer(<exe> <expect>): runs a consumer program and fails the test
+# unless what it prints matches <expect> (e.g. "consumer: OK").
+function(run_consumer exe expect)
+  run("${exe}")
+  if(NOT run_out MATCHES "${expect}")
+    message(FATAL_ERROR "${exe} did not report '${expect}'")
+  endif()
+endfunction()
+
+# tw_ldd(<exe> <out>): <out> = what ldd says <exe> loads; without ldd, says
+# that the linkage of <exe> is not checked, and <out> is empty.
+function(tw_ldd exe out)
+  find_program(LDD ldd)
+  if(NOT LDD)
+    message("(ldd not found: the linkage of ${exe} is not checked)")
+    set(${out} "" PARENT_SCOPE)
+    return()
+  endif()
+  run("${LDD}" "${exe}")
+  set(${out} "${run_out}" PARENT_SCOPE)
+endfunction()
