@@ -68,16 +68,28 @@ tickwheel::detached coro_waiter(tickwheel::Runtime& rt, tickwheel::Queue& q, tic
     --*live;
 }
 
-Cost run_coro() {
-    tickwheel::Runtime rt(config());
-    tickwheel::Queue q(rt);
-    g_count = 0;
-    g_quit = false;
+// A round on a delivery queue: a fresh runtime and queue, the counters reset,
+// g_waiters waiters live (each decrements `live` when it ends); drain(m)
+// runs the queue until none is, and answers the cost per wake since m.
+struct QueueRound {
+    tickwheel::Runtime rt{config()};
+    tickwheel::Queue q{rt};
     long live = g_waiters;
+    QueueRound() {
+        g_count = 0;
+        g_quit = false;
+    }
+    Cost drain(const Meter& m) {
+        while (live > 0) q.run(1024, tickwheel::Queue::kForever);
+        return m.done(g_count);
+    }
+};
+
+Cost run_coro() {
+    QueueRound r;
     const Meter m;
-    for (long i = 0; i < g_waiters; ++i) coro_waiter(rt, q, std::chrono::microseconds(g_delay_us), &live);
-    while (live > 0) q.run(1024, tickwheel::Queue::kForever);
-    return m.done(g_count);
+    for (long i = 0; i < g_waiters; ++i) coro_waiter(r.rt, r.q, std::chrono::microseconds(g_delay_us), &r.live);
+    return r.drain(m);
 }
 
 // ---- plain callback timer --------------------------------------------------
@@ -99,20 +111,15 @@ struct Plain {
 };
 
 Cost run_plain() {
-    tickwheel::Runtime rt(config());
-    tickwheel::Queue q(rt);
-    g_count = 0;
-    g_quit = false;
-    long live = g_waiters;
-    std::vector<Plain> timers(std::size_t(g_waiters), Plain{&rt, {}, &live});
+    QueueRound r;
+    std::vector<Plain> timers(std::size_t(g_waiters), Plain{&r.rt, {}, &r.live});
     const Meter m;
     for (auto& p : timers) {
         p.o.delay = std::chrono::microseconds(g_delay_us);
-        p.o.queue = &q;
+        p.o.queue = &r.q;
         p.arm();
     }
-    while (live > 0) q.run(1024, tickwheel::Queue::kForever);
-    return m.done(g_count);
+    return r.drain(m);
 }
 
 // ---- Asio steady_timer + use_awaitable -------------------------------------

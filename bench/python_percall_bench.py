@@ -41,10 +41,12 @@ import platform
 import shlex
 import statistics
 import sys
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bindings", "python", "tests"))
+from check_support import Spinner  # noqa: E402  (the thread that competes for the GIL; test_extension.py's too)
+
 GOAL_PAIR_NS = 800.0
 GOAL_ASYNCIO_RATIO = 1.5
 GOAL_BUSY_NS = 5000.0
@@ -71,27 +73,6 @@ def parse_args():
 
 def nop():
     pass
-
-
-class Spinner:
-    """A CPU-bound Python thread: it takes the GIL whenever another thread lets it go."""
-
-    def __enter__(self):
-        self.stop = False
-        self.spins = 0
-
-        def spin():
-            while not self.stop:
-                self.spins += 1
-        self.thread = threading.Thread(target=spin, daemon=True)
-        self.thread.start()
-        while self.spins == 0:  # running (and competing for the GIL) before we measure
-            time.sleep(0.001)
-        return self
-
-    def __exit__(self, *exc):
-        self.stop = True
-        self.thread.join()
 
 
 def pairs_tickwheel(rt, n):

@@ -13,6 +13,7 @@ macro(skip why)
   return()
 endmacro()
 
+include(${CMAKE_CURRENT_LIST_DIR}/script_run.cmake)  # tw_require_exists()
 if(NOT SANITIZE STREQUAL "")
   skip("sanitizer build (${SANITIZE}): the baseline is of the release build")
 endif()
@@ -58,9 +59,7 @@ if(MODE STREQUAL "write")
   return()
 endif()
 
-if(NOT EXISTS "${BASELINE}")
-  message(FATAL_ERROR "no ABI baseline ${BASELINE}: build the abi-baseline target in the release preset")
-endif()
+tw_require_exists("${BASELINE}" "no ABI baseline ${BASELINE}: build the abi-baseline target in the release preset")
 
 # 1. abidiff: the semantic report. Any reported change fails.
 #    --harmless: report even what abigail deems harmless; --fail-no-debug-info:

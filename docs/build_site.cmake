@@ -14,6 +14,7 @@
 # succeeds; without it (the target) it fails with the package to install.
 cmake_minimum_required(VERSION 3.25)
 
+include(${CMAKE_CURRENT_LIST_DIR}/../capi/script_run.cmake)  # tw_require_exists()
 set(_missing "")
 if(NOT DOXYGEN OR NOT EXISTS "${DOXYGEN}")
   list(APPEND _missing "doxygen (apt-get install doxygen)")
@@ -69,7 +70,5 @@ execute_process(
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "sphinx-build failed (exit ${rc}); every warning is an error:\n${out}")
 endif()
-if(NOT EXISTS "${OUT}/html/index.html")
-  message(FATAL_ERROR "sphinx-build wrote no ${OUT}/html/index.html")
-endif()
+tw_require_exists("${OUT}/html/index.html" "sphinx-build wrote no ${OUT}/html/index.html")
 message(STATUS "documentation site: ${OUT}/html/index.html (no warning)")

@@ -10,6 +10,7 @@
 # run with the same seed prints the same summary (deterministic).
 # Usage: cmake -DDEMO=<demo> [-DHOURS=1] [-DMIN_SPEEDUP=100] -P check_demo_simulate.cmake
 # (HOURS: one that makes a whole number of seconds, e.g. 1 or 0.25.)
+include(${CMAKE_CURRENT_LIST_DIR}/../capi/script_run.cmake)  # tw_fail_on_errors()
 if(NOT DEFINED HOURS)
   set(HOURS 1)
 endif()
@@ -94,7 +95,5 @@ if(NOT first STREQUAL second)
   string(APPEND errors "  two runs with the same seed differ:\n${first}---\n${second}")
 endif()
 
-if(errors)
-  message(FATAL_ERROR "demo_simulate:\n${errors}")
-endif()
+tw_fail_on_errors("${errors}" "demo_simulate")
 message("demo_simulate: ok (${HOURS} h simulated in ${wall} s; opened ${opened} = ${closed} + ${timed_out} + ${at_shutdown})")

@@ -273,11 +273,16 @@ if [[ $mode == node ]]; then
   exit 0
 fi
 
-# ---- python (issue 33): the per-call cost from Python against asyncio's own ------------
-if [[ $mode == python ]]; then
+# The build of a mode that needs one release target (python, delay, model), in $build:
+# with BENCH_NO_BUILD=1, BENCH_BUILD_DIR as it is (nothing is built); else BENCH_BUILD_DIR
+# configured without tests, or the release preset; then TARGET is built.
+#   build_one_target TARGET WHAT   (WHAT: how the log names the target)
+build_one_target() {
   if ((no_build)); then
     build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
-  elif [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
+    return 0
+  fi
+  if [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
     build=$BENCH_BUILD_DIR
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc \
           -DCMAKE_CXX_COMPILER=g++ -DTICKWHEEL_BUILD_TESTS=OFF >&2
@@ -286,10 +291,13 @@ if [[ $mode == python ]]; then
     log "configuring the release preset"
     cmake --preset release >/dev/null
   fi
-  if ((!no_build)); then
-    log "building the Python extension (tickwheel_python)"
-    cmake --build "$build" --target tickwheel_python >&2
-  fi
+  log "building $2"
+  cmake --build "$build" --target "$1" >&2
+}
+
+# ---- python (issue 33): the per-call cost from Python against asyncio's own ------------
+if [[ $mode == python ]]; then
+  build_one_target tickwheel_python "the Python extension (tickwheel_python)"
   py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
   args=(--binding "$build/python" --json "$out/python.json" --command "$bench_cmd")
   ((quick)) && args+=(--quick)
@@ -304,21 +312,7 @@ fi
 # Only the release build of one program each; no peers.
 if [[ $mode == delay || $mode == model ]]; then
   prog=$([[ $mode == delay ]] && echo delay_sources || echo model_bench)
-  if ((no_build)); then
-    build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
-  elif [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
-    build=$BENCH_BUILD_DIR
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc \
-          -DCMAKE_CXX_COMPILER=g++ -DTICKWHEEL_BUILD_TESTS=OFF >&2
-  else
-    build=$root/build/release
-    log "configuring the release preset"
-    cmake --preset release >/dev/null
-  fi
-  if ((!no_build)); then
-    log "building bench/$prog"
-    cmake --build "$build" --target "$prog" >&2
-  fi
+  build_one_target "$prog" "bench/$prog"
   raw=$(mktemp)
   trap 'rm -f "$raw"' EXIT
   if [[ $mode == delay ]]; then

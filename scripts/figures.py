@@ -111,18 +111,9 @@ RATES = ("pairs/s", "callbacks/s")
 
 
 def sig(x):
-    ax = abs(x)
-    if ax >= 1000:
+    if abs(x) >= 1000:
         return "{:,.0f}".format(x)
-    if ax >= 100:
-        return "%.0f" % x
-    if ax >= 10:
-        return "%.1f" % x
-    if ax >= 1:
-        return "%.2f" % x
-    if ax == 0:
-        return "0"
-    return "%.2g" % x
+    return report.plain(x)
 
 
 def number(v, unit):

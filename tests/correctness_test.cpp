@@ -15,8 +15,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <system_error>
 #include <string>
@@ -426,39 +428,43 @@ struct SyncAside {
 };
 }  // namespace
 
-TEST(StopSyncWaitsForTheReleaseHook, OfAConcurrentStop) {
-    Runtime rt(one_shard());
+/// A timer (on one shard) whose release hook blocks until `go` opens.
+/// stop_sync_beside_the_hook(trigger, what) runs `trigger` (what runs the
+/// hook: a stop, the shutdown sweep) on a thread; once the hook is running,
+/// stop_sync on a thread of its own (`sync`) must not return while it runs;
+/// then the hook is let go and both threads are joined.
+class StopSyncWaitsForTheReleaseHook : public ::testing::Test {
+protected:
+    Runtime rt{one_shard()};
     Gate entered, go;
     std::atomic<bool> returned{false};
     const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
-    std::thread stopper([&] { EXPECT_TRUE(rt.stop(t.id())); });
-    ASSERT_TRUE(entered.wait(30s));  // the stop's release hook is running
-    SyncAside sync(rt, t.id(), returned);
-    // stop_sync must not return while the hook runs. (If it wrongly returns,
-    // it does so at once; this bound only delays the check.)
-    std::this_thread::sleep_for(100ms);
-    EXPECT_FALSE(sync.returned.load()) << "stop_sync returned while the release hook was still running";
-    go.open();
-    stopper.join();
-    sync.th.join();
-    EXPECT_TRUE(sync.saw_hook_returned) << "stop_sync returned before the release hook returned";
+    std::optional<SyncAside> sync;
+
+    void stop_sync_beside_the_hook(const std::function<void()>& trigger, const char* what) {
+        std::thread th(trigger);
+        ASSERT_TRUE(entered.wait(30s)) << what << " never ran";  // the release hook is running
+        sync.emplace(rt, t.id(), returned);
+        // stop_sync must not return while the hook runs. (If it wrongly returns,
+        // it does so at once; this bound only delays the check.)
+        std::this_thread::sleep_for(100ms);
+        EXPECT_FALSE(sync->returned.load()) << "stop_sync returned while " << what << " was still running";
+        go.open();
+        th.join();
+        sync->th.join();
+    }
+};
+
+TEST_F(StopSyncWaitsForTheReleaseHook, OfAConcurrentStop) {
+    ASSERT_NO_FATAL_FAILURE(
+        stop_sync_beside_the_hook([&] { EXPECT_TRUE(rt.stop(t.id())); }, "the stop's release hook"));
+    EXPECT_TRUE(sync->saw_hook_returned) << "stop_sync returned before the release hook returned";
 }
 
-TEST(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
-    Runtime rt(one_shard());
-    Gate entered, go;
-    std::atomic<bool> returned{false};
-    const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
-    std::thread shutter([&] { rt.shutdown(); });
-    ASSERT_TRUE(entered.wait(30s));  // the sweep's release hook is running
-    SyncAside sync(rt, t.id(), returned);
-    std::this_thread::sleep_for(100ms);
-    EXPECT_FALSE(sync.returned.load()) << "stop_sync returned while shutdown's release hook was still running";
-    go.open();
-    shutter.join();
-    sync.th.join();
-    EXPECT_FALSE(sync.result);  // shutdown cancelled it, not this call
-    EXPECT_TRUE(sync.saw_hook_returned);
+TEST_F(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
+    ASSERT_NO_FATAL_FAILURE(stop_sync_beside_the_hook([&] { rt.shutdown(); }, "shutdown's release hook"));
+    EXPECT_FALSE(sync->result);  // shutdown cancelled it, not this call
+    EXPECT_TRUE(sync->saw_hook_returned);
 }
 
 // ---- 3. shutdown and failing starts ------------------------------------------------------

@@ -271,6 +271,22 @@ TEST(ShutdownVsQueueRuns, AnAdvancesCallbackWaitingInRunIsWokenAndTheAdvanceEnds
     EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
 }
 
+// The set-up of QueueDeliveryItems' first two tests: timers A (name 1) and B
+// (name 2) record the order of their runs, on one queue of a manual-clock
+// runtime (the test destroys the queue and the runtime).
+struct OrderedPair {
+    tw_runtime* rt = make_runtime(true);
+    tw_queue* q = make_queue(rt);
+    std::vector<int> order;
+    Probe a;
+    Probe b;
+    OrderedPair() {
+        a.name = 1;
+        b.name = 2;
+        a.order = b.order = &order;
+    }
+};
+
 // ---- race 5: a delivery item names its due episode ---------------------------------------------
 // Timer A is due (its item delivered, not run), is reset (taken back), and
 // is due again under the same generation after B. Runs must follow the
@@ -279,13 +295,8 @@ TEST(ShutdownVsQueueRuns, AnAdvancesCallbackWaitingInRunIsWokenAndTheAdvanceEnds
 // first, with 60 ms of lateness, and A's new item was then stale.
 // (The manual clock makes the schedule exact: no timing on the machine.)
 TEST(QueueDeliveryItems, AResetDueTimersOldItemNeverRunsAgain) {
-    tw_runtime* rt = make_runtime(true);
-    tw_queue* q = make_queue(rt);
-    std::vector<int> order;
-    Probe a, b;
-    a.name = 1;
-    b.name = 2;
-    a.order = b.order = &order;
+    OrderedPair t;
+    auto& [rt, q, order, a, b] = t;
     const tw_timer ida = start_on(rt, q, a, kMs);
     ASSERT_GE(tw_runtime_advance(rt, kMs), 0);  // A due at 1 ms: delivered
     ASSERT_EQ(queue_stats(q).due, 1u);
@@ -316,13 +327,8 @@ TEST(QueueDeliveryItems, AResetDueTimersOldItemNeverRunsAgain) {
 // periods: its new grid is congruent to the old one, so only the item's
 // episode (not its deadline) tells the old item from the new.
 TEST(QueueDeliveryItems, APeriodicTimersOldItemNeverRunsAgain) {
-    tw_runtime* rt = make_runtime(true);
-    tw_queue* q = make_queue(rt);
-    std::vector<int> order;
-    Probe a, b;
-    a.name = 1;
-    b.name = 2;
-    a.order = b.order = &order;
+    OrderedPair t;
+    auto& [rt, q, order, a, b] = t;
     tw_timer_spec s = spec_for(a, q, kMs);
     s.period_ns = 10 * kMs;
     tw_timer ida = 0;

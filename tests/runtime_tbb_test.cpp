@@ -143,23 +143,26 @@ void expect_all_held_at_once(const std::vector<tw::Runtime*>& rts) {
         ASSERT_TRUE(gates[i]->wait_left(static_cast<int>(rts[i]->worker_count()))) << "runtime " << i;
 }
 
+// a (2 workers) and b (6), created in either order: each says, and gets, all its workers at once.
+void expect_two_and_six(tw::Runtime& a, tw::Runtime& b) {
+    EXPECT_EQ(a.worker_count(), 2u);
+    EXPECT_EQ(b.worker_count(), 6u);
+    expect_all_held_at_once({&a, &b});
+}
+
 // (a) The reported bug: B (6 workers) created after A (2) ran only 2
 // callbacks at once while its worker_count() said 6.
 TEST(TbbParallelism, LaterRuntimeGetsAllItsWorkers) {
     auto a = make_runtime(2);
     auto b = make_runtime(6);
-    EXPECT_EQ(a->worker_count(), 2u);
-    EXPECT_EQ(b->worker_count(), 6u);
-    expect_all_held_at_once({a.get(), b.get()});
+    expect_two_and_six(*a, *b);
 }
 
 // (b) The other creation order.
 TEST(TbbParallelism, EarlierRuntimeGetsAllItsWorkers) {
     auto b = make_runtime(6);
     auto a = make_runtime(2);
-    EXPECT_EQ(a->worker_count(), 2u);
-    EXPECT_EQ(b->worker_count(), 6u);
-    expect_all_held_at_once({a.get(), b.get()});
+    expect_two_and_six(*a, *b);
     expect_all_held_at_once({b.get(), a.get()});
 }
 

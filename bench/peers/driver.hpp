@@ -455,8 +455,13 @@ inline void paced_stream(const std::function<bool()>& tick, const std::function<
 
 /// run_stream() and begin_idle() of a peer whose timers fire on its own
 /// threads: the stream is paced by paced_stream(), and nothing waits for
-/// the idle workload to start it. Such a peer derives from PacedPeer.
+/// the idle workload to start it. Such a peer derives from PacedPeer, which
+/// also says what every one of them is: it has its own driver threads
+/// (kHasDriver) and takes its calls from any thread (kThreadSafe).
 struct PacedPeer {
+    static constexpr bool kThreadSafe = true;
+    static constexpr bool kHasDriver = true;
+
     template <class Local>
     void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
         paced_stream(tick, done);

@@ -27,8 +27,6 @@ using boost::system::error_code;
 namespace {
 
 struct AsioPeer : PacedPeer {
-    static constexpr bool kThreadSafe = true;
-    static constexpr bool kHasDriver = true;
     using H = asio::steady_timer*;
 
     struct Local {

@@ -72,8 +72,6 @@ std::string allowed_cpus() {
 }
 
 struct DpdkPeer : PacedPeer {
-    static constexpr bool kThreadSafe = true;
-    static constexpr bool kHasDriver = true;
     using H = rte_timer*;
 
     struct Local {

@@ -37,8 +37,6 @@ timeval tv_of(std::int64_t d_ns) {
 void noop_cb(evutil_socket_t, short, void*) {}
 
 struct EventPeer : PacedPeer {
-    static constexpr bool kThreadSafe = true;
-    static constexpr bool kHasDriver = true;
     using H = event*;
 
     struct Local {

@@ -104,8 +104,6 @@ private:
 };
 
 struct MutexPeer : PacedPeer {
-    static constexpr bool kThreadSafe = true;
-    static constexpr bool kHasDriver = true;
     using H = TimerService::Key;
     struct Local {
         explicit Local(MutexPeer&) {}

@@ -112,19 +112,24 @@ def main():
     def singles(ops):
         return [rng.uniform(1e-3, 100) for _ in range(ops)], [rng.randrange(a.pending) for _ in range(ops)]
 
+    def churn(rt, pending):
+        """A repetition's pairs through the binding, for singles' inputs: start one timer, stop a random
+        pending one, which the new one replaces."""
+        def run(inputs):
+            start = rt.start
+            for d, v in zip(*inputs):
+                t = start(d, noop)
+                pending[v].stop()
+                pending[v] = t
+        return run
+
     # ---- through the binding ----------------------------------------------------
     if "binding" in only:
       with tickwheel.Runtime() as rt:
         pending = [rt.start(rng.uniform(1, 100), noop) for _ in range(a.pending)]
         drain(rt)
 
-        def run_binding(inputs):
-            start = rt.start
-            for d, v in zip(*inputs):
-                t = start(d, noop)
-                pending[v].stop()
-                pending[v] = t
-        measure(rt, "python-binding", singles, run_binding)
+        measure(rt, "python-binding", singles, churn(rt, pending))
         del pending
 
     # ---- through the binding, a CPU-bound Python thread beside it ---------------------------
@@ -142,15 +147,8 @@ def main():
             th = threading.Thread(target=spin, daemon=True)
             th.start()
             ops_saved, a.ops = a.ops, a.busy_ops
-
-            def run_busy(inputs):
-                start = rt.start
-                for d, v in zip(*inputs):
-                    t = start(d, noop)
-                    pending[v].stop()
-                    pending[v] = t
             try:
-                measure(rt, "python-binding-busy", singles, run_busy)
+                measure(rt, "python-binding-busy", singles, churn(rt, pending))
             finally:
                 busy["stop"] = True
                 th.join()

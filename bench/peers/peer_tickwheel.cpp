@@ -24,8 +24,6 @@ tickwheel::Config make_config(const Opts& o) {
 }
 
 struct TickwheelPeer : PacedPeer {
-    static constexpr bool kThreadSafe = true;
-    static constexpr bool kHasDriver = true;
     using H = std::uint64_t;
     struct Local {
         explicit Local(TickwheelPeer&) {}

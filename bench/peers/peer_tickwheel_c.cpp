@@ -43,8 +43,6 @@ tw_runtime* create(const Opts& o) {
 }
 
 struct TickwheelCPeer : PacedPeer {
-    static constexpr bool kThreadSafe = true;
-    static constexpr bool kHasDriver = true;
     using H = tw_timer;
     struct Local {
         explicit Local(TickwheelCPeer&) {}

@@ -9,34 +9,9 @@
 # timed test: the figures are not checked.
 #   cmake -DSOURCE_DIR=<repo> -DBUILD_DIR=<build> -DOUT=<dir> -P smoke_model.cmake
 cmake_minimum_required(VERSION 3.20)  # string(JSON)
-foreach(v SOURCE_DIR BUILD_DIR OUT)
-  if(NOT ${v})
-    message(FATAL_ERROR "smoke_model.cmake: -D${v}=... is required")
-  endif()
-endforeach()
-find_program(_bash bash)
-if(NOT _bash)
-  message(STATUS "TW-SKIP: bash not found")
-  return()
-endif()
-if(NOT EXISTS "${BUILD_DIR}/bench/model_bench")
-  message(STATUS "TW-SKIP: ${BUILD_DIR}/bench/model_bench not built")
-  return()
-endif()
-file(REMOVE_RECURSE "${OUT}")
-execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env BENCH_NO_BUILD=1 "BENCH_BUILD_DIR=${BUILD_DIR}" "BENCH_OUT=${OUT}"
-          MODEL_TIMERS=5000 MODEL_PENDING=20000 ${_bash} "${SOURCE_DIR}/scripts/bench.sh" model --quick
-  WORKING_DIRECTORY "${SOURCE_DIR}"
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 100)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "scripts/bench.sh model: exit status '${rc}'\nstdout:\n${out}\nstderr:\n${err}")
-endif()
-foreach(f model.json figures.json)
-  if(NOT EXISTS "${OUT}/${f}")
-    message(FATAL_ERROR "scripts/bench.sh model wrote no ${f} in ${OUT}\nstderr:\n${err}")
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/bench_sh_smoke.cmake")
+tw_bench_sh_smoke(SCRIPT smoke_model.cmake MODE model TIMEOUT 100 NEEDS bench/model_bench
+                  ENV MODEL_TIMERS=5000 MODEL_PENDING=20000 WRITES model.json figures.json)
 file(READ "${OUT}/figures.json" doc)
 foreach(key model.wakeups.leeway0 model.wakeups.leeway10 model.wakeups.early model.group.1 model.group.1.us
             model.group.1.first_us model.group.1k model.group.pending model.query.1k model.advance)

@@ -11,29 +11,10 @@
 # named. Not a timed test: the figures are not checked.
 #   cmake -DSOURCE_DIR=<repo> -DBUILD_DIR=<build> -DOUT=<dir> -P smoke_scaling.cmake
 cmake_minimum_required(VERSION 3.20)  # string(JSON), IN_LIST
-foreach(v SOURCE_DIR BUILD_DIR OUT)
-  if(NOT ${v})
-    message(FATAL_ERROR "smoke_scaling.cmake: -D${v}=... is required")
-  endif()
-endforeach()
-find_program(_bash bash)
-if(NOT _bash)
-  message(STATUS "TW-SKIP: bash not found")
-  return()
-endif()
-file(REMOVE_RECURSE "${OUT}")
-execute_process(
-  COMMAND ${CMAKE_COMMAND} -E env BENCH_NO_BUILD=1 "BENCH_BUILD_DIR=${BUILD_DIR}" "BENCH_OUT=${OUT}"
-          BENCH_THREADS=2 SCALING_REPS=1 SCALING_OPS=5000 SCALING_PENDING=2000 SCALING_TIMERS=20000
-          ${_bash} "${SOURCE_DIR}/scripts/bench.sh" scaling --quick
-  WORKING_DIRECTORY "${SOURCE_DIR}"
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "scripts/bench.sh scaling: exit status '${rc}'\nstdout:\n${out}\nstderr:\n${err}")
-endif()
-if(NOT EXISTS "${OUT}/scaling.json" OR NOT EXISTS "${OUT}/scaling.md")
-  message(FATAL_ERROR "scripts/bench.sh scaling wrote no scaling.json / scaling.md in ${OUT}\nstderr:\n${err}")
-endif()
+include("${CMAKE_CURRENT_LIST_DIR}/bench_sh_smoke.cmake")
+tw_bench_sh_smoke(SCRIPT smoke_scaling.cmake MODE scaling TIMEOUT 120
+                  ENV BENCH_THREADS=2 SCALING_REPS=1 SCALING_OPS=5000 SCALING_PENDING=2000 SCALING_TIMERS=20000
+                  WRITES scaling.json scaling.md)
 file(READ "${OUT}/scaling.json" doc)
 
 # (a) tickwheel through the C ABI, 1 and 2 producers
@@ -62,8 +43,7 @@ endforeach()
 string(JSON skipped GET "${doc}" meta skipped)
 string(JSON n_exp LENGTH "${doc}" expiry)
 if(skipped MATCHES "expiry_probe not built")
-  message(STATUS "TW-SKIP: expiry_probe not built: the expiry part of the scaling workload was not run")
-  return()
+  tw_smoke_skip("expiry_probe not built: the expiry part of the scaling workload was not run")
 endif()
 if(NOT n_exp EQUAL 4)
   message(FATAL_ERROR "scaling.json: ${n_exp} expiry configurations, expected 4 (producers 1, 2 x workers 1, 2)\nstderr:\n${err}")

@@ -141,8 +141,13 @@ def num(x, digits=3):
         return "%.*g G" % (digits, x / 1e9)
     if ax >= 1e6:
         return "%.*g M" % (digits, x / 1e6)
-    if ax >= 1000:
-        return "%.0f" % x
+    return plain(x)
+
+
+def plain(x):
+    """x with at most 3 significant digits past the point: whole from 100 up, 1 decimal from 10,
+    2 from 1, 2 significant digits below (also scripts/figures.py's sig)."""
+    ax = abs(x)
     if ax >= 100:
         return "%.0f" % x
     if ax >= 10:
@@ -163,6 +168,19 @@ def cell(r, scale=1.0, bold=False):
     if r.get("reps", 1) > 1 and r["min"] != r["max"]:
         return "%s [%s–%s]" % (m, num(r["min"] * scale), num(r["max"] * scale))
     return m
+
+
+def peer_rows(R, workload, peers, metric, others, tickwheel_over=False):
+    """A table's rows, one per peer: the peer, its `metric` (tickwheel's in bold), each of `others`, and
+    the ratio to tickwheel's `metric` (the peer over tickwheel; tickwheel over the peer with
+    tickwheel_over), blank on tickwheel's own row."""
+    tw = R.get(workload, "tickwheel", metric)
+    rows = []
+    for p in peers:
+        r = R.get(workload, p, metric)
+        x = "" if p == "tickwheel" else ratio(tw, r) if tickwheel_over else ratio(r, tw)
+        rows.append([p, cell(r, bold=p == "tickwheel")] + [cell(R.get(workload, p, m)) for m in others] + [x])
+    return rows
 
 
 def ratio(a, b):
@@ -620,12 +638,7 @@ def build(res, meta, env, out_dir):
                "from 30 s to 60 s over the run (so every re-arm moves a deadline later). **caller**: the timed loop "
                "on the calling thread; **drained** and **CPU** as in 1. ns per re-arm; ×: the peer over tickwheel "
                "(caller side).\n\n" % (short_n(n), num(R.get("rearm", rp[0], "caller_ns_per_rearm")["params"]["ops"]))]
-        tc = R.get("rearm", "tickwheel", "caller_ns_per_rearm")
-        rows = []
-        for p in rp:
-            c = R.get("rearm", p, "caller_ns_per_rearm")
-            rows.append([p, cell(c, bold=p == "tickwheel"), cell(R.get("rearm", p, "wall_ns_per_rearm")),
-                         cell(R.get("rearm", p, "cpu_ns_per_rearm")), "" if p == "tickwheel" else ratio(c, tc)])
+        rows = peer_rows(R, "rearm", rp, "caller_ns_per_rearm", ["wall_ns_per_rearm", "cpu_ns_per_rearm"])
         sec.append(table(["peer", "caller ns", "wall ns (drained)", "CPU ns", "× tickwheel (caller)"], rows))
         md.append((2, "".join(sec) + "\n"))
     tc = R.get("rearm", "tickwheel", "caller_ns_per_rearm")
@@ -734,12 +747,8 @@ def build(res, meta, env, out_dir):
                "has passed and deliver the backlog (DPDK: the paused manager lcore is woken); the bare wheel is "
                "advanced once past the window and popped. "
                "×: tickwheel over the peer.\n\n" % short_n(n)]
-        tw = R.get("expiry", "tickwheel", "callbacks_per_s")
-        rows = []
-        for p in ep:
-            r = R.get("expiry", p, "callbacks_per_s")
-            rows.append([p, cell(r, bold=p == "tickwheel"), cell(R.get("expiry", p, "delivery_ms")),
-                         cell(R.get("expiry", p, "load_ns_per_timer")), "" if p == "tickwheel" else ratio(tw, r)])
+        rows = peer_rows(R, "expiry", ep, "callbacks_per_s", ["delivery_ms", "load_ns_per_timer"],
+                         tickwheel_over=True)
         sec.append(table(["peer", "callbacks/s", "delivery ms", "load ns/timer", "tickwheel ×"], rows))
         png = plot_bars(out_dir, "expiry.png", "expiry throughput (backlog of %s due timers)" % short_n(n),
                         "million callbacks/s",
@@ -1008,20 +1017,28 @@ def write_report(out_dir, json_name, doc, md_name, md, goals):
     return sum(1 for g in goals if g[2] == "**met**")
 
 
+def parse_output_args(ap, results_json):
+    """Adds the options every report takes (--results: re-render from an existing results_json; --out;
+    --no-plots), parses the command line, sets DRAW_PLOTS and makes the --out folder."""
+    global DRAW_PLOTS
+    ap.add_argument("--results", help="re-render from an existing %s" % results_json)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--no-plots", action="store_true", help="the Markdown only (as if every plot had been drawn)")
+    a = ap.parse_args()
+    DRAW_PLOTS = not a.no_plots
+    os.makedirs(a.out, exist_ok=True)
+    return a
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--raw", help="JSON lines from the peers")
     ap.add_argument("--meta", help="run metadata (JSON) from scripts/bench.sh")
-    ap.add_argument("--results", help="re-render from an existing results.json")
-    ap.add_argument("--out", required=True)
     ap.add_argument("--probe", help="bench/expiry_probe's JSON lines (section 4b)")
     ap.add_argument("--capi", action="store_true",
                     help="issue 21's start+stop goals only (scripts/bench.sh capi): capi.json, capi.md")
-    ap.add_argument("--no-plots", action="store_true", help="the Markdown only (as if every plot had been drawn)")
-    a = ap.parse_args()
-    global RUN_ID, DRAW_PLOTS
-    DRAW_PLOTS = not a.no_plots
-    os.makedirs(a.out, exist_ok=True)
+    a = parse_output_args(ap, "results.json")
+    global RUN_ID
     if a.results:
         doc = json.load(open(a.results))
         records, meta, env = doc["results"], doc["meta"], doc.get("environment", {})

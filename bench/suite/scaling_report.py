@@ -160,12 +160,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mt", help="the peers' JSON lines (workload mt)")
     ap.add_argument("--probe", help="expiry_probe's JSON lines")
-    ap.add_argument("--results", help="re-render from an existing scaling.json")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--no-plots", action="store_true", help="the Markdown only (as if every plot had been drawn)")
-    a = ap.parse_args()
-    report.DRAW_PLOTS = not a.no_plots
-    os.makedirs(a.out, exist_ok=True)
+    a = report.parse_output_args(ap, "scaling.json")
     if a.results:
         doc = json.load(open(a.results))
         records, runs, meta, env = doc["mt"], doc["expiry_runs"], doc["meta"], doc.get("environment", {})

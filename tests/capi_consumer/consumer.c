@@ -14,6 +14,7 @@
  * delay, and is "" after a success. */
 #define _POSIX_C_SOURCE 200809L
 #include <poll.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,17 @@
 static void on_fire(void *arg, tw_timer id) {
     (void)id;
     atomic_store((atomic_int *)arg, 1);
+}
+
+/* Prints the message (printf's format and arguments) on stderr, destroys rt
+ * and answers 1, the exit status of a failed check. */
+__attribute__((format(printf, 2, 3))) static int fail(tw_runtime *rt, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    tw_runtime_destroy(rt);
+    return 1;
 }
 
 int main(void) {
@@ -47,9 +59,7 @@ int main(void) {
     tw_timer id = 0;
     rc = tw_timer_start(rt, 1000000 /* 1 ms */, 0, on_fire, &fired, &id);
     if (rc != TW_OK) {
-        fprintf(stderr, "consumer: tw_timer_start: %s\n", tw_strerror(rc));
-        tw_runtime_destroy(rt);
-        return 1;
+        return fail(rt, "consumer: tw_timer_start: %s\n", tw_strerror(rc));
     }
     const uint64_t give_up = tw_now_ns() + 10ull * 1000000000ull;
     while (!atomic_load(&fired) && tw_now_ns() < give_up) {
@@ -76,21 +86,15 @@ int main(void) {
         tw_timer bad = 0;
         const char *msg;
         if (tw_timer_start(rt, TW_MAX_DELAY_NS + 1, 0, on_fire, &fired, &bad) != TW_EINVAL) {
-            fprintf(stderr, "consumer: a delay above TW_MAX_DELAY_NS was not TW_EINVAL\n");
-            tw_runtime_destroy(rt);
-            return 1;
+            return fail(rt, "consumer: a delay above TW_MAX_DELAY_NS was not TW_EINVAL\n");
         }
         msg = tw_last_error_message();
         if (msg == NULL || strstr(msg, "tw_timer_start") == NULL || strstr(msg, "delay_ns") == NULL ||
             strstr(msg, "TW_MAX_DELAY_NS") == NULL || strstr(msg, "1152921504606846977") == NULL) {
-            fprintf(stderr, "consumer: tw_last_error_message: \"%s\"\n", msg != NULL ? msg : "(null)");
-            tw_runtime_destroy(rt);
-            return 1;
+            return fail(rt, "consumer: tw_last_error_message: \"%s\"\n", msg != NULL ? msg : "(null)");
         }
         if (tw_timer_stop(rt, id) != TW_ENOENT || tw_last_error_message()[0] != '\0') {
-            fprintf(stderr, "consumer: after TW_ENOENT: \"%s\"\n", tw_last_error_message());
-            tw_runtime_destroy(rt);
-            return 1;
+            return fail(rt, "consumer: after TW_ENOENT: \"%s\"\n", tw_last_error_message());
         }
     }
     /* The pinned delivery-queue calls. */
@@ -104,18 +108,14 @@ int main(void) {
     rc = tw_queue_create(rt, &q);
     spec.queue = q;
     if (rc != TW_OK || tw_timer_start_ex(rt, &spec, &id) != TW_OK) {
-        fprintf(stderr, "consumer: tw_queue_create / tw_timer_start_ex on a queue failed\n");
-        tw_runtime_destroy(rt);
-        return 1;
+        return fail(rt, "consumer: tw_queue_create / tw_timer_start_ex on a queue failed\n");
     }
     struct pollfd pfd = {tw_queue_fd(q), POLLIN, 0};
     const int readable = poll(&pfd, 1, 10000);
     const int not_yet = atomic_load(&on_queue); /* nothing runs outside tw_queue_run */
     const int ran = tw_queue_run(q, 8, (int64_t)-1);
     if (readable != 1 || not_yet != 0 || ran != 1 || atomic_load(&on_queue) != 1 || tw_queue_destroy(q) != TW_OK) {
-        fprintf(stderr, "consumer: delivery queue: readable %d, ran %d\n", readable, ran);
-        tw_runtime_destroy(rt);
-        return 1;
+        return fail(rt, "consumer: delivery queue: readable %d, ran %d\n", readable, ran);
     }
     /* The pinned timer-model calls. */
     tw_timer_spec_init(&spec);
@@ -132,9 +132,7 @@ int main(void) {
         info.state != TW_TIMER_PENDING || info.group != 42 || info.period_ns != 1000000 ||
         tw_timer_reset_at(rt, id, tw_now_ns() + 7200ull * 1000000000ull) != TW_OK ||
         tw_group_stop(rt, 42, TW_SYNC) != 1 || tw_timer_query(rt, id, &info) != TW_ENOENT) {
-        fprintf(stderr, "consumer: timer model: query / reset_at / group stop failed\n");
-        tw_runtime_destroy(rt);
-        return 1;
+        return fail(rt, "consumer: timer model: query / reset_at / group stop failed\n");
     }
     /* The pinned clock calls: a wall-clock timer on a manual runtime fires
      * inside tw_runtime_advance, on this thread, once its clock reaches it. */
@@ -150,9 +148,7 @@ int main(void) {
         spec.arg = &on_manual;
         if (tw_now_ns_clock(TW_CLOCK_BOOTTIME) == 0 || tw_now_ns_clock(99) != 0 ||
             tw_runtime_create(&mcfg, &mrt) != TW_OK) {
-            fprintf(stderr, "consumer: clocks: tw_now_ns_clock / manual runtime failed\n");
-            tw_runtime_destroy(rt);
-            return 1;
+            return fail(rt, "consumer: clocks: tw_now_ns_clock / manual runtime failed\n");
         }
         const uint64_t t0 = tw_runtime_now_ns(mrt, TW_CLOCK_REALTIME);
         spec.deadline_ns = t0 + 30ull * 1000000000ull;
@@ -163,10 +159,8 @@ int main(void) {
         const int not_manual = tw_runtime_advance(rt, 1);
         if (started != TW_OK || before != 0 || after != 1 || atomic_load(&on_manual) != 1 ||
             moved != 30ull * 1000000000ull || not_manual != TW_EINVAL || tw_runtime_destroy(mrt) != TW_OK) {
-            fprintf(stderr, "consumer: manual clock: start %d, advances %d %d, moved %llu\n", started, before, after,
+            return fail(rt, "consumer: manual clock: start %d, advances %d %d, moved %llu\n", started, before, after,
                     (unsigned long long)moved);
-            tw_runtime_destroy(rt);
-            return 1;
         }
     }
     /* The pinned batch calls: three specs (the middle one refused: no
@@ -189,9 +183,7 @@ int main(void) {
         if (started != 2 || ids[0] == 0 || ids[1] != 0 || ids[2] == 0 || rearmed != 2 || stopped != 2 ||
             results[0] != TW_OK || results[1] != TW_OK || results[2] != TW_ENOENT || results[3] != TW_ENOENT ||
             tw_timer_stop_n(rt, NULL, 0, NULL) != 0 || tw_timer_reset_n(NULL, batch, 1, 0, NULL) != TW_EINVAL) {
-            fprintf(stderr, "consumer: batches: started %d, re-armed %d, stopped %d\n", started, rearmed, stopped);
-            tw_runtime_destroy(rt);
-            return 1;
+            return fail(rt, "consumer: batches: started %d, re-armed %d, stopped %d\n", started, rearmed, stopped);
         }
     }
     rc = tw_runtime_destroy(rt);

@@ -2,10 +2,13 @@
 """What the packaging checks (check_pip_install.py, check_wheels.py: ctest
 capi_python_pip, capi_python_wheel*, capi_python_sdist, ...) share: log lines
 stamped with the time since the check began, the TW-SKIP and FAIL exits, and
-running a command with its output shown. Not a test module (no test_ prefix)."""
+running a command with its output shown; and Spinner, the thread that competes
+for the GIL in test_extension.py and bench/python_percall_bench.py. Not a test
+module (no test_ prefix)."""
 
 import subprocess
 import sys
+import threading
 import time
 
 START = time.monotonic()
@@ -38,3 +41,24 @@ def run(cmd, check=True, shown=None, **kw):
     if check and p.returncode != 0:
         fail("exit %d: %s" % (p.returncode, " ".join(cmd)))
     return p.returncode, out
+
+
+class Spinner:
+    """A CPU-bound Python thread: it takes the GIL whenever another thread lets it go."""
+
+    def __enter__(self):
+        self.stop = False
+        self.spins = 0
+
+        def spin():
+            while not self.stop:
+                self.spins += 1
+        self.thread = threading.Thread(target=spin, daemon=True)
+        self.thread.start()
+        while self.spins == 0:  # running (and competing for the GIL) before we measure
+            time.sleep(0.001)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop = True
+        self.thread.join()

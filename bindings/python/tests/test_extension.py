@@ -11,6 +11,7 @@ import time
 import unittest
 
 import tickwheel
+from check_support import Spinner
 from tickwheel import Runtime, TickwheelError
 
 WAIT = 10.0  # seconds: generous limits for loaded CI machines
@@ -18,27 +19,6 @@ WAIT = 10.0  # seconds: generous limits for loaded CI machines
 
 def nop():
     pass
-
-
-class Spinner:
-    """A CPU-bound Python thread: it takes the GIL whenever another thread lets it go."""
-
-    def __enter__(self):
-        self.stop = False
-        self.spins = 0
-
-        def spin():
-            while not self.stop:
-                self.spins += 1
-        self.thread = threading.Thread(target=spin, daemon=True)
-        self.thread.start()
-        while self.spins == 0:  # running (and competing for the GIL) before we measure
-            time.sleep(0.001)
-        return self
-
-    def __exit__(self, *exc):
-        self.stop = True
-        self.thread.join()
 
 
 class TestGil(unittest.TestCase):

@@ -528,17 +528,24 @@ def timeout(runtime: "_tw.Runtime", delay: Optional[Seconds]) -> Timeout:
 
 
 # ---- the delivery itself -----------------------------------------------------------------------
+def _open_delivery(runtime, loop):
+    """The delivery of ``runtime`` on ``loop`` (default: the running one), or
+    None if there is none or it is closed. Creates nothing."""
+    loop = _loop_of(loop)
+    with _registry_lock:
+        per_loop = _registry.get(loop)
+        d = per_loop.get(runtime._native) if per_loop is not None else None
+    return None if d is None or d.closed else d
+
+
 def detach(runtime: "_tw.Runtime", loop: Optional[_asyncio.AbstractEventLoop] = None) -> bool:
     """Ends the delivery of ``runtime``'s timers on ``loop`` (default: the
     running one) now: removes the reader, closes the queue, cancels the
     handles still pending (their callbacks never run; sleep() calls raise
     TickwheelError ESHUTDOWN). The next call_later() starts a new one. For a
     loop that is closed without asyncio.run(). True if there was one."""
-    loop = _loop_of(loop)
-    with _registry_lock:
-        per_loop = _registry.get(loop)
-        d = per_loop.get(runtime._native) if per_loop is not None else None
-    if d is None or d.closed:
+    d = _open_delivery(runtime, loop)
+    if d is None:
         return False
     d.close()
     return True
@@ -547,10 +554,5 @@ def detach(runtime: "_tw.Runtime", loop: Optional[_asyncio.AbstractEventLoop] = 
 def queue_stats(runtime: "_tw.Runtime", loop: Optional[_asyncio.AbstractEventLoop] = None) -> Optional[dict]:
     """Queue.stats() of the delivery of ``runtime`` on ``loop`` (default: the
     running one), or None if there is none (yet, or any more)."""
-    loop = _loop_of(loop)
-    with _registry_lock:
-        per_loop = _registry.get(loop)
-        d = per_loop.get(runtime._native) if per_loop is not None else None
-    if d is None or d.closed:
-        return None
-    return d.queue.stats()
+    d = _open_delivery(runtime, loop)
+    return None if d is None else d.queue.stats()
