@@ -1537,6 +1537,24 @@ bool open_start_of(Log* l) {
     return false;
 }
 
+// The frozen caller's call in flight may hold a delivery queue's mutex: a
+// stop or reset of a queue-bound timer (from 'q' through its CAS), or a
+// group stop (it stops bound timers one by one). Shutdown closes every
+// queue under its mutex: documented, it waits for such a call in progress
+// (runtime.hpp, "Progress": only shutdown() and a queue's destroy wait for
+// calls in progress; a caller inside a bound stop/reset holds that queue's
+// lock). `queue_of(key)`: the timer's queue, -1 for the workers.
+template <class QueueOf>
+bool open_bound_call_of(Log* l, QueueOf&& queue_of) {
+    if (l == nullptr) return false;
+    std::lock_guard<std::mutex> lock(l->mu);
+    for (const Event& e : l->open) {
+        if (e.kind == kGroupStop) return true;
+        if ((e.kind == kStop || e.kind == kReset) && queue_of(e.key) >= 0) return true;
+    }
+    return false;
+}
+
 const char* site_name(char c) {
     switch (c) {
         case 'm': return "a CLOCK_MONOTONIC reading";
@@ -1837,6 +1855,17 @@ int run(const RunOptions& o) {
             if (!thawed && f.frozen.load() && waited > 2'000'000'000 && open_start_of(f.frozen_log)) {
                 notes += "  note: tw_runtime_shutdown waited 2 s for the frozen caller's start in flight (documented: it"
                          " waits for starts in flight); the caller was thawed then\n";
+                thaw();
+                thawed = true;
+            }
+            if (!thawed && f.frozen.load() && waited > 2'000'000'000 &&
+                open_bound_call_of(f.frozen_log, [&](std::uint32_t key) {
+                    std::lock_guard<std::mutex> lock(w.tm_mu);
+                    return key != 0 && key <= w.tms.size() ? w.tms[key - 1]->info.queue : -1;
+                })) {
+                notes += "  note: tw_runtime_shutdown waited 2 s for the frozen caller's stop/reset of a queue-bound timer"
+                         " or group stop (documented: it may hold the queue's mutex, which shutdown's close takes); the"
+                         " caller was thawed then\n";
                 thaw();
                 thawed = true;
             }
