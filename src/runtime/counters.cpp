@@ -137,4 +137,33 @@ LatencyHistogram::Export LatencyHistogram::export_snapshot() const noexcept {
     return out;
 }
 
+LatencyHistogram::Export LockedExportHistogram::snapshot() const noexcept {
+    constexpr std::uint64_t kNsPerS = 1'000'000'000;
+    LatencyHistogram::Export out;
+    for (unsigned b = 0; b < LatencyHistogram::kExportBuckets; ++b) {
+        out.bucket[b] = bucket_[b];
+        out.count += bucket_[b];
+    }
+    out.sum_s = sum_ / kNsPerS;
+    out.sum_ns = sum_ % kNsPerS;
+    out.max = max_;
+    return out;
+}
+
+RunBoard::Reading RunBoard::read() const noexcept {
+    Reading r;
+    for (const Stripe& st : stripes_) {
+        if (st.depth.load(std::memory_order_acquire) == 0) continue;
+        ++r.running;
+        if (st.worker.load(std::memory_order_relaxed) != 0) ++r.workers_busy;
+        const std::int64_t since = st.since.load(std::memory_order_relaxed);
+        if (since != 0 && (r.oldest_since_ns == 0 || since < r.oldest_since_ns)) r.oldest_since_ns = since;
+    }
+    const std::int64_t shared = shared_running_.load(std::memory_order_relaxed);
+    const std::int64_t shared_workers = shared_workers_.load(std::memory_order_relaxed);
+    if (shared > 0) r.running += static_cast<std::uint64_t>(shared);
+    if (shared_workers > 0) r.workers_busy += static_cast<std::uint64_t>(shared_workers);
+    return r;
+}
+
 }  // namespace tickwheel::rt

@@ -70,6 +70,7 @@ struct ThreadSlot {
         t_slot_returned = true;  // a later scope in this thread goes unguarded (HazardScope)
         if (slot != nullptr) {
             slot->rec.store(nullptr, std::memory_order_relaxed);
+            slot->inbox.store(nullptr, std::memory_order_relaxed);
             slot->taken.store(false, std::memory_order_release);
         }
     }
@@ -108,6 +109,22 @@ bool hazard_held(const void* rec) noexcept {
     for (HazardSlot* s = hazard_detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next)
         if (s->rec.load(std::memory_order_acquire) == rec) return true;
     return false;
+}
+
+bool inbox_held(const void* a, const void* b) noexcept {
+    if (hazard_detail::g_unguarded.load(std::memory_order_acquire) != 0) return true;
+    for (HazardSlot* s = hazard_detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+        const void* v = s->inbox.load(std::memory_order_acquire);
+        if (v != nullptr && (v == a || v == b)) return true;
+    }
+    return false;
+}
+
+bool hazard_records(std::vector<const void*>& out) {
+    if (hazard_detail::g_unguarded.load(std::memory_order_acquire) != 0) return false;
+    for (HazardSlot* s = hazard_detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next)
+        if (const void* r = s->rec.load(std::memory_order_acquire)) out.push_back(r);
+    return true;
 }
 
 }  // namespace tickwheel::rt

@@ -28,11 +28,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 namespace tickwheel::rt {
 
 struct HazardSlot {
     std::atomic<const void*> rec{nullptr};
+    // The inbox (then its queue) this thread is posting to (inbox.hpp: a
+    // shard frees a retired queue only once no slot names it or its inbox).
+    std::atomic<const void*> inbox{nullptr};
     std::atomic<bool> taken{false};
     HazardSlot* next = nullptr;  // immutable once the slot is on the list
 };
@@ -124,5 +128,12 @@ void hazard_barrier() noexcept;
 /// Whether some thread is inside a HazardScope on `rec` (or some thread acts
 /// without a slot: then every record counts as held). After hazard_barrier().
 bool hazard_held(const void* rec) noexcept;
+/// Every record some thread is inside a HazardScope on, appended to `out`
+/// (after hazard_barrier()); false if some thread acts without a slot
+/// (then every record counts as held). May throw std::bad_alloc (push_back).
+bool hazard_records(std::vector<const void*>& out);
+/// Whether some thread's slot names `a` or `b` as the inbox it posts to (or
+/// some thread posts without a slot). After heavy_fence().
+bool inbox_held(const void* a, const void* b) noexcept;
 
 }  // namespace tickwheel::rt

@@ -23,6 +23,7 @@
 
 #include "runtime/error_detail.hpp"
 #include "runtime/hazard.hpp"
+#include "runtime/probes.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_ops.hpp"
 #include "runtime/timer_state.hpp"
@@ -163,9 +164,10 @@ namespace {
 /// counted.
 bool reset_one(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
     rt::Readings now(core.clocks);
-    if (!rt::reset_to(core, id, value, absolute, now, nullptr, ec)) return false;
-    core.counters.add(rt::kReset);
-    return true;
+    const bool rearmed = rt::reset_to(core, id, value, absolute, now, nullptr, ec);
+    if (rearmed) core.counters.add(rt::kReset);
+    TW_PROBE(reset, core.config.name.c_str(), id, rearmed ? 1 : 0);
+    return rearmed;
 }
 }  // namespace
 

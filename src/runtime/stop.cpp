@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "runtime/error_detail.hpp"
+#include "runtime/probes.hpp"
 #include "runtime/hazard.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_ops.hpp"
@@ -104,8 +105,25 @@ void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uin
 }
 }  // namespace
 
+namespace {
+bool stop_id(rt::RuntimeCore& core, std::uint64_t id) noexcept;
+bool stop_sync_id(rt::RuntimeCore& core, std::uint64_t id) noexcept;
+}  // namespace
+
 bool Runtime::stop(std::uint64_t id) noexcept {
-    rt::RuntimeCore& core = *core_;
+    const bool stopped = stop_id(*core_, id);
+    TW_PROBE(stop, core_->config.name.c_str(), id, stopped ? 1 : 0);
+    return stopped;
+}
+
+bool Runtime::stop_sync(std::uint64_t id) noexcept {
+    const bool stopped = stop_sync_id(*core_, id);
+    TW_PROBE(stop, core_->config.name.c_str(), id, stopped ? 1 : 0);
+    return stopped;
+}
+
+namespace {
+bool stop_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
     if (core.forked()) return false;
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
@@ -117,8 +135,7 @@ bool Runtime::stop(std::uint64_t id) noexcept {
     }
 }
 
-bool Runtime::stop_sync(std::uint64_t id) noexcept {
-    rt::RuntimeCore& core = *core_;
+bool stop_sync_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
     if (core.forked()) return false;
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
@@ -147,6 +164,7 @@ bool Runtime::stop_sync(std::uint64_t id) noexcept {
         if (s != State::Pending && s != State::Dispatched) return stopped;
     }
 }
+}  // namespace
 
 // ---- groups ------------------------------------------------------------------
 std::size_t Runtime::stop_group(std::uint64_t group, bool sync, std::error_code& ec) noexcept {
