@@ -343,7 +343,7 @@ std::size_t Runtime::start_n_sized(const StartOptions* opts, std::size_t opts_si
             const auto* at = reinterpret_cast<const StartOptions*>(reinterpret_cast<const char*>(opts) + i * opts_size);
             if (opts_size == sizeof(StartOptions) || rt::read_start_options(at, opts_size, o)) {
                 if (opts_size == sizeof(StartOptions)) std::memcpy(&o, at, sizeof o);
-                rt::probe_start(*core_, o, out[i].id());
+                rt::probe_start(*core_, o, out[i].id(), __builtin_return_address(0));
             }
         }
     }

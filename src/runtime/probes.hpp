@@ -11,10 +11,13 @@
 // macro below is empty and the library carries no notes).
 //
 // The probes, their arguments (uint64 unless said) and where they fire:
-//   start(name, id, shard, delay_ns, period_ns)   a start returned an id (the
-//         caller's thread: its user stack names who starts timers); a
-//         batch fires it per timer started; delay_ns is the delay asked
-//         (absolute deadlines: their distance from now, 0 if past)
+//   start(name, id, shard, delay_ns, period_ns, caller)   a start returned an
+//         id (on the caller's thread: its user stack names who starts
+//         timers); a batch fires it per timer started; delay_ns is the
+//         delay asked (absolute deadlines: their distance from now, 0 if
+//         past); caller: the return address of the library's C++ entry
+//         (Runtime::start is inline: the application's own function; a C
+//         caller's: inside the C API)
 //   stop(name, id, stopped)       stop()/stop_sync() returned (stopped 1: TW_OK)
 //   reset(name, id, rearmed)      reset()/reset_at() returned (rearmed 1: TW_OK)
 //   expire(name, shard, id, due_ns, pass_ns)   the shard's driver found
@@ -27,12 +30,14 @@
 //   run_begin(name, id, shard, driver_ns, wait_ns, queue)   a callback starts:
 //         its lateness's two stages (deadline -> handed over, handed over ->
 //         now); queue: the delivery queue's slot, 0 on a worker
-//   run_end(name, id, shard, duration_ns, threw, invoker, first_word)   it
+//   run_end(name, id, duration_ns, threw, invoker, first_word)   it
 //         returned: its duration; threw 1 if it raised; invoker: the
 //         address of its callable type's invoker (a C++ callable's names its
 //         type; resolve with usym), first_word: the first word of the
 //         callable (the C API's: its tw_callback)
-// `name` is the runtime's name (const char *, NUL-terminated: str(arg0)).
+// `name` is the runtime's name (const char *, NUL-terminated: str(arg0));
+// an id's shard is its bits 32..39. At most 6 arguments a probe: bpftrace
+// reads no more on x86-64.
 // All times are CLOCK_MONOTONIC ns (a manual runtime's: its virtual clock).
 // tools/*.bt are ready scripts; docs/site/guide/operations.md shows them.
 #pragma once

@@ -221,8 +221,9 @@ struct RuntimeCore {
     std::atomic<bool> shut_down{false};
 };
 
-/// The start probe of a timer `id` started with `o` (probes.hpp; start.cpp,
-/// batch.cpp: only while a tracer is attached).
-[[gnu::cold]] void probe_start(const RuntimeCore& core, const StartOptions& o, std::uint64_t id) noexcept;
+/// The start probe of a timer `id` started with `o` from the code at
+/// `caller` (probes.hpp; start.cpp, batch.cpp: only while a tracer is attached).
+[[gnu::cold]] void probe_start(const RuntimeCore& core, const StartOptions& o, std::uint64_t id,
+                               const void* caller) noexcept;
 
 }  // namespace tickwheel::rt

@@ -477,14 +477,14 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
 const std::error_category& g_system_category = std::system_category();
 }  // namespace
 
-void probe_start(const RuntimeCore& core, const StartOptions& o, std::uint64_t id) noexcept {
+void probe_start(const RuntimeCore& core, const StartOptions& o, std::uint64_t id, const void* caller) noexcept {
     std::int64_t delay = o.delay.count();
     if (o.deadline != TimePoint{}) {
         const std::int64_t d = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count() -
                                core.clocks.now(static_cast<ClockId>(o.clock));
         delay = d > 0 ? d : 0;
     }
-    TW_PROBE(start, core.config.name.c_str(), id, Id::shard(id), delay, o.period.count());
+    TW_PROBE(start, core.config.name.c_str(), id, Id::shard(id), delay, o.period.count(), caller);
 }
 }  // namespace rt
 
@@ -516,7 +516,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         return Timer{};
     }
     ec.assign(0, rt::g_system_category);
-    if (TW_PROBE_ENABLED(start)) rt::probe_start(core, *opts, id);
+    if (TW_PROBE_ENABLED(start)) rt::probe_start(core, *opts, id, __builtin_return_address(0));
     return Timer(this, id);
 }
 

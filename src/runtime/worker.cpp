@@ -139,7 +139,7 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due, std::int64_t fou
     const std::uint64_t took = end_ns > run_ns ? static_cast<std::uint64_t>(end_ns - run_ns) : 0;
     run_duration.record(took);
     if (queue != nullptr) queue->record_run_end(took);
-    TW_PROBE(run_end, config.name.c_str(), id, Id::shard(id), took, threw ? 1 : 0, r.invoker_address());
+    TW_PROBE(run_end, config.name.c_str(), id, took, threw ? 1 : 0, r.invoker_address(), r.first_word());
     counters.add(kFired);
 }
 
