@@ -260,6 +260,18 @@ TEST(MetricsFormat, HistogramBucketsCountValuesAtMostTheirBoundExactly) {
     EXPECT_EQ(f->samples.size(), tickwheel::rt::LatencyHistogram::kExportBuckets + 2);
 }
 
+// The export bucket from the log-linear one (a table and a compare, on every
+// record since 1.6) is the bound search's, at and around every bound.
+TEST(MetricsFormat, ExportBucketFromTheLogLinearBucketIsTheBoundSearchs) {
+    using H = tickwheel::rt::LatencyHistogram;
+    std::vector<std::uint64_t> values = {0, 1, 7, 8, 9, 4999, 5000, 5001, ~std::uint64_t{0}};
+    for (const std::uint64_t b : H::kExportBoundsNs)
+        for (std::int64_t d = -300; d <= 300; ++d) values.push_back(b + static_cast<std::uint64_t>(d));
+    for (std::uint64_t v = 1; v < (std::uint64_t{1} << 40); v = v * 3 / 2 + 1) values.push_back(v);
+    for (const std::uint64_t v : values)
+        ASSERT_EQ(H::export_bucket_of(v, H::bucket_of(v)), H::export_bucket_of(v)) << v;
+}
+
 TEST(MetricsFormat, FamiliesHaveThePinnedNamesAndTypes) {
     Runtime rt(tw_test::small_config(3, 2));
     const prom::Exposition e = parse_or_fail(rt.metrics());

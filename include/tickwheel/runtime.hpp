@@ -276,9 +276,12 @@ struct Config {
     /// The runtime's name: the `runtime="<name>"` label of every series of
     /// metrics() (and name() returns it). Empty (default) = a name made up
     /// at construction, unique in the process: "tickwheel-1",
-    /// "tickwheel-2", ... in creation order. Any text (label values are
-    /// escaped); copied. Two runtimes may be given the same name (their
-    /// metrics then collide: don't). Since 1.5 (tw_config.name).
+    /// "tickwheel-2", ... in creation order (C++ cannot tell "" from unset;
+    /// the C API keeps an empty tw_config.name, since 1.6). Any bytes:
+    /// label values are escaped, and bytes that are not valid UTF-8 are
+    /// each replaced by U+FFFD in the metrics (since 1.6; name() and error
+    /// messages keep them); copied. Two runtimes may be given the same name
+    /// (their metrics then collide: don't). Since 1.5 (tw_config.name).
     std::string name;
     /// Free timer records (64 bytes each) every shard keeps resident when it
     /// gives memory back after a peak (since 1.6, tw_config.slot_reserve).
@@ -929,15 +932,28 @@ public:
     /// For one text where each family appears once, use
     /// metrics(std::span<const Runtime* const>).
     ///
+    /// Since 1.6 (issue 34): the histogram family
+    /// `tickwheel_callback_stage_seconds{stage="driver"|"wait"|"run"}` (the
+    /// lateness's two stages and the callbacks' duration, as Stats has
+    /// them), and `tickwheel_queue_callback_stage_seconds{queue,stage}` per
+    /// live delivery queue; the gauges `tickwheel_workers_busy`,
+    /// `tickwheel_waiting_for_worker`, `tickwheel_callbacks_running`,
+    /// `tickwheel_oldest_callback_age_seconds` and
+    /// `tickwheel_timer_resident_bytes` (`tickwheel_timer_slots` counts the
+    /// records resident: those given back after a peak no longer count). A
+    /// name that is not valid UTF-8 has each offending byte replaced by
+    /// U+FFFD in the label (the format is UTF-8).
+    ///
     /// Any thread, concurrently, also from inside a callback or release hook,
     /// and after shutdown() (the final values). Reads atomics: it takes no
     /// lock of the runtime (only oneTBB's brief internal one, for the worker
     /// count) and never blocks or delays a shard or a worker.
     /// Each value is a recent one (not one linearizable snapshot); read at
     /// quiescence they equal stats(). Cost: O(shards + queues + 65 stripes x
-    /// (7 counters + 21 buckets)), about 5 KB of text plus 120 bytes per
-    /// shard and 1.8 KB per live delivery queue (read under that queue's own
-    /// brief lock), allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
+    /// (7 counters + 4 x 21 buckets)), about 12 KB of text plus 120 bytes per
+    /// shard and 8 KB per live delivery queue (read under that queue's own
+    /// brief lock), allocated.
+    /// Throws std::bad_alloc, and Error(forked) in a fork() child.
     std::string metrics() const;
     /// The metrics of several runtimes as ONE exposition: each family's
     /// `# HELP` and `# TYPE` lines once, then the samples of every runtime

@@ -1009,7 +1009,15 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  tickwheel_queue_runners, tickwheel_queue_delivered_total,
  *  tickwheel_queue_ran_total and the p99 and max of its signal and run
  *  lateness (tickwheel_queue_{signal,run}_lateness_{p99,max}_seconds);
- *  and tickwheel_build_info{runtime="...",version="1.5.0"} 1. Two
+ *  and tickwheel_build_info{runtime="...",version="1.5.0"} 1. Since 1.6:
+ *  the histogram family tickwheel_callback_stage_seconds{stage="driver"|
+ *  "wait"|"run"} (the lateness's two stages and the callbacks' duration,
+ *  as tw_stats has them) and tickwheel_queue_callback_stage_seconds{queue,
+ *  stage} per live queue; the gauges tickwheel_workers_busy,
+ *  tickwheel_waiting_for_worker, tickwheel_callbacks_running,
+ *  tickwheel_oldest_callback_age_seconds and tickwheel_timer_resident_bytes
+ *  (tickwheel_timer_slots counts the records resident); a name's bytes that
+ *  are not valid UTF-8 are each replaced by U+FFFD in the label. Two
  *  runtimes' texts concatenated form one exposition that Prometheus and
  *  the prometheus_client parser accept (each text repeats the "# HELP" and
  *  "# TYPE" lines of its families, identically; the series stay distinct);
@@ -1030,7 +1038,7 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  delayed, so it can be scraped often. Each value is a
  *  recent one, not one linearizable snapshot; read at quiescence they
  *  equal tw_runtime_stats(). Cost: O(shards + queues) plus a fixed part;
- *  about 5 KB of text plus 120 bytes per shard and 1.8 KB per live
+ *  about 12 KB of text plus 120 bytes per shard and 8 KB per live
  *  delivery queue (each queue's counters are read under that queue's own
  *  brief lock), built in a heap-allocated buffer and then copied. Returns, in this order:
  *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.

@@ -105,7 +105,10 @@ public:
     /// One bucket per bound, plus the last one: above the largest bound.
     static constexpr unsigned kExportBuckets = kExportBounds + 1;
 
-    void record(std::uint64_t ns) noexcept;
+    void record(std::uint64_t ns) noexcept { record_on(this_thread_stripe(), ns); }
+    /// record() on stripe `si` (this_thread_stripe(), looked up once by a
+    /// caller that records into several histograms: a run's stages).
+    void record_on(unsigned si, std::uint64_t ns) noexcept;
     struct Summary {
         std::uint64_t count = 0, p50 = 0, p99 = 0, p999 = 0, max = 0;
     };
@@ -130,6 +133,10 @@ public:
     /// The export bucket a value falls in: the first bound >= ns, or
     /// kExportBounds above them all.
     static unsigned export_bucket_of(std::uint64_t ns) noexcept;
+    /// The same, knowing its log-linear bucket `b` (bucket_of(ns)): a table
+    /// and one compare (a log-linear bucket spans < 12.5%, the export bounds
+    /// are >= 2x apart: it straddles at most one bound).
+    static unsigned export_bucket_of(std::uint64_t ns, unsigned b) noexcept;
 
 private:
     struct alignas(64) Stripe {
@@ -182,8 +189,8 @@ class RunBoard {
 public:
     /// This thread begins a callback at `since_ns` (monotonic); `worker`:
     /// on one of the runtime's workers (not a queue's thread, not an advance).
-    void begin(std::int64_t since_ns, bool worker) noexcept {
-        const unsigned s = this_thread_stripe();
+    void begin(std::int64_t since_ns, bool worker) noexcept { begin_on(this_thread_stripe(), since_ns, worker); }
+    void begin_on(unsigned s, std::int64_t since_ns, bool worker) noexcept {
         if (s == kShared) [[unlikely]] {
             shared_running_.fetch_add(1, std::memory_order_relaxed);
             if (worker) shared_workers_.fetch_add(1, std::memory_order_relaxed);
@@ -198,8 +205,8 @@ public:
         st.depth.store(d + 1, std::memory_order_release);
     }
     /// The callback begun last on this thread returned.
-    void end(bool worker) noexcept {
-        const unsigned s = this_thread_stripe();
+    void end(bool worker) noexcept { end_on(this_thread_stripe(), worker); }
+    void end_on(unsigned s, bool worker) noexcept {
         if (s == kShared) [[unlikely]] {
             shared_running_.fetch_sub(1, std::memory_order_relaxed);
             if (worker) shared_workers_.fetch_sub(1, std::memory_order_relaxed);

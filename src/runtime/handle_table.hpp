@@ -25,6 +25,19 @@
 // the period words), then the records, each one 64-byte line. A record's
 // index is therefore computed from its address (index_of), and records need
 // not store it; its side entries are found the same way.
+//
+// Memory given back after a peak (issue 34; trim(), revive()). A chunk's
+// memory stays mapped for the table's life, but its pages may be given
+// back to the kernel (MADV_DONTNEED: they read as zeros until written): the
+// shard's driver, once the shard has far more free records than it needs
+// and has been quiet (Shard::maybe_trim), takes the whole free stack and
+// gives back every page (64 records) whose records are all on it and that
+// no thread is acting on; a chunk all of whose pages go goes whole, its
+// header page and side arrays too. Those records are off every list until
+// a start that finds the free stack empty pops their chunk from the
+// released list and makes them again (revive): FREE, at a generation above
+// every one they had (the chunk's floor), so that an id of theirs stays
+// stale. The owner rules: timer_state.hpp ("records given back").
 #pragma once
 
 #include <atomic>

@@ -61,7 +61,9 @@ HazardSlot* take_slot() noexcept {
 // the static TLS block, which a library loaded by dlopen takes from glibc's
 // surplus), constant-initialised. The object that gives the slot back at
 // thread exit is touched once per thread (the general-dynamic model).
+}  // namespace
 [[gnu::tls_model("initial-exec")]] constinit thread_local HazardSlot* t_slot = nullptr;
+namespace {
 [[gnu::tls_model("initial-exec")]] constinit thread_local bool t_slot_returned = false;
 struct ThreadSlot {
     HazardSlot* slot = nullptr;
@@ -77,19 +79,16 @@ struct ThreadSlot {
 };
 thread_local ThreadSlot t_slot_owner;
 
-[[gnu::noinline]] HazardSlot* first_slot() noexcept {
+}  // namespace
+
+HazardSlot* first_slot() noexcept {
     if (t_slot_returned) return nullptr;
     t_slot_owner.slot = take_slot();
     t_slot = t_slot_owner.slot;
     return t_slot;
 }
-}  // namespace
 
-HazardSlot* this_thread_slot() noexcept {
-    if (HazardSlot* s = t_slot) [[likely]]
-        return s;
-    return first_slot();
-}
+HazardSlot* this_thread_slot() noexcept { return this_thread_slot_inline(); }
 
 }  // namespace hazard_detail
 

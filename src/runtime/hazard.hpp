@@ -45,6 +45,16 @@ namespace hazard_detail {
 /// This thread's slot (taken on first use; nullptr if no memory for one,
 /// then the thread counts itself in `unguarded` instead).
 HazardSlot* this_thread_slot() noexcept;
+/// The same, inline (a post to an inbox, on every start and stop that posts):
+/// the thread's slot once taken (initial-exec TLS: a plain %fs-relative
+/// load), else the slow path.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local HazardSlot* t_slot;
+[[gnu::cold]] HazardSlot* first_slot() noexcept;
+inline HazardSlot* this_thread_slot_inline() noexcept {
+    if (HazardSlot* s = t_slot) [[likely]]
+        return s;
+    return first_slot();
+}
 /// Whether membarrier is available and registered: kUndecided until a
 /// runtime is created or a heavy fence is made (decide_asymmetric()), then
 /// fixed (only a fork() child, single-threaded then, may turn it off).

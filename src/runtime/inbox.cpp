@@ -64,7 +64,14 @@ constexpr std::uint64_t kFromHeap = 0x68656170;   // "heap"
 }  // namespace
 
 void* InboxTraits::malloc(std::size_t size) {
-    if (InboxArena* a = t_arena) {
+    InboxArena* a = t_arena;
+    if (a == nullptr) {
+        // A post: its slot names the box it posts to by its arena's address
+        // (Inbox::Posting).
+        if (HazardSlot* slot = hazard_detail::t_slot)
+            a = static_cast<InboxArena*>(const_cast<void*>(slot->inbox.load(std::memory_order_relaxed)));
+    }
+    if (a != nullptr) {
         auto* p = static_cast<char*>(a->allocate(size + kHeader));
         if (p == nullptr) return nullptr;
         *reinterpret_cast<std::uint64_t*>(p) = kFromArena;
@@ -124,28 +131,13 @@ void Inbox::free_old() noexcept {
     retired_.fetch_add(1, std::memory_order_relaxed);
 }
 
-Inbox::Posting::Posting(const Inbox& in, bool reader) noexcept
-    : slot_(hazard_detail::this_thread_slot()), arena_(InboxTraits::t_arena) {
-    // Names the inbox first, then (a poster) the box it loaded: a driver
-    // that retired the box and looks after its heavy fence sees either name,
-    // or this post saw the new box (see the top of inbox.hpp).
-    if (slot_ != nullptr)
-        slot_->inbox.store(&in, std::memory_order_relaxed);
-    else
-        hazard_detail::g_unguarded.fetch_add(1, std::memory_order_relaxed);
-    light_fence();
-    box_ = in.current_.load(std::memory_order_acquire);
-    if (slot_ != nullptr && !reader) slot_->inbox.store(box_, std::memory_order_relaxed);
-    InboxTraits::t_arena = &box_->arena;  // (arena_ restores the caller's)
+void Inbox::Posting::enter_unguarded() noexcept {
+    hazard_detail::g_unguarded.fetch_add(1, std::memory_order_relaxed);
 }
 
-Inbox::Posting::~Posting() {
-    // (arena_ restores t_arena.) Release: the driver that sees the slot
-    // empty sees the enqueue.
-    if (slot_ != nullptr)
-        slot_->inbox.store(nullptr, std::memory_order_release);
-    else
-        hazard_detail::g_unguarded.fetch_sub(1, std::memory_order_release);
+void Inbox::Posting::leave_unguarded() noexcept {
+    InboxTraits::t_arena = saved_arena_;
+    hazard_detail::g_unguarded.fetch_sub(1, std::memory_order_release);
 }
 
 std::size_t Inbox::size_approx() const noexcept {
@@ -162,7 +154,7 @@ bool Inbox::housekeep(std::size_t drained) noexcept {
         // and frees it.
         if (!old_quiet_) {
             heavy_fence();
-            old_quiet_ = !inbox_held(this, old_);
+            old_quiet_ = !inbox_held(this, &old_->arena);  // (a poster names a box by its arena)
         }
         return true;
     }

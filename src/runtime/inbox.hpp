@@ -73,12 +73,16 @@ private:
 };
 
 /// moodycamel's allocation hooks for the inbox's queues: from the arena of
-/// the box the calling thread is posting to, or constructing or destroying
-/// (t_arena), else the heap; a 16-byte prefix says which, for free().
+/// the box the calling thread constructs or destroys (t_arena), or the box
+/// it is posting to (its hazard slot names the box by its arena's address:
+/// Inbox::Posting), else the heap; a 16-byte prefix says which,
+/// for free(). (moodycamel allocates only when a post needs a block or a
+/// new producer: nothing to set per post but the slot.)
 struct InboxTraits : moodycamel::ConcurrentQueueDefaultTraits {
     static void* malloc(std::size_t size);
     static void free(void* p);
-    /// The arena the calling thread allocates from (InboxArena::Scope).
+    /// The arena the calling thread allocates from outside a post (making
+    /// and freeing a box), or a post without a hazard slot.
     [[gnu::tls_model("initial-exec")]] static constinit thread_local InboxArena* t_arena;
     struct Scope {
         explicit Scope(InboxArena* a) noexcept : saved(t_arena) { t_arena = a; }
@@ -200,7 +204,7 @@ public:
 private:
     /// A queue and the arena it allocates from (see the top of the file).
     struct Box {
-        InboxArena arena;
+        InboxArena arena;  // a poster's slot names the box by its arena's address (InboxTraits::malloc)
         // Made (and destroyed) with t_arena pointing at `arena`: make_box, free_box.
         std::optional<moodycamel::ConcurrentQueue<std::uint64_t, InboxTraits>> q;
         moodycamel::ConcurrentQueue<std::uint64_t, InboxTraits>& queue() noexcept { return *q; }
@@ -215,16 +219,41 @@ private:
     public:
         /// `reader`: size_approx(), which reads both boxes: its slot keeps
         /// naming the inbox (no box is freed meanwhile).
-        explicit Posting(const Inbox& in, bool reader = false) noexcept;
-        ~Posting();
+        explicit Posting(const Inbox& in, bool reader = false) noexcept
+            : slot_(hazard_detail::this_thread_slot_inline()) {
+            // Names the inbox first, then (a poster) the box it loaded: a
+            // driver that retired the box and looks after its heavy fence
+            // sees either name, or this post saw the new box (see the top).
+            if (slot_ != nullptr) [[likely]]
+                slot_->inbox.store(&in, std::memory_order_relaxed);
+            else
+                enter_unguarded();
+            light_fence();
+            box_ = in.current_.load(std::memory_order_acquire);
+            if (slot_ != nullptr) [[likely]] {
+                if (!reader) slot_->inbox.store(&box_->arena, std::memory_order_relaxed);  // (names the box)
+            } else {
+                saved_arena_ = InboxTraits::t_arena;
+                InboxTraits::t_arena = &box_->arena;
+            }
+        }
+        ~Posting() {
+            // Release: the driver that sees the slot empty sees the enqueue.
+            if (slot_ != nullptr) [[likely]]
+                slot_->inbox.store(nullptr, std::memory_order_release);
+            else
+                leave_unguarded();
+        }
         Box& box() const noexcept { return *box_; }
         Posting(const Posting&) = delete;
         Posting& operator=(const Posting&) = delete;
 
     private:
+        void enter_unguarded() noexcept;
+        void leave_unguarded() noexcept;
         HazardSlot* slot_;
-        Box* box_;
-        InboxTraits::Scope arena_;
+        Box* box_ = nullptr;
+        InboxArena* saved_arena_ = nullptr;  // (no slot only)
     };
 
     void free_old() noexcept;

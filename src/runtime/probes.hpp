@@ -73,11 +73,16 @@ namespace tickwheel::rt {
 inline constexpr bool kProbes = true;
 }
 #else
-#define TW_PROBE_ENABLED(name) false
-#define TW_PROBE(name, ...) \
-    do {                    \
-    } while (0)
 namespace tickwheel::rt {
 inline constexpr bool kProbes = false;
-}
+/// Names the arguments of a probe that is compiled out (never called): they
+/// stay "used", and nothing is evaluated.
+template <class... A>
+inline void probe_args_unused(const A&...) noexcept {}
+}  // namespace tickwheel::rt
+#define TW_PROBE_ENABLED(name) false
+#define TW_PROBE(name, ...)                                         \
+    do {                                                            \
+        if (false) ::tickwheel::rt::probe_args_unused(__VA_ARGS__); \
+    } while (0)
 #endif

@@ -162,11 +162,17 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
 namespace {
 /// reset() and reset_at() of one timer: reset_to() against fresh readings,
 /// counted.
+/// The reset probe (probes.hpp), out of the hot path: only while a tracer is attached.
+[[maybe_unused, gnu::cold, gnu::noinline]] void probe_reset(const rt::RuntimeCore& core, std::uint64_t id,
+                                                            bool rearmed) noexcept {
+    TW_PROBE(reset, core.config.name.c_str(), id, rearmed ? 1 : 0);
+}
+
 bool reset_one(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
     rt::Readings now(core.clocks);
     const bool rearmed = rt::reset_to(core, id, value, absolute, now, nullptr, ec);
     if (rearmed) core.counters.add(rt::kReset);
-    TW_PROBE(reset, core.config.name.c_str(), id, rearmed ? 1 : 0);
+    if (TW_PROBE_ENABLED(reset)) probe_reset(core, id, rearmed);
     return rearmed;
 }
 }  // namespace

@@ -278,7 +278,8 @@ Saturation RuntimeCore::saturation() const noexcept {
     s.workers_busy = r.workers_busy;
     s.waiting_for_worker = dispatcher->waiting();
     if (r.oldest_since_ns != 0) {
-        // The runs' starts are the machine's clock (a manual runtime's too).
+        // The runs' starts are the machine's clock (a manual runtime's too;
+        // its upper bound: fast_clock, a few us at most above it).
         const std::int64_t now = monotonic_ns();
         s.oldest_run_age_ns = now > r.oldest_since_ns ? static_cast<std::uint64_t>(now - r.oldest_since_ns) : 0;
     }

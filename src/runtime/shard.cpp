@@ -530,7 +530,14 @@ bool Shard::expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid
     return true;
 }
 
+void Shard::probe_expire(const Record& r, std::uint32_t gen, tick_t due, std::int64_t now_ns) const noexcept {
+    TW_PROBE(expire, name_, index_, Id::make(gen, index_, HandleTable::index_of(&r)), clock_.tick_start_ns(due), now_ns);
+}
+
 bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
+    // The expire probe's semaphore, read once per pass (a tracer attaching
+    // meanwhile sees the next pass): one register test per due timer.
+    const bool traced = TW_PROBE_ENABLED(expire);
     if (!flush_fired()) return false;
     // A queue whose transition mutex a caller holds (or that had no memory)
     // keeps its items here; the rest of the pass goes on (issue 31: the
@@ -578,8 +585,8 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
             if (Ctl::state(w) == State::Pending && Ctl::deadline(w) <= now &&
                 Ctl::gen10(w) == (gen & Ctl::kGenMask)) {
                 fired_[fired_n_++] = FireItem{&r, gen | FireItem::kClaim, index_, now};
-                TW_PROBE(expire, name_, index_, Id::make(gen, index_, HandleTable::index_of(&r)),
-                         clock_.tick_start_ns(Ctl::deadline(w)), now_ns);
+                if (traced) [[unlikely]]
+                    probe_expire(r, gen, Ctl::deadline(w), now_ns);
                 if (fired_n_ == kFireBatch && !flush_fired()) {
                     give_back();
                     return false;
@@ -626,8 +633,8 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
         }
         switch (s.out) {
             case ExpireOutcome::Fire:
-                TW_PROBE(expire, name_, index_, Id::make(gen, index_, HandleTable::index_of(&r)),
-                         clock_.tick_start_ns(s.due), now_ns);
+                if (traced) [[unlikely]]
+                    probe_expire(r, gen, s.due, now_ns);
                 count_skipped(r, s.skipped);
                 if (fixed_rate) wheel_.insert(&r, file_tick(r, s.file_at));  // the wheel keeps the rhythm
                 if (slot != 0)

@@ -264,6 +264,10 @@ private:
     void for_each_clocked(unsigned c, F&& f);
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
+    /// The expire probe of `r` (generation `gen`, due at tick `due`) found
+    /// at a pass at `now_ns` (probes.hpp): out of the driver's loop.
+    [[gnu::cold, gnu::noinline]] void probe_expire(const Record& r, std::uint32_t gen, tick_t due,
+                                                   std::int64_t now_ns) const noexcept;
     /// The driver, at the end of a pass at `now` (`now_ns`): gives free
     /// records back to the kernel when the shard has far more than it needs
     /// and has been quiet (HandleTable::trim; the constants above). Returns

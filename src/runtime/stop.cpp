@@ -106,24 +106,12 @@ void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uin
 }  // namespace
 
 namespace {
-bool stop_id(rt::RuntimeCore& core, std::uint64_t id) noexcept;
-bool stop_sync_id(rt::RuntimeCore& core, std::uint64_t id) noexcept;
-}  // namespace
-
-bool Runtime::stop(std::uint64_t id) noexcept {
-    const bool stopped = stop_id(*core_, id);
-    TW_PROBE(stop, core_->config.name.c_str(), id, stopped ? 1 : 0);
-    return stopped;
+/// The stop probe (probes.hpp), out of the hot path: only while a tracer is attached.
+[[maybe_unused, gnu::cold, gnu::noinline]] void probe_stop(const rt::RuntimeCore& core, std::uint64_t id, bool stopped) noexcept {
+    TW_PROBE(stop, core.config.name.c_str(), id, stopped ? 1 : 0);
 }
 
-bool Runtime::stop_sync(std::uint64_t id) noexcept {
-    const bool stopped = stop_sync_id(*core_, id);
-    TW_PROBE(stop, core_->config.name.c_str(), id, stopped ? 1 : 0);
-    return stopped;
-}
-
-namespace {
-bool stop_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
+[[gnu::always_inline]] inline bool stop_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
     if (core.forked()) return false;
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
@@ -135,7 +123,7 @@ bool stop_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
     }
 }
 
-bool stop_sync_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
+[[gnu::always_inline]] inline bool stop_sync_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
     if (core.forked()) return false;
     rt::Shard* shard = nullptr;
     Record* r = core.lookup(id, &shard);
@@ -165,6 +153,18 @@ bool stop_sync_id(rt::RuntimeCore& core, std::uint64_t id) noexcept {
     }
 }
 }  // namespace
+
+bool Runtime::stop(std::uint64_t id) noexcept {
+    const bool stopped = stop_id(*core_, id);
+    if (TW_PROBE_ENABLED(stop)) probe_stop(*core_, id, stopped);
+    return stopped;
+}
+
+bool Runtime::stop_sync(std::uint64_t id) noexcept {
+    const bool stopped = stop_sync_id(*core_, id);
+    if (TW_PROBE_ENABLED(stop)) probe_stop(*core_, id, stopped);
+    return stopped;
+}
 
 // ---- groups ------------------------------------------------------------------
 std::size_t Runtime::stop_group(std::uint64_t group, bool sync, std::error_code& ec) noexcept {

@@ -108,17 +108,21 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due, std::int64_t fou
     const std::uint64_t driver =
         found_ns > due_ns ? static_cast<std::uint64_t>(std::min(found_ns, std::max(start_ns, due_ns)) - due_ns) : 0;
     const std::uint64_t wait = late - driver;
-    lateness.record(late);
-    driver_lateness.record(driver);
-    wait_lateness.record(wait);
+    const unsigned si = this_thread_stripe();  // (one lookup for the four histograms and the run board)
+    lateness.record_on(si, late);
+    driver_lateness.record_on(si, driver);
+    wait_lateness.record_on(si, wait);
     DeliveryQueue* const queue = const_cast<DeliveryQueue*>(t_current.queue);
     // Every run gives its queue a sample too, against the deadline it
     // serves (a BURST catch-up's own; issue 31).
     if (queue != nullptr) queue->record_run_start(late, driver, wait);
     // On a worker: not a queue's thread, not an advance (the busy-worker gauge).
     const bool on_worker = queue == nullptr && !manual;
-    const std::int64_t run_ns = manual ? monotonic_ns() : start_ns;  // the machine's clock: the run's duration
-    runs.begin(run_ns, on_worker);
+    // The run's duration, on the machine's clock (a manual runtime's too):
+    // its upper-bound reading at both ends (clock.hpp, fast_clock: an
+    // unordered TSC read; its margin cancels out), not two more vDSO calls.
+    const std::int64_t run_ns = fast_clock::monotonic_upper_ns();
+    runs.begin_on(si, run_ns, on_worker);
     TW_PROBE(run_begin, config.name.c_str(), id, Id::shard(id), driver, wait, queue != nullptr ? queue->slot() : 0);
     bool threw = false;
     try {
@@ -134,10 +138,10 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due, std::int64_t fou
             }
         }
     }
-    const std::int64_t end_ns = monotonic_ns();
-    runs.end(on_worker);
+    const std::int64_t end_ns = fast_clock::monotonic_upper_ns();
+    runs.end_on(si, on_worker);  // (the same thread: its lease for life)
     const std::uint64_t took = end_ns > run_ns ? static_cast<std::uint64_t>(end_ns - run_ns) : 0;
-    run_duration.record(took);
+    run_duration.record_on(si, took);
     if (queue != nullptr) queue->record_run_end(took);
     TW_PROBE(run_end, config.name.c_str(), id, took, threw ? 1 : 0, r.invoker_address(), r.first_word());
     counters.add(kFired);

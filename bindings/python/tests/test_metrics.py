@@ -119,6 +119,25 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(fams["tickwheel_callback_lateness_seconds"]["type"], "histogram")
             self.assertAlmostEqual(value(fams, "tickwheel_callback_lateness_max_seconds"),
                                    st["lateness_max_ns"] / 1e9)
+            # Since 1.6 (issue 34): the stages, saturation and memory.
+            for stage in ("driver", "wait"):
+                self.assertEqual(value(fams, "tickwheel_callback_stage_seconds_count", (("stage", stage),)),
+                                 st["lateness_samples"])
+            self.assertEqual(value(fams, "tickwheel_callback_stage_seconds_count", (("stage", "run"),)),
+                             st["run_duration_samples"])
+            self.assertEqual(st["run_duration_samples"], 20)
+            self.assertLessEqual(st["driver_lateness_max_ns"], st["lateness_max_ns"])
+            self.assertLessEqual(st["wait_lateness_max_ns"], st["lateness_max_ns"])
+            for key in ("driver_lateness_p50_ns", "driver_lateness_p99_ns", "driver_lateness_p999_ns",
+                        "wait_lateness_p50_ns", "wait_lateness_p99_ns", "wait_lateness_p999_ns",
+                        "run_duration_p50_ns", "run_duration_p99_ns", "run_duration_p999_ns",
+                        "run_duration_max_ns", "workers_busy", "waiting_for_worker", "callbacks_running",
+                        "oldest_run_age_ns"):
+                self.assertIsInstance(st[key], int, key)
+            self.assertEqual(st["callbacks_running"], 0)
+            self.assertEqual(value(fams, "tickwheel_timer_slots"), st["slots"])
+            self.assertEqual(value(fams, "tickwheel_timer_resident_bytes"), st["resident_bytes"])
+            self.assertGreater(st["resident_bytes"], 0)
 
     def test_from_a_callback_after_shutdown_and_after_close(self):
         rt = Runtime(shards=1, workers=1)
