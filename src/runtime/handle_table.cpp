@@ -431,7 +431,7 @@ Record* HandleTable::revive(std::uint32_t& out_index, std::uint32_t& out_gen) no
         // of the chunk is used (a record's owner finds its index and side
         // arrays through it).
         auto* h = reinterpret_cast<ChunkHeader*>(first) - 1;
-        h->number = c;
+        h->number.store(c, std::memory_order_relaxed);
         h->extras.store(m.extras.load(std::memory_order_relaxed), std::memory_order_relaxed);
         h->period_words.store(m.period_words.load(std::memory_order_relaxed), std::memory_order_release);
     }

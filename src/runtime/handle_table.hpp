@@ -250,13 +250,15 @@ public:
     /// chunk header.
     static std::uint32_t index_of(const Record* r) noexcept {
         const ChunkHeader* head = header_of(r);
-        return head->number * kChunkSize + static_cast<std::uint32_t>(r - first_of(head));
+        return head->number.load(std::memory_order_relaxed) * kChunkSize + static_cast<std::uint32_t>(r - first_of(head));
     }
 
 private:
     static constexpr std::uintptr_t kChunkAlign = std::uintptr_t{2} << 20;
     struct alignas(64) ChunkHeader {
-        std::uint32_t number;
+        // Atomic (relaxed: a plain load): a reader racing with a timer's end
+        // may read it while revive() rewrites a whole chunk's header.
+        std::atomic<std::uint32_t> number;
         std::atomic<Extra*> extras{nullptr};  // the chunk's side arena, created on demand
         std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};  // its period words, likewise
     };

@@ -168,12 +168,28 @@ namespace {
     TW_PROBE(reset, core.config.name.c_str(), id, rearmed ? 1 : 0);
 }
 
-bool reset_one(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
+[[gnu::always_inline]] inline bool reset_plain(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute,
+                                               std::error_code& ec) noexcept {
     rt::Readings now(core.clocks);
-    const bool rearmed = rt::reset_to(core, id, value, absolute, now, nullptr, ec);
-    if (rearmed) core.counters.add(rt::kReset);
-    if (TW_PROBE_ENABLED(reset)) probe_reset(core, id, rearmed);
+    if (!rt::reset_to(core, id, value, absolute, now, nullptr, ec)) return false;
+    core.counters.add(rt::kReset);
+    return true;
+}
+
+/// A reset while a tracer is attached to the reset probe: the same reset,
+/// then the probe (out of line: the untraced path stays the plain reset).
+[[gnu::cold, gnu::noinline, maybe_unused]] bool reset_traced(rt::RuntimeCore& core, std::uint64_t id,
+                                                             std::int64_t value, bool absolute,
+                                                             std::error_code& ec) noexcept {
+    const bool rearmed = reset_plain(core, id, value, absolute, ec);
+    probe_reset(core, id, rearmed);
     return rearmed;
+}
+
+bool reset_one(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
+    if (TW_PROBE_ENABLED(reset)) [[unlikely]]
+        return reset_traced(core, id, value, absolute, ec);
+    return reset_plain(core, id, value, absolute, ec);
 }
 }  // namespace
 
