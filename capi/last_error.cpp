@@ -27,6 +27,8 @@
 #include <new>
 #include <initializer_list>
 
+#include <pthread.h>
+
 #include "capi_impl.hpp"
 
 namespace tickwheel::capi {
@@ -76,6 +78,16 @@ LastError* this_thread_error(bool create) noexcept {
     if (t_last.e == nullptr && create) t_last.e = new (std::nothrow) LastError;
     return t_last.e;
 }
+}  // namespace
+
+namespace {
+// fork.cpp, rule 8: in a fork() child, only the forking thread's message can
+// still be set (the other threads are gone, their counts with them).
+void messages_in_child() noexcept {
+    const LastError* e = t_last.e;
+    __atomic_store_n(&g_messages_set.n, e != nullptr && e->set ? 1u : 0u, __ATOMIC_RELAXED);
+}
+[[maybe_unused]] const int registered_fork_handler = pthread_atfork(nullptr, nullptr, messages_in_child);
 }  // namespace
 
 void compose_error(int rc, const char* fn) noexcept {

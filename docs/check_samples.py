@@ -155,7 +155,9 @@ def check(sample, idx, a, env):
         rc, out = run([a.python, src], d, env=env)
         return rc == 0, "ran", out if rc == 0 else f"exit {rc}\n{out}"
     if sample.lang == "node":
-        src = os.path.join(d, "sample.js")
+        # An ES module sample (top-level import) runs as one: sample.mjs.
+        esm = re.search(r"^import\s", sample.code, re.M) is not None
+        src = os.path.join(d, "sample.mjs" if esm else "sample.js")
         with open(src, "w") as f:
             f.write(sample.code)
         if not a.node:

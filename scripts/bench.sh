@@ -31,6 +31,19 @@
 #                               the output folder; 30-50 s on 2 cores after the
 #                               build (--quick: 4 s), about 10 minutes on 16
 #                               (estimated).
+#   scripts/bench.sh python [--quick]
+#                               issue 33's per-call cost from Python: a
+#                               start+stop pair of the binding, asyncio's
+#                               loop.call_later(...).cancel() and
+#                               tickwheel.asyncio's in the same run, and the
+#                               pair beside a busy Python thread
+#                               (bench/python_percall_bench.py, best of 7
+#                               repetitions; the release build's staged
+#                               package and its interpreter); writes
+#                               python.json (each figure with its goal, met
+#                               or not; the date, the machine, the Python
+#                               version, the command). About a minute on 2
+#                               cores after the build.
 #   scripts/bench.sh capi [--quick]
 #                               issue 21's start+stop goals only: tickwheel
 #                               through the C ABI and the shared library,
@@ -45,6 +58,23 @@
 #                               base commit>, its peer_tickwheel_c runs
 #                               next to this build's in every round (before
 #                               it in every other round).
+#   scripts/bench.sh node [--quick]
+#                               issue 33's Node.js goal only: a start+stop
+#                               pair of the Node binding (bindings/node,
+#                               through koffi and the shared library)
+#                               against Node's clearTimeout(setTimeout())
+#                               in the same process, 15 rounds of 200,000
+#                               pairs each (--quick: 3 of 20,000), plus the
+#                               bare koffi calls' floor and the start and
+#                               stop halves (bench/peers/peer_node.js);
+#                               writes node.json (every figure with its
+#                               date, machine, Node version and command)
+#                               and prints the table. Needs node and npm
+#                               (koffi from the npm registry or cache);
+#                               about 30 s on 2 cores after the build.
+#                               BENCH_NODE_BASE=<commit>: that commit's
+#                               binding too, on the same library
+#                               (node-base.json), for an A/B.
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
@@ -81,9 +111,11 @@ while (($#)); do
     --quick) quick=1 ;;
     scaling) mode=scaling ;;
     capi) mode=capi ;;
+    node) mode=node ;;
+    python) mode=python ;;
     --threads) threads=${2:?--threads needs a number}; shift ;;
     --threads=*) threads=${1#--threads=} ;;
-    *) echo "usage: scripts/bench.sh [scaling|capi] [--quick] [--threads N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [scaling|capi|node|python] [--quick] [--threads N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -101,6 +133,90 @@ mkdir -p "$out"
 t_start=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 log() { printf '[bench %4ds] %s\n' $(( $(date +%s) - t_start )) "$*" >&2; }
+
+# ---- node (issue 33): the Node binding's pair against Node's own timers -------------------
+# Needs only the shared library, node and npm: handled before the peers'
+# packages and build.
+if [[ $mode == node ]]; then
+  for tool in node npm; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "bench: $tool not found (scripts/setup.sh --test)" >&2; exit 1; }
+  done
+  if ((no_build)); then
+    build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
+  else
+    build=${BENCH_BUILD_DIR:-$root/build/release}
+    if [[ -z "${BENCH_BUILD_DIR:-}" ]]; then
+      log "configuring the release preset"
+      cmake --preset release >/dev/null
+    elif [[ ! -f "$build/CMakeCache.txt" ]]; then
+      cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTICKWHEEL_BUILD_TESTS=OFF >/dev/null
+    fi
+    log "building the shared library"
+    cmake --build "$build" --target tickwheel_shared >&2
+  fi
+  lib=$build/capi/libtickwheel.so.1
+  [[ -f $lib ]] || { echo "bench: no $lib" >&2; exit 1; }
+  # The package with its locked koffi, in the build tree (npm ci skipped
+  # while the lock is unchanged).
+  pkg=$build/bench-node
+  mkdir -p "$pkg"
+  cp bindings/node/package.json bindings/node/package-lock.json bindings/node/index.js bindings/node/promises.js "$pkg/"
+  stamp=$pkg/node_modules/.tickwheel-lock
+  want=$(sha256sum bindings/node/package-lock.json | cut -d' ' -f1)
+  if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    log "npm ci in $pkg"
+    (cd "$pkg" && npm ci --no-audit --no-fund --prefer-offline >&2)
+    echo "$want" >"$stamp"
+  fi
+  if ((quick)); then nargs=(--ops 20000 --rounds 3 --warmup 1); else nargs=(--ops "${BENCH_OPS:-200000}" --rounds "${BENCH_REPS:-15}" --warmup 3); fi
+  cmd="scripts/bench.sh node$( ((quick)) && echo ' --quick' || true)"
+  log "bench/peers/peer_node.js ${nargs[*]}"
+  TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$pkg" "${nargs[@]}" --out "$out/node.json" --command "$cmd"
+  # A/B: BENCH_NODE_BASE=<commit> also runs that commit's binding (its
+  # bindings/node/index.js, same library, same koffi) -> node-base.json.
+  if [[ -n ${BENCH_NODE_BASE:-} ]]; then
+    base=$build/bench-node-base
+    rm -rf "$base"
+    mkdir -p "$base"
+    for f in package.json index.js promises.js; do
+      git show "$BENCH_NODE_BASE:bindings/node/$f" >"$base/$f"
+    done
+    ln -s "$pkg/node_modules" "$base/node_modules"
+    log "the base binding ($BENCH_NODE_BASE)"
+    TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$base" "${nargs[@]}" --out "$out/node-base.json" \
+      --command "BENCH_NODE_BASE=$BENCH_NODE_BASE $cmd"
+  fi
+  log "done in $(( $(date +%s) - t_start )) s"
+  exit 0
+fi
+
+# ---- python (issue 33): the per-call cost from Python against asyncio's own ------------
+if [[ $mode == python ]]; then
+  if ((no_build)); then
+    build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
+  elif [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
+    build=$BENCH_BUILD_DIR
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc \
+          -DCMAKE_CXX_COMPILER=g++ -DTICKWHEEL_BUILD_TESTS=OFF >&2
+  else
+    build=$root/build/release
+    log "configuring the release preset"
+    cmake --preset release >/dev/null
+  fi
+  if ((!no_build)); then
+    log "building the Python extension (tickwheel_python)"
+    cmake --build "$build" --target tickwheel_python >&2
+  fi
+  py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  cmd="scripts/bench.sh python"
+  ((quick)) && cmd+=" --quick"
+  args=(--binding "$build/python" --json "$out/python.json" --command "$cmd")
+  ((quick)) && args+=(--quick)
+  log "bench/python_percall_bench.py ${args[*]}"
+  "${py:-python3}" "$root/bench/python_percall_bench.py" "${args[@]}"
+  log "done: $out/python.json (load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg))"
+  exit 0
+fi
 
 # ---- 1. Debian packages: only what is missing ---------------------------------------
 want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev libbenchmark-dev libgtest-dev

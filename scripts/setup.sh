@@ -12,9 +12,11 @@ if [[ "${1:-}" == "--test" ]]; then
   want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev
         python3-venv python3-setuptools python3-pip python3-wheel python3-wheel-whl nodejs doxygen
         debhelper fakeroot lintian libuv1-dev man-db python3-prometheus-client)
-  # the Python binding's compiled extension and its wheel (ctest capi_python*,
-  # scripts/build-wheel.sh): pybind11's headers, CPython's headers, patchelf
-  want+=(pybind11-dev python3-dev patchelf)
+  # the Python binding's compiled extension and its wheels (ctest capi_python*,
+  # scripts/build-wheel.sh): pybind11's headers, CPython's headers, patchelf;
+  # pyelftools for the wheels' manylinux check (bindings/python/tools/
+  # check_manylinux.py; it falls back to readelf without it)
+  want+=(pybind11-dev python3-dev patchelf python3-pyelftools)
   # the C peers of the benchmark suite, smoke-run by ctest bench_peer_*_smoke
   # (dpdk-dev pulls in every DPDK driver: ~225 packages, ~100 MB)
   want+=(libevent-dev dpdk-dev)

@@ -190,6 +190,14 @@ struct Checker {
     unsigned max_reports;
     std::map<std::uint64_t, std::vector<const Event*>> group_stops;  // by group, by t0 (result >= 0, or in flight)
     Injected inj;                      // the delays injected into the runtime's own threads
+    // Per delivery queue: the calls of callers that may hold that queue's
+    // transition mutex -- a stop or reset of a timer bound to it (its CAS
+    // under the mutex: BoundTransition), or a group stop (it stops bound
+    // timers one by one). A caller preempted or frozen there holds back that
+    // queue's deliveries and runs (both need the mutex: the documented
+    // exception of the progress rule, runtime.hpp "Progress"), never another
+    // queue's nor a worker's timers.
+    std::vector<Injected> qlock;
     // The machine's stalls: the late wake-ups of a heartbeat thread pinned to
     // each CPU (Delay::site); a run may be late by the worst CPU's.
     struct Stalls {
@@ -584,14 +592,19 @@ struct Checker {
             // the delays injected into the runtime's own threads since then, plus
             // the machine's slack. Never the callers' delays.
             if (b.ub_mono < kInf && r.t0 > b.ub_mono) {
-                const std::int64_t d = inj.total(b.ub_mono, r.t0), m = stalls.total(b.ub_mono, r.t0);
+                const int q = ti.queue;
+                const std::int64_t d = inj.total(b.ub_mono, r.t0) +
+                                       (q >= 0 && static_cast<std::size_t>(q) < qlock.size()
+                                            ? qlock[static_cast<std::size_t>(q)].total(b.ub_mono, r.t0)
+                                            : 0);
+                const std::int64_t m = stalls.total(b.ub_mono, r.t0);
                 excess.push_back(r.t0 - b.ub_mono - d - m);
                 if (d > worst_inj) worst_inj = d, worst_late = r.t0 - b.ub_mono, worst_key = key, worst_at = r.t0;
                 if (ti.probe) probe_late.push_back({r.t0 - b.ub_mono, d, m});
                 if (r.t0 > b.ub_mono + d + m + cfg.slack_ns) {
                     report(key, "LATE: run at %.3f ms, %.3f ms after the latest time it was due (%.3f ms): past the bound"
-                                " by %.3f ms (bound: due + %.3f ms injected into the runtime's threads meanwhile + %.3f ms the"
-                                " machine stalled + slack %.0f ms)",
+                                " by %.3f ms (bound: due + %.3f ms injected into the runtime's threads meanwhile, and for a"
+                                " queue's timer callers' calls holding its mutex, + %.3f ms the machine stalled + slack %.0f ms)",
                            ms(r.t0), static_cast<double>(r.t0 - b.ub_mono) / 1e6, ms(b.ub_mono),
                            static_cast<double>(r.t0 - b.ub_mono - d - m - cfg.slack_ns) / 1e6, static_cast<double>(d) / 1e6,
                            static_cast<double>(m) / 1e6, static_cast<double>(cfg.slack_ns) / 1e6);
@@ -989,6 +1002,24 @@ struct Checker {
                        ms(e.t1), e.result);
         }
         inj.build(cfg.delays, false);
+        {
+            int queues = 0;
+            for (const TimerInfo& t : timers) queues = std::max(queues, t.queue + 1);
+            std::vector<std::vector<Delay>> held(static_cast<std::size_t>(queues));
+            for (const Event& e : ev) {
+                if (e.tkind != kProducer && e.tkind != kMain) continue;
+                if (e.kind != kStop && e.kind != kReset && e.kind != kGroupStop) continue;
+                Delay d;
+                d.t0 = e.t0;
+                d.t1 = is_open(e) ? kNever : e.t1;
+                d.cls = Delay::kDriver;  // (counted, in this per-queue measure)
+                const int q = e.kind == kGroupStop || e.key == 0 || e.key > timers.size() ? -1 : timers[e.key - 1].queue;
+                for (int i = 0; i < queues; ++i)
+                    if (q == i || (q == -1 && e.kind == kGroupStop)) held[static_cast<std::size_t>(i)].push_back(d);
+            }
+            qlock.resize(static_cast<std::size_t>(queues));
+            for (int i = 0; i < queues; ++i) qlock[static_cast<std::size_t>(i)].build(held[static_cast<std::size_t>(i)], false);
+        }
         {
             int cpus = 0;
             for (const Delay& d : cfg.delays)

@@ -599,9 +599,19 @@ void caller_point(char site) {
         f.sites_seen = seen;
         if (f.freeze_forced != 0) {
             t_freeze_site = f.freeze_forced;
-        } else if (!seen.empty()) {
-            std::uint64_t x = g_fuzz_seed.load() ^ 0xF2EE2Eull;
-            t_freeze_site = seen[splitmix(x) % seen.size()];
+        } else {
+            // Not 'o' by the seed's pick: a reset holding a boot-time or
+            // wall-clock timer's deadline lock is the one place where a
+            // caller may wait for another caller of the same timer (its
+            // reset, from any thread -- a callback's too: runtime.hpp,
+            // "Progress"), so a freeze there hangs what resets that timer
+            // next, and shutdown with it, as documented. --freeze-site o
+            // shows it.
+            seen.erase(std::remove(seen.begin(), seen.end(), 'o'), seen.end());
+            if (!seen.empty()) {
+                std::uint64_t x = g_fuzz_seed.load() ^ 0xF2EE2Eull;
+                t_freeze_site = seen[splitmix(x) % seen.size()];
+            }
         }
         f.freeze_pick.store(t_freeze_site);
     }

@@ -55,6 +55,13 @@
 //               --fuzz N, --slack MS, --freeze-site C, --quiet-ms N; see
 //               history_run.cpp.
 //               (history-selftest: the checker on small known histories.)
+//   coro-history  the same for the coroutine awaiters (issue 32): random
+//               programs of many coroutines over sleeps, events, nested
+//               deadlines, stops, frame destruction, queue closes, failed
+//               starts and shutdown, on a real and a manual runtime, checked
+//               against a sequential model. --runtime real|manual|both,
+//               --threads K (coroutines at once); see coro_history_run.cpp.
+//               (coro-history-selftest: its checker on known histories.)
 // Exit status 0 iff every invariant held.
 #include <poll.h>
 #include <pthread.h>
@@ -78,6 +85,7 @@
 #include <thread>
 #include <vector>
 
+#include "coro_history.hpp"
 #include "history.hpp"
 #include "tracker.hpp"
 
@@ -125,6 +133,7 @@ struct Options {
     unsigned long seed = 1;
     bool seconds_set = false;
     std::string features = "all";  // history mode
+    std::string runtime = "both";  // coro-history mode: real, manual or both
     unsigned fuzz = 64;            // history mode: the schedule fuzzer's rate (0 = off)
     long slack_ms = 0;             // history mode: the timeliness bound's slack; 0 = the default for the build
     char freeze_site = 0;          // history mode: --freeze-site C
@@ -1552,6 +1561,7 @@ int main(int argc, char** argv) {
         if (arg("--ops")) opt.ops = std::atol(argv[++i]);
         else if (arg("--seconds")) opt.seconds = std::atof(argv[++i]), opt.seconds_set = true;
         else if (arg("--features")) opt.features = argv[++i];
+        else if (arg("--runtime")) opt.runtime = argv[++i];
         else if (arg("--fuzz")) opt.fuzz = static_cast<unsigned>(std::atoi(argv[++i]));
         else if (arg("--slack")) opt.slack_ms = std::atol(argv[++i]);
         else if (arg("--freeze-site")) opt.freeze_site = argv[++i][0];
@@ -1572,6 +1582,25 @@ int main(int argc, char** argv) {
     }
     if (const char* s = std::getenv("TICKWHEEL_SEED")) opt.seed = std::strtoul(s, nullptr, 10);
     if (opt.mode == "history-selftest") return stress::history::selftest();
+    if (opt.mode == "coro-history-selftest") return stress::coro_history::selftest();
+    if (opt.mode == "coro-history") {
+        if (opt.runtime != "real" && opt.runtime != "manual" && opt.runtime != "both") {
+            std::fprintf(stderr, "--runtime is real, manual or both, not %s\n", opt.runtime.c_str());
+            return 2;
+        }
+        stress::coro_history::Options co;
+        co.seconds = opt.seconds_set ? opt.seconds : 3;
+        co.seed = opt.seed;
+        co.fuzz = opt.fuzz;
+        co.slots = opt.threads;  // --threads: coroutines at once
+        int rc = 0;
+        if (opt.runtime != "manual") rc |= stress::coro_history::run(co);
+        if (opt.runtime != "real") {
+            co.manual = true;
+            rc |= stress::coro_history::run(co);
+        }
+        return rc;
+    }
     if (opt.mode == "history") {
         unsigned features = 0;
         if (!stress::history::parse_features(opt.features, features)) {

@@ -47,9 +47,25 @@ void decided_hook(const std::atomic<std::uint32_t>&) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!g_release_decided.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
 }
+// Parks the arming thread after a VOID publication (T ran first), before it
+// arms again, once, when armed. The handshake is relaxed on purpose: it
+// must not order the thread that releases it before what the arming thread
+// does next (TSan then sees the re-arm's write of id_ race with a setter's
+// read, if a setter reads it: issue 32's id_ race).
+std::atomic<bool> g_park_repost{false};
+std::atomic<bool> g_repost_parked{false};
+std::atomic<bool> g_repost_release{false};
+[[maybe_unused]] void repost_hook(const std::atomic<std::uint32_t>&) {
+    if (!g_park_repost.exchange(false, std::memory_order_relaxed)) return;
+    g_repost_parked.store(true, std::memory_order_relaxed);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!g_repost_release.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::yield();
+}
 }  // namespace
 #define TICKWHEEL_CORO_TEST_HOOK(state) coro_hook(state)
 #define TICKWHEEL_CORO_TEST_HOOK_DECIDED(state) decided_hook(state)
+#define TICKWHEEL_CORO_TEST_HOOK_REPOST(state) repost_hook(state)
 #include "tickwheel/coro.hpp"
 
 using namespace std::chrono_literals;
@@ -99,6 +115,16 @@ tickwheel::detached event_waiter(tickwheel::Runtime* rt, tickwheel::event* ev, t
         w = co_await ev->wait(*rt, where);
     }
     finish(p, w);
+}
+tickwheel::detached throwing_waiter(tickwheel::Runtime* rt, tickwheel::event* ev, tickwheel::Duration limit,
+                                    Probe* p) {
+    try {
+        const wake w = co_await tickwheel::cancel_after(*rt, limit, ev->wait(*rt));
+        finish(p, w);
+    } catch (const tickwheel::Error&) {
+        p->threw = true;
+        finish(p, wake::shutdown);
+    }
 }
 tickwheel::detached throwing_sleeper(tickwheel::Runtime* rt, tickwheel::resume_on where, Probe* p) {
     try {
@@ -560,4 +586,217 @@ TEST(Coro, NotifyAfterTheTimeoutWasDecidedIsKeptForTheNextWait) {
     event_waiter(&rt, &ev, tickwheel::on_worker(), 1h, &p2);
     ASSERT_TRUE(wait_for(p2, 2s));
     EXPECT_EQ(p2.why, wake::notified);
+}
+
+// ---- issue 32 ------------------------------------------------------------
+
+// c3: an event wait whose timer cannot start (limit_reached) took the
+// event's set state before the start; it must give it back when it throws
+// (at 069403a the next wait slept until shutdown: the notify was lost).
+TEST(CoroEvent, AWaitThatCannotStartGivesTheSetStateBack) {
+    tickwheel::Config c;
+    c.manual_clock = true;
+    c.max_timers = 1;
+    tickwheel::Runtime rt(c);
+    const tickwheel::Timer blocker = rt.start(1h, [] {});  // the one live timer allowed
+    tickwheel::event ev;
+    ev.notify();
+    ASSERT_TRUE(ev.is_set());
+    Probe p;
+    throwing_waiter(&rt, &ev, 1h, &p);
+    ASSERT_TRUE(p.done.load());
+    EXPECT_TRUE(p.threw);
+    EXPECT_TRUE(ev.is_set()) << "the wait that threw kept the event's set state: the notify is lost";
+    ASSERT_TRUE(rt.stop(blocker));
+    Probe p2;
+    event_waiter(&rt, &ev, tickwheel::on_worker(), 1h, &p2);
+    rt.advance(0ns);
+    ASSERT_TRUE(p2.done.load()) << "the next wait was not woken by the kept notify";
+    EXPECT_EQ(p2.why, wake::notified);
+}
+
+// c4: on a manual runtime whose virtual time is off the tick grid, a stop or
+// a notify resumes the coroutine at the very next advance(), even
+// advance(0) (at 069403a the hurry was reset(id, 0), rounded up to the next
+// tick of the grid: neither advance(0) nor a shorter one got there).
+namespace {
+struct CoroOffGrid : ::testing::Test {
+    CoroOffGrid() : rt(config()) { rt.advance(500us); }  // half a tick: off the 1 ms grid
+    static tickwheel::Config config() {
+        tickwheel::Config c;
+        c.manual_clock = true;
+        c.resolution = 1ms;
+        return c;
+    }
+    tickwheel::Runtime rt;
+};
+}  // namespace
+
+TEST_F(CoroOffGrid, AStopWhilePendingResumesAtAdvanceZero) {
+    std::stop_source ss;
+    Probe p;
+    sleeper(&rt, 1h, tickwheel::on_worker(), ss.get_token(), &p);
+    ss.request_stop();
+    rt.advance(0ns);
+    ASSERT_TRUE(p.done.load()) << "the stop waited for the next tick of the grid";
+    EXPECT_EQ(p.why, wake::stopped);
+}
+
+TEST_F(CoroOffGrid, AStopBeforeTheCoAwaitResumesAtAShortAdvance) {
+    std::stop_source ss;
+    ss.request_stop();
+    Probe p;
+    sleeper(&rt, 1h, tickwheel::on_worker(), ss.get_token(), &p);
+    EXPECT_FALSE(p.done.load());  // never inline
+    rt.advance(300us);            // still before the next tick
+    ASSERT_TRUE(p.done.load()) << "the stop waited for the next tick of the grid";
+    EXPECT_EQ(p.why, wake::stopped);
+}
+
+TEST_F(CoroOffGrid, ANotifyResumesAtAdvanceZeroAlsoFromTheSetState) {
+    tickwheel::event ev;
+    Probe p;
+    event_waiter(&rt, &ev, tickwheel::on_worker(), 1h, &p);
+    ev.notify();
+    rt.advance(0ns);
+    ASSERT_TRUE(p.done.load()) << "the notify waited for the next tick of the grid";
+    EXPECT_EQ(p.why, wake::notified);
+    ev.notify();  // nobody waits: set
+    Probe p2;
+    event_waiter(&rt, &ev, tickwheel::on_worker(), 1h, &p2);
+    EXPECT_FALSE(p2.done.load());
+    rt.advance(0ns);
+    ASSERT_TRUE(p2.done.load());
+    EXPECT_EQ(p2.why, wake::notified);
+}
+
+TEST_F(CoroOffGrid, AStopOfAQueueWaitIsDeliveredByAdvanceZero) {
+    tickwheel::Queue q(rt);
+    std::stop_source ss;
+    Probe p;
+    sleeper(&rt, 1h, tickwheel::on_queue(q), ss.get_token(), &p);
+    ss.request_stop();
+    rt.advance(0ns);
+    EXPECT_EQ(q.stats().due, 1u) << "advance(0) did not deliver the stopped wait to its queue";
+    t_ctx = kQueueCtx;
+    q.run(16);
+    t_ctx = 0;
+    ASSERT_TRUE(p.done.load());
+    EXPECT_EQ(p.why, wake::stopped);
+    EXPECT_EQ(p.ctx, kQueueCtx);
+}
+
+// c5: the queue's close() cancels the timer between its start and the
+// wait's publication: the coroutine resumes with shutdown, inline (at
+// 069403a the re-arm hit the closed queue and threw invalid_argument).
+TEST(CoroClose, ACloseWhileTheWaitIsBeingArmedResumesWithShutdown) {
+    tickwheel::Runtime rt;
+    auto q = std::make_unique<tickwheel::Queue>(rt);
+    Probe p;
+    g_parked = false;
+    g_hook_timed_out = false;
+    std::thread closer([&] {
+        while (!g_parked.load()) std::this_thread::yield();
+        std::error_code ec;
+        q->close(ec);  // cancels the timer: its release hook runs here, before the publication
+    });
+    t_park = Park::until_fired;
+    throwing_sleeper(&rt, tickwheel::on_queue(*q), &p);
+    closer.join();
+    EXPECT_FALSE(g_hook_timed_out.load());
+    ASSERT_TRUE(p.done.load());
+    EXPECT_FALSE(p.threw) << "the co_await threw (invalid_argument) instead of resuming with shutdown";
+    EXPECT_EQ(p.why, wake::shutdown);
+    EXPECT_EQ(p.resumed.load(), 1);
+}
+
+// The id_ re-arm race: T fired before the publication (a void one); a stop
+// comes while the arming thread, parked, has not yet armed again. The stop's
+// setter must not read id_ (the arming thread writes the next timer's id
+// there, unordered with that read: a data race TSan reports when the setter
+// reads); the wait resumes once, stopped, through the re-armed timer.
+TEST(CoroRearm, AStopDuringAVoidPublicationNeverReadsTheIdAndIsNotLost) {
+    tickwheel::Runtime rt;
+    std::stop_source ss;
+    Probe p;
+    g_hook_timed_out = false;
+    g_repost_parked.store(false, std::memory_order_relaxed);
+    g_repost_release.store(false, std::memory_order_relaxed);
+    g_park_repost.store(true, std::memory_order_relaxed);
+    std::thread stopper([&] {
+        const auto end = std::chrono::steady_clock::now() + 10s;
+        while (!g_repost_parked.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < end)
+            std::this_thread::yield();
+        ss.request_stop();
+        g_repost_release.store(true, std::memory_order_relaxed);
+    });
+    t_park = Park::until_fired;  // T runs the 0 ns timer on a worker before we publish
+    sleeper(&rt, 0ns, tickwheel::on_worker(), ss.get_token(), &p);
+    stopper.join();
+    EXPECT_FALSE(g_hook_timed_out.load());
+    EXPECT_TRUE(g_repost_parked.load());
+    ASSERT_TRUE(wait_for(p, 2s));
+    EXPECT_EQ(p.why, wake::stopped);
+    std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(p.resumed.load(), 1);
+}
+
+// c2: a steady_clock deadline over a wait on another clock is refused at
+// compile time (at 069403a it compiled and the realtime wait took the
+// steady nanoseconds as a 1970 wall-clock limit: timed_out after 0 ms). If
+// it compiles (the refusal removed), the issue's program runs and must
+// report expired after 200 ms, never timed_out at once.
+namespace {
+template <class R>
+constexpr bool kMixedClockDeadlineCompiles = requires(R& rt) {
+    tickwheel::with_deadline(rt, tickwheel::TimePoint{},
+                             tickwheel::sleep_until(rt, tickwheel::TimerClock::realtime, tickwheel::Duration{}));
+};
+template <class R>
+tickwheel::detached mixed_clock_sleeper(R* rt, Probe* p) {
+    if constexpr (kMixedClockDeadlineCompiles<R>) {
+        const auto tp = rt->clock_now() + 2s;
+        const auto wall = rt->now(tickwheel::TimerClock::realtime) + 200ms;
+        const wake w = co_await tickwheel::with_deadline(
+            *rt, tp, tickwheel::sleep_until(*rt, tickwheel::TimerClock::realtime, wall));
+        finish(p, w);
+    } else {
+        finish(p, wake::expired);
+        co_return;
+    }
+}
+}  // namespace
+
+TEST(CoroClock, ASteadyDeadlineOverAWallClockSleepIsRefusedAtCompileTime) {
+    tickwheel::Runtime rt;
+    Probe p;
+    const auto t0 = std::chrono::steady_clock::now();
+    mixed_clock_sleeper(&rt, &p);
+    ASSERT_TRUE(wait_for(p, 5s));
+    EXPECT_EQ(p.why, wake::expired);
+    if (kMixedClockDeadlineCompiles<tickwheel::Runtime>) {
+        EXPECT_GE(p.at - t0, 200ms);
+    }
+    EXPECT_FALSE(kMixedClockDeadlineCompiles<tickwheel::Runtime>)
+        << "with_deadline(rt, TimePoint, sleep_until(rt, TimerClock::realtime, ...)) compiles";
+}
+
+// The Duration form counts on the inner wait's own clock (here the wall
+// clock, on a manual runtime): timed_out once the wall clock passed d.
+TEST(CoroClock, ADurationDeadlineCountsOnTheInnerWaitsClock) {
+    tickwheel::Config c;
+    c.manual_clock = true;
+    tickwheel::Runtime rt(c);
+    Probe p;
+    [](tickwheel::Runtime* r, Probe* pr) -> tickwheel::detached {
+        const auto wall = r->now(tickwheel::TimerClock::realtime) + 1h;
+        const wake w = co_await tickwheel::with_deadline(
+            *r, 10s, tickwheel::sleep_until(*r, tickwheel::TimerClock::realtime, wall));
+        finish(pr, w);
+    }(&rt, &p);
+    rt.advance(9s);
+    EXPECT_FALSE(p.done.load());
+    rt.advance(1s);
+    ASSERT_TRUE(p.done.load());
+    EXPECT_EQ(p.why, wake::timed_out);
 }

@@ -42,14 +42,22 @@ struct Park {
     tw_test::Gate parked, go;
 };
 std::atomic<Park*> g_park{nullptr};
+// Threads inside park_hook: ~ParkGuard waits for none before the Park (a
+// local of the test) goes away -- the driver may call the hook again at the
+// same window right after the test opened `go`.
+std::atomic<int> g_in_hook{0};
 
 void park_hook(const void*, char what) {
+    g_in_hook.fetch_add(1);
     Park* p = g_park.load();
-    if (p == nullptr || what != p->what) return;
-    bool expected = true;
-    if (!p->armed.compare_exchange_strong(expected, false)) return;
-    p->parked.open();
-    (void)p->go.wait(60s);
+    if (p != nullptr && what == p->what) {
+        bool expected = true;
+        if (p->armed.compare_exchange_strong(expected, false)) {
+            p->parked.open();
+            (void)p->go.wait(60s);
+        }
+    }
+    g_in_hook.fetch_sub(1);
 }
 
 struct ParkGuard {
@@ -63,6 +71,8 @@ struct ParkGuard {
     ~ParkGuard() {
         p.go.open();  // never leave a thread parked (also on a failed ASSERT)
         hooks::in_window.store(nullptr);
+        g_park.store(nullptr);
+        while (g_in_hook.load() != 0) std::this_thread::yield();
     }
 };
 

@@ -174,3 +174,148 @@ TEST(FastClock, TimersStartedOnTheBoundNeverFireEarly) {
         EXPECT_EQ(fc::mode(), fc::Mode::kOn);
     }
 }
+
+// ---- a reading from a signal handler, between a resync and its publication --
+// (issue 31, S2) A signal handler may interrupt a thread at any instruction
+// and start a timer: read the bound itself, and even re-synchronise. The
+// hook 'S' (clock.cpp, resync) runs between the thread's new pair being
+// taken and being published, on the same thread, as such a handler would:
+// it reads the bound there, and on every other call first forgets the pair
+// so that its reading re-synchronises (stores a newer pair, which the
+// interrupted resync then replaces with its older one). Every bound, in the
+// hook and after it, must be at or after an exact reading taken before it.
+// Before the fix, tsc0 was stored before mono0 and the hook sat between the
+// two stores: the nested reading extended the old mono0 from the new tsc0
+// (from 0, on a thread's first pair) -- up to kResyncNs and more below the
+// clock, on the first call.
+namespace {
+namespace hooks = tickwheel::rt::test_hooks;
+thread_local bool t_reenter = false;      // this thread's hook calls re-enter the clock
+thread_local bool t_in_hook = false;      // (not from the re-entered reading's own resync)
+thread_local long t_hook_calls = 0, t_hook_below = 0, t_hook_nested_resyncs = 0;
+thread_local std::int64_t t_hook_worst = 0;  // how far below the clock, at worst (ns)
+void reenter_hook(const void*, char what) {
+    if (what != 'S' || !t_reenter || t_in_hook) return;
+    t_in_hook = true;
+    ++t_hook_calls;
+    if (t_hook_calls % 2 == 0) {
+        fc::testing::forget_thread();  // this reading re-synchronises: a newer pair, stored inside the window
+        ++t_hook_nested_resyncs;
+    }
+    const std::int64_t before = exact_ns();
+    const std::int64_t u = fc::monotonic_upper_ns();
+    if (u < before) {
+        ++t_hook_below;
+        t_hook_worst = std::max(t_hook_worst, before - u);
+    }
+    t_in_hook = false;
+}
+struct ReenterGuard {
+    ReenterGuard() {
+        t_reenter = true;
+        hooks::in_window.store(&reenter_hook);
+    }
+    ~ReenterGuard() {
+        hooks::in_window.store(nullptr);
+        t_reenter = false;
+    }
+};
+}  // namespace
+
+TEST(FastClock, AReadingBetweenAResyncAndItsPublicationIsNeverBelowTheClock) {
+    if (prepare_and_calibrate() != fc::Mode::kOn) GTEST_SKIP() << "the TSC path is not used on this machine";
+    t_hook_calls = t_hook_below = t_hook_nested_resyncs = 0;
+    t_hook_worst = 0;
+    long below_after = 0, reads = 0;
+    {
+        ReenterGuard guard;
+        // Each round: a resync forced (the pair forgotten: a thread's first
+        // reading, tsc0 = 0 before it), then readings for ~60 us (past
+        // kResyncNs: at least one resync of the ordinary kind).
+        for (int round = 0; round < 400; ++round) {
+            if (round % 4 == 0) fc::testing::forget_thread();
+            const std::int64_t until = exact_ns() + 60'000;
+            for (;;) {
+                const std::int64_t before = exact_ns();
+                const std::int64_t u = fc::monotonic_upper_ns();
+                ++reads;
+                if (u < before) ++below_after;
+                if (before >= until) break;
+            }
+        }
+    }
+    ASSERT_GT(t_hook_calls, 100) << "the hook between a resync's pair and its publication was rarely reached";
+    EXPECT_GT(t_hook_nested_resyncs, 50);
+    EXPECT_EQ(t_hook_below, 0) << "readings from inside a resync's window below the clock, of " << t_hook_calls
+                               << "; the worst by " << t_hook_worst << " ns";
+    EXPECT_EQ(below_after, 0) << "readings after such a window below the clock, of " << reads;
+    EXPECT_EQ(fc::mode(), fc::Mode::kOn) << "the check found a bound below the clock";
+}
+
+// ---- the margin and the raised rate (the 1.5 mutation survivor) ---------------
+// The published rate is what the calibration measured, raised by 1/256;
+// kUpperMarginNs is added to every bound. Where the kernel clocks on the TSC,
+// CLOCK_MONOTONIC runs at the TSC's rate times what NTP sets, which moves by
+// up to 2000 ppm after the calibration. So make that happen: scale the
+// published rate down by 2000 ppm (CLOCK_MONOTONIC now runs that much faster
+// than the bound extends), and read. Every bound must stay at or after the
+// exact reading before it; and the raise (~3900 ppm) absorbs that rate
+// change, so the check must not switch the TSC off either. Mutation check:
+// with kUpperMarginNs = 0 and the rate not raised, bounds fall up to ~100 ns
+// below the clock within a thread's first 50 us and the check switches the
+// TSC off; without the raise alone, the TSC switches off.
+namespace {
+struct SlowedReadings {
+    long reads = 0, below = 0;
+    std::int64_t worst = 0;
+};
+/// Calibrates afresh, scales the published rate by (1 - ppm / 1e6), and
+/// reads exact, bound on this thread until `for_ns` passed or the TSC was
+/// switched off. Returns false (nothing read) where the TSC path is not used.
+bool read_with_slowed_rate(std::int64_t ppm, std::int64_t for_ns, SlowedReadings& out) {
+    if (prepare_and_calibrate() != fc::Mode::kOn) return false;
+    const std::uint64_t mult = fc::g_published.mult.load();
+    fc::testing::set_mult(mult - static_cast<std::uint64_t>(static_cast<unsigned __int128>(mult) * ppm / 1'000'000));
+    fc::testing::forget_thread();  // a pair taken from now on, extended at the slower rate
+    const std::int64_t until = exact_ns() + for_ns;
+    for (;;) {
+        const std::int64_t before = exact_ns();
+        const std::int64_t u = fc::monotonic_upper_ns();
+        ++out.reads;
+        if (u < before) {
+            ++out.below;
+            out.worst = std::max(out.worst, before - u);
+        }
+        if (before >= until || fc::mode() != fc::Mode::kOn) break;
+    }
+    return true;
+}
+}  // namespace
+
+TEST(FastClock, ARateSlowedBy2000PpmAfterCalibrationKeepsEveryBoundAboveTheClockAndTheTscOn) {
+    // Five calibrations (10 ms each), 30 ms of readings after each.
+    for (int rep = 0; rep < 5; ++rep) {
+        SlowedReadings r;
+        if (!read_with_slowed_rate(2000, 30'000'000, r)) GTEST_SKIP() << "the TSC path is not used on this machine";
+        EXPECT_EQ(r.below, 0) << "round " << rep << ": bounds below the clock, of " << r.reads << "; the worst by "
+                              << r.worst << " ns";
+        EXPECT_EQ(fc::mode(), fc::Mode::kOn)
+            << "round " << rep << ": a 2000 ppm rate change switched the TSC off (the raise absorbs it)";
+        EXPECT_GT(r.reads, 1000);
+    }
+}
+
+// Beyond the raise: a rate slowed by 2% (the check's documented reach is 4%
+// over kResyncNs) falls behind the clock by up to ~800 ns per 50 us; the
+// margin alone keeps every bound above it until the thread's next
+// re-synchronisation finds the bound low and switches the TSC off.
+// Mutation check: with kUpperMarginNs = 0, bounds fall below the clock.
+TEST(FastClock, ARateSlowedBy2PercentKeepsEveryBoundAboveTheClockUntilTheCheckSwitchesItOff) {
+    for (int rep = 0; rep < 5; ++rep) {
+        SlowedReadings r;
+        if (!read_with_slowed_rate(20'000, 30'000'000, r)) GTEST_SKIP() << "the TSC path is not used on this machine";
+        EXPECT_EQ(r.below, 0) << "round " << rep << ": bounds below the clock, of " << r.reads << "; the worst by "
+                              << r.worst << " ns";
+        EXPECT_EQ(fc::mode(), fc::Mode::kOff) << "round " << rep << ": the check did not see a 2% rate change";
+    }
+}

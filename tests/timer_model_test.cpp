@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -303,6 +304,41 @@ TEST(Query, DueWhileNoWorkerIsFreeThenRunningFromItsOwnCallbackThenGone) {
     EXPECT_EQ(seen_runs.load(), 1u);
     EXPECT_EQ(seen_deadline.load(), 0) << "a running one-shot has no next deadline";
     ASSERT_TRUE(wait_until([&] { return !rt.query(t); })) << "released after its last run";
+}
+
+// A periodic timer stopped during its run is released by its worker after
+// the run: from the moment its release hook begins, query() says "not
+// found" ("std::nullopt for a released id"), as for a one-shot after its
+// last run. (Found by tw_stress history's query checks, issue 31: the word
+// stayed RUNNING_STOPPED through the hook, and query answered "running".)
+TEST(Query, APeriodicTimerStoppedDuringItsRunIsGoneOnceItsReleaseBegins) {
+    tw::Runtime rt(small_config(1, 1));
+    Gate in_hook, leave_hook;
+    OpenOnExit open{leave_hook};
+    struct Hook {
+        Gate* in;
+        Gate* leave;
+        bool armed = true;
+        Hook(Gate* i, Gate* l) : in(i), leave(l) {}
+        Hook(Hook&& o) noexcept : in(o.in), leave(o.leave), armed(std::exchange(o.armed, false)) {}
+        Hook(const Hook&) = delete;
+        ~Hook() {
+            if (!armed) return;
+            in->open();
+            (void)leave->wait(kWait);
+        }
+    };
+    tw::StartOptions o;
+    o.delay = 1ms;
+    o.period = 1h;
+    const tw::Timer t = rt.start(o, [h = Hook(&in_hook, &leave_hook)](tw::Timer self) {
+        (void)h;
+        (void)self.runtime()->stop(self);  // stopped during its run: the worker releases it after
+    });
+    ASSERT_TRUE(in_hook.wait(kWait)) << "the release hook never began";
+    EXPECT_FALSE(rt.query(t)) << "released (its hook is running): not found";
+    leave_hook.open();
+    ASSERT_TRUE(wait_until([&] { return !rt.query(t); }));
 }
 
 TEST(Query, OneShotReArmedFromItsOwnCallbackCountsItsRuns) {

@@ -26,7 +26,7 @@
 //   * a worker: takes a FireItem, begin_run under a hazard, the callback
 //     (optionally an operation on its own id: reset re-arms, stop,
 //     stop_sync), finish_run, then release + recycle (last run), release +
-//     finish_stopped + Cancel (stopped during the run), or wake + Insert;
+//     RELEASING, hook, finish_stopped + Cancel (stopped during the run), or wake + Insert;
 //   * shutdown: flag, stop the shard (at an idle point), wait until no
 //     FireItem is queued or running, then the sweep (try_cancel with the
 //     record's own generation, release, finish_cancel);
@@ -394,7 +394,7 @@ enum Pc : std::uint8_t {
     kAlloc, kPeriod, kPublish, kStartPost,
     // worker (Thread::pc)
     kWorkIdle, kBHzOn, kBLoad, kBGen, kBHzLate, kBCas, kBHzOff, kCallback, kFLoad, kFCas, kFWake, kFPost,
-    kRHookB, kRHookE, kFsStore, kFsWake, kFsPost,
+    kFsRel, kRHookB, kRHookE, kFsStore, kFsWake, kFsPost,
     // recycle (worker after a last run, shard on a Cancel)
     kRcGen, kRcMark, kRcWake, kRcFlush,
     // shard
@@ -414,7 +414,8 @@ inline const char* pc_name(int pc) {
         "allocate", "store period", "publish", "post Insert",
         "idle", "hazard on", "load", "gen check", "hazard on (late)", "begin_run CAS", "hazard off",
         "callback", "callback returns; finish_run load", "finish_run CAS", "wake", "post Insert",
-        "release hook begins", "release hook returns", "finish_stopped store", "wake", "post Cancel",
+        "releasing store (stopped during the run)", "release hook begins", "release hook returns",
+        "finish_stopped store", "wake", "post Cancel",
         "recycle: generation + 1", "recycle: mark FREE", "wake", "free-stack push",
         "idle", "handle: load", "expire CAS",
         "shutting_down = true", "stop shard", "dispatcher idle", "sweep: read gen", "sweep: load",
@@ -1276,7 +1277,7 @@ private:
                         break;
                     case FinishOutcome::Rearmed: t.pc = mut_.no_wake_finish_run ? kFPost : kFWake; break;
                     case FinishOutcome::Last: t.pc = kRHookB; break;
-                    case FinishOutcome::Stopped: t.pc = kRHookB; break;
+                    case FinishOutcome::Stopped: t.pc = kFsRel; break;
                 }
                 return;
             }
@@ -1288,6 +1289,14 @@ private:
             case kFPost:
                 post(w, MsgT::Insert, t.mine);
                 worker_idle(t);
+                return;
+            case kFsRel:
+                // RUNNING_STOPPED -> RELEASING (owner store) before the hook:
+                // a query after the hook began answers "not found".
+                if (Ctl::state(w.ctl) != State::RunningStopped || w.gen != t.mine)
+                    fail(w, tname(w, ti) + ": releasing store (owner) over " + word_str(w.ctl));
+                w.ctl = Ctl::with(w.ctl, State::Releasing);
+                t.pc = kRHookB;
                 return;
             case kRHookB:
                 hook_begin(w, ti, t.mine);
@@ -1303,7 +1312,7 @@ private:
                 }
                 return;
             case kFsStore:
-                if (Ctl::state(w.ctl) != State::RunningStopped || w.gen != t.mine)
+                if (Ctl::state(w.ctl) != State::Releasing || w.gen != t.mine)
                     fail(w, tname(w, ti) + ": finish_stopped (owner store) over " + word_str(w.ctl));
                 w.ctl = Ctl::with(w.ctl, State::Cancelled);
                 t.pc = kFsWake;
@@ -1345,7 +1354,7 @@ private:
         const FinishStep s = dec_.finish_run(t.o.c, t.o.p);
         if (s.out == FinishOutcome::Stopped) {
             t.fin = static_cast<std::uint8_t>(s.out);
-            t.pc = kRHookB;
+            t.pc = kFsRel;
         } else {
             t.pc = kFCas;
         }

@@ -493,7 +493,10 @@ TEST(TimerStateLoops, ApplyTheDecisionsAndCheckTheFullGeneration) {
     EXPECT_EQ(TimerState::try_cancel(r, G + 1), CO::StoppedDuringRun);
     EXPECT_EQ(TimerState::try_cancel(r, G + 1), CO::Busy);
     EXPECT_EQ(TimerState::finish_run(r).out, FO::Stopped);
-    EXPECT_EQ(Ctl::state(TimerState::load(r)), RS) << "Stopped: the worker's own store comes after the release";
+    EXPECT_EQ(Ctl::state(TimerState::load(r)), RS) << "Stopped: the worker's own stores come around the release";
+    TimerState::begin_stopped_release(r);
+    EXPECT_EQ(Ctl::state(TimerState::load(r)), State::Releasing);
+    EXPECT_EQ(TimerState::try_cancel(r, G + 1), CO::Busy);
     TimerState::finish_stopped(r);
     EXPECT_EQ(TimerState::load(r), Ctl::make(G + 1, Ca, 210));
     EXPECT_EQ(TimerState::wait_while_busy(r, G + 1), Ctl::make(G + 1, Ca, 210));

@@ -52,13 +52,17 @@ tgz="$work/dist/tickwheel-$version.tgz"
 want="package/LICENSE-APACHE
 package/LICENSE-MIT
 package/README.md
+package/index.d.mts
 package/index.d.ts
 package/index.js
+package/index.mjs
 package/package.json
 package/prebuilds/linux-x64/libtbb.so.12
 package/prebuilds/linux-x64/libtickwheel.so.1
+package/promises.d.mts
 package/promises.d.ts
-package/promises.js"
+package/promises.js
+package/promises.mjs"
 have=$(tar -tzf "$tgz" | sort)
 if [[ "$have" != "$want" ]]; then
   echo "check_pack: the tarball's files differ from the expected list:" >&2
@@ -151,6 +155,31 @@ const pre = path.join(__dirname, 'node_modules', 'tickwheel', 'prebuilds', 'linu
 });
 EOF
 (cd "$app" && timeout 60 "${clean[@]}" node main.js)
+
+# The same package through import (the "exports" map's import condition):
+# one instance with require(), tickwheel/promises with its named exports.
+cat > "$app/main.mjs" <<'EOF'
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import tickwheel, { Runtime, version, libraryPath } from 'tickwheel';
+import { sleep, setTimeout as delay, setInterval } from 'tickwheel/promises';
+import promisesDefault from 'tickwheel/promises';
+
+const require = createRequire(import.meta.url);
+assert.equal(tickwheel, require('tickwheel'), 'import and require() give the one instance');
+assert.equal(Runtime, require('tickwheel').Runtime);
+assert.equal(promisesDefault, require('tickwheel/promises'));
+assert.equal(sleep, delay, 'sleep is setTimeout');
+assert.equal(require('tickwheel/package.json').name, 'tickwheel');
+const rt = new Runtime({ shards: 1 });
+assert.equal(await new Promise((resolve) => rt.start(5, () => resolve('fired'))), 'fired');
+assert.equal(await sleep(2, 'slept'), 'slept');
+let n = 0;
+for await (const _ of setInterval(2)) if (++n === 2) break;
+await rt.close();
+console.log(`ok (import): tickwheel ${version()} from ${libraryPath()}`);
+EOF
+(cd "$app" && timeout 60 "${clean[@]}" node main.mjs)
 
 # Every ```js sample of the installed README runs there too, each as its own
 # program in the clean environment.

@@ -3,7 +3,8 @@
 # copies the package into the build tree (node_modules never lands in the
 # source tree), installs its locked dependencies with `npm ci` (skipped when
 # the copy's lock is unchanged since the last install), then runs
-# `node --test` with TICKWHEEL_LIB naming the freshly built library.
+# `node --test` with TICKWHEEL_LIB naming the freshly built library, then a
+# smoke run of bench/peers/peer_node.js (scripts/bench.sh node).
 #
 #   cmake -DNODE=... -DNPM=... -DSOURCE=<bindings/node> -DWORK=<dir>
 #         -DLIB=<libtickwheel.so> -DHEADER_VERSION=<x.y.z> -P ctest.cmake
@@ -34,7 +35,7 @@ endif()
 file(MAKE_DIRECTORY "${WORK}")
 file(REMOVE_RECURSE "${WORK}/test" "${WORK}/fixtures")
 file(COPY "${SOURCE}/package.json" "${SOURCE}/package-lock.json" "${SOURCE}/index.js" "${SOURCE}/promises.js"
-          "${SOURCE}/index.d.ts" "${SOURCE}/test" "${SOURCE}/fixtures"
+          "${SOURCE}/index.mjs" "${SOURCE}/promises.mjs" "${SOURCE}/index.d.ts" "${SOURCE}/test" "${SOURCE}/fixtures"
      DESTINATION "${WORK}")
 
 set(_stamp "${WORK}/node_modules/.tickwheel-lock")
@@ -72,4 +73,16 @@ execute_process(
   TIMEOUT 240)
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "node --test failed (${_rc})")
+endif()
+
+# scripts/bench.sh node's program, tiny: a change of the binding must not
+# break the benchmark unnoticed (it reaches into _internal.rawPairs).
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" -E env "TICKWHEEL_LIB=${LIB}" "${NODE}" "${SOURCE}/../../bench/peers/peer_node.js"
+          --binding "${WORK}" --ops 2000 --rounds 1 --warmup 0
+  WORKING_DIRECTORY "${WORK}"
+  RESULT_VARIABLE _rc
+  TIMEOUT 120)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "bench/peers/peer_node.js (smoke run) failed (${_rc})")
 endif()

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Type declarations of the tickwheel Node.js binding (index.js).
-import { EventEmitter } from 'node:events';
+// Type declarations of the tickwheel Node.js binding (index.js; index.d.mts
+// re-exports them for `import`). They need no @types/node and no DOM lib:
+// the few Node shapes used (AbortSignal, the EventEmitter methods,
+// Symbol.asyncDispose) are declared here, structurally. TypeScript 4.7 or
+// later, lib es2018 or later (AsyncGenerator).
 
 /** The C API's error codes (tickwheel.h), by name. */
 export declare const errorCodes: Readonly<{
@@ -210,6 +213,10 @@ export interface RuntimeStats {
   stopped: number;
   /** Reset calls that re-armed a timer. */
   reset: number;
+  /** Exceptions thrown by callbacks: a JavaScript callback's (counted by the
+   *  binding, library 1.6 or later; with an older library they are not
+   *  counted) and C++ ones the runtime caught. The metric
+   *  tickwheel_callback_exceptions_total. */
   callbackExceptions: number;
   cancelledAtShutdown: number;
   /** Callback start minus deadline (C side), log-linear histogram, about 3% error. */
@@ -263,12 +270,22 @@ export type TimerCallback = (this: Timer, timer: Timer) => void;
  *  Number is a TypeError (code 'TW_EINVAL'). */
 export type TimerId = bigint | number;
 
+/** What the promise API uses of an AbortSignal (Node's, or the DOM's, is
+ *  one): declared here so that these types need neither @types/node nor
+ *  the DOM lib. */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason?: unknown;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
 /** Options of the promise API. */
 export interface TimerPromiseOptions {
   /** Aborting it rejects the promise (or the pending iteration) with an
    *  AbortError and stops the timer; an already-aborted signal rejects at
    *  once and starts nothing. The listener is removed when the promise settles. */
-  signal?: AbortSignal;
+  signal?: AbortSignalLike;
   /** false: the pending timer does not keep the process alive (as
    *  Timer.unref(); the promise then stays pending if the process ends
    *  first). Default true. */
@@ -289,6 +306,9 @@ export interface TimerPromises {
    *  timer starts at the first next() and stops on break/return, on abort
    *  (the pending next() rejects with an AbortError) or close(). */
   setInterval<T = void>(ms: number, value?: T, options?: TimerPromiseOptions): AsyncGenerator<T, void, unknown>;
+  /** The same function as setTimeout, by a name that does not hide the
+   *  global setTimeout: `import { sleep } from 'tickwheel/promises'`. */
+  sleep<T = void>(ms: number, value?: T, options?: TimerPromiseOptions): Promise<T>;
 }
 
 /** A started timer. */
@@ -338,9 +358,16 @@ export declare class Timer {
  * Events: 'error' (error: unknown, timer: Timer) -- a callback threw. Without
  * a listener the exception is rethrown asynchronously (an uncaught
  * exception), like an exception in a setTimeout callback -- or, inside
- * advance(), thrown by advance() once its window is done.
+ * advance(), thrown by advance() once its window is done. Either way it is
+ * counted in stats().callbackExceptions (library 1.6).
+ *
+ * A Runtime is an EventEmitter (node:events); the methods below are those
+ * of EventEmitter that these types declare.
+ *
+ * On a worker_threads Worker: the callbacks run on the Worker's thread, and
+ * the runtime is closed when the Worker ends, worker.terminate() included.
  */
-export declare class Runtime extends EventEmitter {
+export declare class Runtime {
   /** @throws {RangeError|TypeError} bad options (code 'TW_EINVAL');
    *  {TickwheelError} the C runtime could not be created;
    *  {LibraryLoadError} no usable libtickwheel.so.1. */
@@ -453,14 +480,37 @@ export declare class Runtime extends EventEmitter {
    *  callback has returned; the Promise then resolves (rejects if the C
    *  calls failed). Idempotent (same Promise). */
   close(): Promise<void>;
-  /** Same as close() (for `await using`). */
-  [Symbol.asyncDispose](): Promise<void>;
-
   on(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
   on(event: string | symbol, listener: (...args: any[]) => void): this;
   once(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
   once(event: string | symbol, listener: (...args: any[]) => void): this;
+  addListener(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
+  addListener(event: string | symbol, listener: (...args: any[]) => void): this;
+  prependListener(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
+  prependListener(event: string | symbol, listener: (...args: any[]) => void): this;
+  off(event: string | symbol, listener: (...args: any[]) => void): this;
+  removeListener(event: string | symbol, listener: (...args: any[]) => void): this;
+  removeAllListeners(event?: string | symbol): this;
+  emit(event: string | symbol, ...args: any[]): boolean;
+  listenerCount(event: string | symbol): number;
+  prependOnceListener(event: 'error', listener: (error: unknown, timer: Timer) => void): this;
+  prependOnceListener(event: string | symbol, listener: (...args: any[]) => void): this;
+  listeners(event: string | symbol): Function[];
+  rawListeners(event: string | symbol): Function[];
+  eventNames(): Array<string | symbol>;
+  setMaxListeners(n: number): this;
+  getMaxListeners(): number;
 }
+
+/** `[Symbol.asyncDispose]()`, same as close() (for `await using rt = new
+ *  Runtime()`), where the TypeScript lib in use declares Symbol.asyncDispose
+ *  (lib esnext.disposable or es2024+, or @types/node); without it, nothing:
+ *  these types then compile all the same. */
+type AsyncDisposableRuntime = SymbolConstructor extends { readonly asyncDispose: infer S extends symbol }
+  ? { [K in S]: () => Promise<void> }
+  : {};
+
+export interface Runtime extends AsyncDisposableRuntime {}
 
 /** The promise API on a runtime the package makes on first use (one shard;
  *  made anew after it was closed). Also require('tickwheel/promises'). */

@@ -18,21 +18,52 @@
  * Threading. Every Runtime has one delivery queue of the C library
  * (tw_queue, issue 11) and starts all its timers on it: a timer that comes
  * due is handed to the queue, never to a worker thread. The queue's eventfd
- * is watched by the JavaScript thread's own event loop (a libuv poll handle,
- * koffi.node.poll: no thread of the libuv pool, no helper thread); when it
- * polls readable the binding runs the due callbacks on that thread with
- * tw_queue_run(), each in its own setImmediate() turn, so process.nextTick()
- * callbacks and promise reactions queued by one callback run before the
- * next callback, as with setTimeout. So every callback runs on the
- * JavaScript thread that created the Runtime, between other event-loop work,
- * never concurrently with other JavaScript; runs of one timer never
- * overlap, and no worker thread ever waits for JavaScript: a busy event loop
- * delays the callbacks (as it delays setTimeout) and nothing else. One pair
- * of koffi trampolines (fire, release) is registered for the whole process
- * and only ever called synchronously, from tw_queue_run(), tw_timer_stop()
- * and the like on this thread; each timer is an integer key into a Map
- * holding its JavaScript function, dropped when the C library's release
- * hook reports the timer released: no koffi registration per timer.
+ * is watched by the JavaScript thread's own event loop, through a
+ * net.Socket that reads it (a libuv stream Node owns: no thread of the
+ * libuv pool, no helper thread; see queueSocket()). The library writes the
+ * eventfd for every batch it delivers; each read takes that count, and the
+ * binding then runs the due callbacks on that thread with tw_queue_run(),
+ * each in its own setImmediate() turn, so process.nextTick() callbacks and
+ * promise reactions queued by one callback run before the next callback, as
+ * with setTimeout; after the last turn the queue's due count says whether
+ * more came meanwhile. So every callback runs on the JavaScript thread that
+ * created the Runtime, between other event-loop work, never concurrently
+ * with other JavaScript; runs of one timer never overlap, and no worker
+ * thread ever waits for JavaScript: a busy event loop delays the callbacks
+ * (as it delays setTimeout) and nothing else. One koffi trampoline (fire) is
+ * registered per JavaScript thread and only ever called synchronously, from
+ * tw_queue_run() (or tw_runtime_advance()) on this thread; each timer is an
+ * integer key into a slot array holding its Timer, whose function runs.
+ * Timers have no C release hook: the binding knows from each call's return
+ * code when the C library releases a timer (a one-shot after its run unless
+ * it re-armed itself, a stop that returned TW_OK -- at once, or after the
+ * run in progress --, a failed start, the shutdown) and drops the key then.
+ * So no JavaScript runs inside tw_timer_stop() or tw_runtime_shutdown(),
+ * and the runtime can be freed by native code alone (Workers, below).
+ *
+ * Workers. A Runtime may be created on any worker_threads Worker; its
+ * callbacks run on that Worker's thread. When the Worker ends -- its event
+ * loop ran out of work, process.exit() in it, or worker.terminate() from
+ * outside, which runs no JavaScript in it any more -- its open runtimes are
+ * closed: the binding registers, per Runtime, two environment cleanup hooks
+ * of Node-API (napi_add_env_cleanup_hook, called through koffi on
+ * koffi.node.env) whose functions are the C library's tw_queue_destroy()
+ * and tw_runtime_destroy() themselves, with the queue and the runtime as
+ * their arguments: Node runs them when it tears the Worker's environment
+ * down, without JavaScript; close() removes them. The socket is Node's own
+ * handle and is closed by Node then too. (The binding used koffi.node.poll
+ * before: koffi 3.3.4's poll callback aborts the process when the fd polls
+ * readable while a Worker is being terminated -- it cannot call JavaScript
+ * then and treats that as fatal -- and its handle, closed by a finalizer,
+ * had its close callback run after Node unloaded koffi from the Worker:
+ * SIGSEGV.) koffi 3.3.4 makes any failed Node-API call fatal, and on a
+ * thread being terminated the calls that read or write JavaScript objects
+ * fail: so on a Worker the binding does its one-time koffi setup (binding
+ * the library's functions, the trampoline, native scratch memory) while
+ * the package loads, and afterwards passes koffi numbers, pointers and
+ * buffers only. A terminate() at any moment after require('tickwheel')
+ * returned is safe; one during it -- koffi's own module initialisation
+ * included -- can still abort the process (koffi's, not fixable here).
  *
  * Because callbacks run inside tw_queue_run() on this thread, stop() is
  * exact: a timer that is due but whose callback has not run yet is
@@ -72,7 +103,10 @@
  * 'error' event on the Runtime (listener args: error, timer) when it has
  * listeners, else rethrown asynchronously as an uncaught exception (like an
  * exception in a setTimeout callback). Either way the runtime and the timer
- * go on (a periodic timer keeps running).
+ * go on (a periodic timer keeps running), and the exception is counted in
+ * stats().callbackExceptions and the metric tickwheel_callback_exceptions_total
+ * (tw_runtime_count_callback_exception(), library 1.6; not counted with an
+ * older library).
  *
  * Process lifetime. Like Node's timers, a Runtime keeps the process alive
  * while it has live ref'd timers (started and not yet released; every
@@ -111,6 +145,8 @@ const { EventEmitter } = require('node:events');
 const childProcess = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const net = require('node:net');
+const { isMainThread } = require('node:worker_threads');
 const koffi = require('koffi');
 
 const PACKAGE_VERSION = require('./package.json').version;
@@ -221,18 +257,40 @@ function describe(value) {
   return Array.isArray(value) ? 'an array' : 'an object';
 }
 
-/** Milliseconds (a finite number >= 0, at most MAX_DELAY_MS) to nanoseconds
- *  as a BigInt, rounded up (never early). */
-function msToNs(ms, name) {
-  if (typeof ms !== 'number') {
-    throw invalid(TypeError, `${name} must be a number of milliseconds, got ${describe(ms)}`);
-  }
-  if (!Number.isFinite(ms) || ms < 0 || ms > MAX_DELAY_MS) {
-    throw invalid(RangeError, `${name} must be between 0 and ${MAX_DELAY_MS} ms, got ${ms}`);
-  }
-  const ns = BigInt(Math.ceil(ms * 1e6));
-  return ns > TW_MAX_DELAY_NS ? TW_MAX_DELAY_NS : ns;
+const MS_PER_YEAR = 365.25 * 86400e3;
+const MAX_DELAY_NS_NUM = 2 ** 60;
+
+/** `ms` milliseconds in years, for error messages: "31,688 years". */
+function yearsText(ms) {
+  const y = ms / MS_PER_YEAR;
+  if (y < 100) return `${y.toPrecision(3)} years`;
+  return `${String(Math.round(y)).replace(/\B(?=(\d{3})+(?!\d))/g, ',')} years`;
 }
+
+/** Throws the TypeError/RangeError (code 'TW_EINVAL') for a bad duration
+ *  `ms` named `name`: the message names the value as passed, in
+ *  milliseconds, and the limit in milliseconds and years. */
+function badMs(ms, name) {
+  if (typeof ms !== 'number') {
+    return invalid(TypeError, `${name} must be a number of milliseconds, got ${describe(ms)}`);
+  }
+  if (Number.isNaN(ms)) return invalid(RangeError, `${name} must be a number of milliseconds, got NaN`);
+  if (ms < 0) return invalid(RangeError, `${name} is ${ms} ms: it cannot be negative`);
+  return invalid(RangeError, `${name} is ${ms} ms (${Number.isFinite(ms) ? yearsText(ms) : 'infinite'}): the ` +
+    `longest is ${MAX_DELAY_MS} ms (about ${yearsText(MAX_DELAY_MS)})`);
+}
+
+/** Milliseconds (a finite number >= 0, at most MAX_DELAY_MS) to nanoseconds,
+ *  rounded up (never early), as a Number: an integer (exact as such: a
+ *  double above 2^53 is still an integer), at most 2^60. koffi passes it to
+ *  a uint64_t parameter exactly; splitNs() writes it as two 32-bit halves. */
+function msToNs(ms, name) {
+  if (typeof ms !== 'number' || !(ms >= 0 && ms <= MAX_DELAY_MS)) throw badMs(ms, name);
+  const ns = Math.ceil(ms * 1e6);
+  return ns > MAX_DELAY_NS_NUM ? MAX_DELAY_NS_NUM : ns;
+}
+
+const TWO32 = 4294967296;
 
 function checkInteger(value, name, min, max) {
   if (typeof value !== 'number' || !Number.isInteger(value)) {
@@ -279,13 +337,13 @@ const Config = defineType('tw_config', (n) => koffi.struct(n, {
   resolution_ns: 'uint64_t',
   max_timers: 'uint64_t',
 }));
-// tw_callback(void *arg, tw_timer id) and tw_release(void *arg): the binding
-// passes an integer key as arg, so it is declared uintptr_t (same ABI class).
+// tw_callback(void *arg, tw_timer id): the binding passes an integer key as
+// arg, so it is declared uintptr_t (same ABI class). No release hook is used.
 const Callback = defineType('tw_callback', (n) => koffi.proto(n, 'void', ['uintptr_t', 'uint64_t']));
-const Release = defineType('tw_release', (n) => koffi.proto(n, 'void', ['uintptr_t']));
 // The 1.3 layout (88 bytes): the delivery queue (1.2), then the timer
-// model's fields. Only its size and offsets are used: each Runtime fills one
-// Buffer with it. (A 1.2 library accepts it while the 1.3 fields are 0.)
+// model's fields. Only its size and offsets are used: start() fills native
+// memory with it through a Uint32Array (see specScratch). (A 1.2 library
+// accepts it while the 1.3 fields are 0.)
 const Spec = defineType('tw_timer_spec_1_3', (n) => koffi.struct(n, {
   size: 'uint32_t',
   shard: 'int32_t',
@@ -294,7 +352,7 @@ const Spec = defineType('tw_timer_spec_1_3', (n) => koffi.struct(n, {
   period_ns: 'uint64_t',
   callback: koffi.pointer(Callback),
   arg: 'uintptr_t',
-  release: koffi.pointer(Release),
+  release: 'void *',
   queue: 'void *',
   period_policy: 'uint32_t',
   clock: 'int32_t',
@@ -307,7 +365,7 @@ const SPEC_AT = Object.fromEntries(['shard', 'delay_ns', 'period_ns', 'callback'
 // tw_timer_info (1.3, 64 bytes), read from a Buffer by offset.
 const INFO_SIZE = 64;
 const INFO_AT = {
-  state: 4, shard: 8, deadline_ns: 16, period_ns: 24, leeway_ns: 32, group: 40, runs: 48, missed: 56,
+  state: 4, shard: 8, clock: 12, deadline_ns: 16, period_ns: 24, leeway_ns: 32, group: 40, runs: 48, missed: 56,
 };
 const STAT_FIELDS = {
   size: 'uint32_t',
@@ -351,6 +409,10 @@ const STAT_FIELDS = {
   resident_bytes: 'uint64_t',
 };
 const Stats = defineType('tw_stats', (n) => koffi.struct(n, STAT_FIELDS));
+const STATS_SIZE = koffi.sizeof(Stats);
+// Byte offsets of tw_stats' fields (read from a Buffer: see bind()).
+const STATS_AT = Object.fromEntries(Object.keys(STAT_FIELDS).map((k) => [k, koffi.offsetof(Stats, k)]));
+const CONFIG_SIZE = koffi.sizeof(Config);
 // tw_queue_stats (1.2), read from a Buffer: the binding asks for `due` on
 // every wake-up, so no object is built for it.
 const QUEUE_STAT_FIELDS = [
@@ -404,16 +466,21 @@ function bind(handle, where) {
   // The version first: an older library lacks the later functions.
   const ver = checkVersion(f('tw_version', 'uint32_t', [])(), where);
   const fns = {
-    tw_runtime_create: f('tw_runtime_create', 'int', [koffi.pointer(Config), koffi.out(koffi.pointer(rtPtr))]),
+    // Structs and out-parameters pass as native memory or Buffers, never as
+    // JavaScript objects koffi would read and write property by property:
+    // on a Worker being terminated those property accesses fail, and koffi
+    // 3.3.4 makes such a failure a fatal error of the process (see Workers).
+    tw_runtime_create: f('tw_runtime_create', 'int', ['void *', 'void *']),
     tw_runtime_shutdown: f('tw_runtime_shutdown', 'int', [rtPtr]),
     tw_runtime_destroy: f('tw_runtime_destroy', 'int', [rtPtr]),
-    // The spec and the id are passed as Buffers (see Runtime._spec): a koffi
-    // struct built from an object per start costs several times more.
-    tw_timer_start_ex: f('tw_timer_start_ex', 'int', [rtPtr, 'uint8_t *', 'uint8_t *']),
+    // The spec and the id are native memory written and read through typed
+    // arrays (see specScratch): a koffi struct built from an object per
+    // start costs several times more, a Buffer argument ~25 ns more.
+    tw_timer_start_ex: f('tw_timer_start_ex', 'int', [rtPtr, 'void *', 'void *']),
     tw_timer_stop: f('tw_timer_stop', 'int', [rtPtr, 'uint64_t']),
     tw_timer_reset: f('tw_timer_reset', 'int', [rtPtr, 'uint64_t', 'uint64_t']),
-    tw_runtime_stats: f('tw_runtime_stats', 'int', [rtPtr, koffi.inout(koffi.pointer(Stats))]),
-    tw_queue_create: f('tw_queue_create', 'int', [rtPtr, koffi.out(koffi.pointer('void *'))]),
+    tw_runtime_stats: f('tw_runtime_stats', 'int', [rtPtr, 'uint8_t *']),
+    tw_queue_create: f('tw_queue_create', 'int', [rtPtr, 'void *']),
     tw_queue_fd: f('tw_queue_fd', 'int', ['void *']),
     tw_queue_run: f('tw_queue_run', 'int', ['void *', 'size_t', 'int64_t']),
     tw_queue_destroy: f('tw_queue_destroy', 'int', ['void *']),
@@ -439,13 +506,19 @@ function bind(handle, where) {
   fns.tw_runtime_advance = optional('tw_runtime_advance', 'int', [rtPtr, 'uint64_t']);
   fns.hasClocks = fns.tw_now_ns_clock !== null && fns.tw_runtime_now_ns !== null && fns.tw_runtime_advance !== null;
   // Batches (1.4), likewise (see requireBatch). Arrays pass as Buffers.
-  fns.tw_timer_start_n = optional('tw_timer_start_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint8_t *']);
-  fns.tw_timer_stop_n = optional('tw_timer_stop_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint8_t *']);
-  fns.tw_timer_reset_n = optional('tw_timer_reset_n', 'int', [rtPtr, 'uint8_t *', 'size_t', 'uint64_t', 'uint8_t *']);
+  fns.tw_timer_start_n = optional('tw_timer_start_n', 'int', [rtPtr, 'void *', 'size_t', 'void *']);
+  fns.tw_timer_stop_n = optional('tw_timer_stop_n', 'int', [rtPtr, 'void *', 'size_t', 'void *']);
+  fns.tw_timer_reset_n = optional('tw_timer_reset_n', 'int', [rtPtr, 'void *', 'size_t', 'uint64_t', 'void *']);
   fns.hasBatch = fns.tw_timer_start_n !== null && fns.tw_timer_stop_n !== null && fns.tw_timer_reset_n !== null;
   // The detail of the last failed call on this thread (1.5): thrown errors
   // carry it when the library has it (see cError).
   fns.tw_last_error_message = optional('tw_last_error_message', 'const char *', []);
+  // Counting a callback's exception in tw_stats.callback_exceptions (1.6):
+  // with an older library a callback's exception is not counted.
+  fns.tw_runtime_count_callback_exception = optional('tw_runtime_count_callback_exception', 'int', [rtPtr]);
+  // The cleanup hooks of Workers (see workerSupport): the addresses of the
+  // two C functions a Worker's teardown calls itself.
+  fns.destroyAddr = { queue: handle.symbol('tw_queue_destroy'), runtime: handle.symbol('tw_runtime_destroy') };
   fns.path = where;
   fns.version = ver;
   return fns;
@@ -484,10 +557,6 @@ function candidates() {
 /** Loads the library (once) and returns its bound functions. */
 function load() {
   if (lib) return lib;
-  if (!koffi.node || typeof koffi.node.poll !== 'function') {
-    throw new LibraryLoadError(`tickwheel: koffi ${koffi.version} has no koffi.node.poll (koffi 2.15 or later ` +
-      'is needed to watch the delivery queue from the event loop)', []);
-  }
   const tried = [];
   for (const c of candidates()) {
     if (typeof c === 'string') {
@@ -520,6 +589,78 @@ function load() {
   const lines = [`tickwheel: cannot load the C library ${soname}. Tried, in order:`,
     ...tried.map((t, i) => `  ${i + 1}. ${t}`), advice];
   throw new LibraryLoadError(lines.join('\n'), tried);
+}
+
+// ---- Workers: the runtimes of a Worker are closed when it ends -------------------
+// See "Workers" at the top. Looked up on the first Runtime of this thread.
+let envHooks; // undefined: not looked up yet; else { add, remove, env } or { error }
+
+// ---- watching the queue's eventfd from the event loop --------------------------------
+// See "Threading" at the top: a net.Socket reads the eventfd.
+let libcFns = null;
+function libc() {
+  if (libcFns === null) {
+    const c = koffi.load('libc.so.6');
+    libcFns = {
+      pipe2: c.func('int pipe2(int *fds, int flags)'), // fds: an Int32Array (see bind())
+      dup3: c.func('int dup3(int oldfd, int newfd, int flags)'),
+      close: c.func('int close(int fd)'),
+      handle: c,
+    };
+  }
+  return libcFns;
+}
+const O_CLOEXEC = 0o2000000;
+
+/** A readable (flowing) net.Socket on a duplicate of `fd` (the queue's
+ *  eventfd): made on a pipe (net.Socket takes pipes and sockets only), whose
+ *  read end is then replaced by the duplicate with dup3() in the same
+ *  synchronous step -- libuv registers a stream's fd in epoll only in its
+ *  next poll phase, so it registers the eventfd. Node owns the socket (and
+ *  the duplicate): destroy() closes it, and so does the end of the thread's
+ *  environment, without JavaScript. */
+function queueSocket(fd) {
+  const c = libc();
+  const fds = new Int32Array([-1, -1]);
+  if (c.pipe2(fds, O_CLOEXEC) !== 0) throw new Error(`tickwheel: pipe2() failed (errno ${koffi.errno()})`);
+  // Only the read end's type matters (to net.Socket): the write end goes at
+  // once. (A worker.terminate() landing inside the net.Socket constructor
+  // below leaves the read end open: one fd, in that race only.)
+  c.close(fds[1]);
+  let sock;
+  try {
+    sock = new net.Socket({ fd: fds[0], readable: true, writable: false });
+  } catch (err) {
+    c.close(fds[0]);
+    throw err;
+  }
+  const rc = c.dup3(fd, fds[0], O_CLOEXEC); // closes the pipe's read end, in place
+  const errno = koffi.errno();
+  if (rc < 0) {
+    sock.destroy();
+    throw new Error(`tickwheel: dup3() of the queue's eventfd failed (errno ${errno})`);
+  }
+  return sock;
+}
+
+/** The Node-API environment cleanup hooks, or { error } saying why they
+ *  are not available. */
+function envCleanupHooks() {
+  if (envHooks !== undefined) return envHooks;
+  try {
+    if (!koffi.node || typeof koffi.node.env !== 'bigint') throw new Error(`koffi ${koffi.version} has no koffi.node.env`);
+    const self = koffi.load(null); // the node executable: it exports Node-API
+    const hooks = {
+      add: self.func('int napi_add_env_cleanup_hook(void *env, void *fun, void *arg)'),
+      remove: self.func('int napi_remove_env_cleanup_hook(void *env, void *fun, void *arg)'),
+      env: koffi.node.env,
+      self,
+    };
+    envHooks = hooks;
+  } catch (err) {
+    envHooks = { error: err.message };
+  }
+  return envHooks;
 }
 
 /** The loaded library's version, "major.minor.patch". */
@@ -617,6 +758,12 @@ function groupId(group, allowZero) {
   return g;
 }
 
+/** A group option as a Timer keeps it: 0 for none, else the BigInt. */
+function groupOrZero(group) {
+  const g = groupId(group, true);
+  return g === 0n ? 0 : g;
+}
+
 /** A timer id given as a Number: accepted where it is exact (a safe integer
  *  >= 0: BigInt(n) is the very id, and Number(id) gives n back), else a
  *  TypeError (code 'TW_EINVAL') -- an id above 2^53-1 cannot be a Number
@@ -635,49 +782,181 @@ function groupValue(g) {
   return g <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(g) : g;
 }
 
-// ---- the shared trampolines ------------------------------------------------------
-// One registered pair for the whole process (registered on first use); the C
-// arg of every timer is a key into `entries`. Both are only ever called on
-// the JavaScript thread, synchronously, from inside a C call the binding
-// made there (tw_queue_run, tw_timer_stop, tw_queue_destroy, ...).
-const entries = new Map(); // key -> Entry
-let nextKey = 1;
-let trampolines = null;
+// ---- the shared trampoline ---------------------------------------------------------
+// One registered function per JavaScript thread (on first use); the C arg of
+// every timer is its key. Only ever called on this thread, synchronously,
+// from inside tw_queue_run() or tw_runtime_advance().
+//
+// Keys: generation * 2^32 + slot, where slots[slot] is the live Timer (an
+// array and a free list: a Map's set and delete cost ~100 ns a pair more).
+// A slot's generation moves on when its timer is released, so a key never
+// names the next timer of its slot.
+const slots = []; // slot -> Timer, or undefined while free
+const slotGen = []; // slot -> its generation, below 2^21 (keys stay below 2^53)
+const freeSlots = [];
+let fireTrampoline = null;
+
+/** A key for a timer about to start (the C arg). */
+function takeKey() {
+  let slot;
+  if (freeSlots.length > 0) {
+    slot = freeSlots.pop();
+  } else {
+    slot = slots.length;
+    slots.push(undefined);
+    slotGen.push(0);
+  }
+  return slotGen[slot] * TWO32 + slot;
+}
+
+/** Gives key's slot back (its timer was released or never started). */
+function dropKey(key) {
+  const slot = key >>> 0; // key mod 2^32
+  slots[slot] = undefined;
+  slotGen[slot] = (slotGen[slot] + 1) & 0x1fffff;
+  freeSlots.push(slot);
+}
+
+/** The live Timer key names, or undefined. */
+function timerOf(key) {
+  const t = slots[key >>> 0];
+  return t !== undefined && t._key === key ? t : undefined;
+}
+
+/** Every live timer of this thread's runtimes. */
+function liveTimers() {
+  return slots.filter((t) => t !== undefined);
+}
 
 function onFire(key) {
-  const e = entries.get(key);
-  if (e === undefined || e.cancelled || e.rt._closed) return;
-  e.running = true;
-  e.rearmed = false;
-  try {
-    e.fn.call(e.timer, e.timer);
-  } catch (err) {
-    e.rt._callbackError(err, e.timer);
-  } finally {
-    e.running = false;
-    if (!e.periodic && !e.rearmed) e.ran = true;
+  const t = timerOf(key);
+  if (t === undefined) return;
+  const rt = t._rt;
+  if (!t._cancelled && !rt._closed) {
+    t._running = true;
+    t._rearmed = false;
+    try {
+      t._fn.call(t, t);
+    } catch (err) {
+      rt._callbackError(err, t);
+    }
+    t._running = false;
+  }
+  // The C library releases the timer when this returns: a one-shot that did
+  // not re-arm itself (or did, then was stopped), a timer stopped during
+  // its run.
+  if (t._releaseAfterRun || (!t.periodic && !t._rearmed)) {
+    if (!t.periodic) t._ran = true;
+    try {
+      rt._release(t);
+    } catch (err) {
+      process.nextTick(() => { throw err; }); // never into koffi
+    }
   }
 }
 
-function onRelease(key) {
-  const e = entries.get(key);
-  if (e === undefined) return;
-  entries.delete(key);
-  e.rt._released(e);
+let fireAddress = 0n; // its address, for the specs
+function getFireTrampoline() {
+  if (fireTrampoline === null) {
+    fireTrampoline = koffi.register(onFire, koffi.pointer(Callback));
+    fireAddress = koffi.address(fireTrampoline);
+  }
+  return fireTrampoline;
 }
 
-function getTrampolines() {
-  if (trampolines === null) {
-    // Exceptions never escape into koffi: both functions catch everything.
-    const guard = (fn) => (...args) => {
-      try { fn(...args); } catch (err) { process.nextTick(() => { throw err; }); }
-    };
-    trampolines = {
-      fire: koffi.register(guard(onFire), koffi.pointer(Callback)),
-      release: koffi.register(guard(onRelease), koffi.pointer(Release)),
+// The binding's one-time setup of this thread (after load()): everything a
+// Runtime's constructor would otherwise make through koffi the first time.
+function prepareThread() {
+  getFireTrampoline();
+  getSpecScratch();
+  getCreateScratch();
+  libc();
+  envCleanupHooks();
+}
+
+// The spec of every start of this thread: native memory (fixed address,
+// passed to tw_timer_start_ex as a pointer) written through typed arrays;
+// the id comes back in the same way. `owner` is the runtime whose template
+// (callback, queue, zero options) it holds; `dirty` means a start wrote
+// non-default options since.
+let specScratch = null;
+function getSpecScratch() {
+  if (specScratch === null) {
+    // Never freed: one per thread (a Worker that ends leaves its 96 bytes).
+    const mem = koffi.alloc('uint8_t', SPEC_SIZE + 8); // koffi 3: the address, a BigInt
+    const ab = koffi.view(mem, SPEC_SIZE + 8);
+    specScratch = {
+      mem,
+      idMem: mem + BigInt(SPEC_SIZE), // the tw_timer the start writes, after the spec
+      u32: new Uint32Array(ab, 0, SPEC_SIZE / 4),
+      i32: new Int32Array(ab, 0, SPEC_SIZE / 4),
+      id: new Uint32Array(ab, SPEC_SIZE, 2),
+      owner: null,
+      dirty: false,
     };
   }
-  return trampolines;
+  return specScratch;
+}
+// tw_config and a pointer-sized out-parameter for tw_runtime_create() and
+// tw_queue_create(), in native memory (see bind()): one per thread, never freed.
+let createScratch = null;
+function getCreateScratch() {
+  if (createScratch === null) {
+    const size = CONFIG_SIZE + 8;
+    const mem = koffi.alloc('uint8_t', size);
+    const ab = koffi.view(mem, size);
+    createScratch = {
+      cfg: mem,
+      out: mem + BigInt(CONFIG_SIZE),
+      u32: new Uint32Array(ab, 0, CONFIG_SIZE / 4),
+      ptr: new BigUint64Array(ab, CONFIG_SIZE, 1),
+    };
+  }
+  return createScratch;
+}
+
+// tw_timer_spec field offsets as indices of 32-bit words.
+const W = Object.fromEntries(Object.entries(SPEC_AT).map(([k, v]) => [k, v / 4]));
+const W_DELAY = W.delay_ns;
+const W_ARG = W.arg;
+
+// Writes the 64-bit value `v` (a Number: an integer below 2^64, or a
+// BigInt) at word index `w` of `u32`, little-endian.
+function put64(u32, w, v) {
+  if (typeof v === 'bigint') {
+    u32[w] = Number(v & 0xffffffffn);
+    u32[w + 1] = Number(v >> 32n);
+  } else if (v < TWO32) {
+    u32[w] = v;
+    u32[w + 1] = 0;
+  } else {
+    const hi = Math.floor(v / TWO32);
+    u32[w] = v - hi * TWO32;
+    u32[w + 1] = hi;
+  }
+}
+
+// For bench/peers/peer_node.js (not part of the API): n start+stop pairs of
+// timers due in 10 s through the very koffi calls start() and stop() make
+// -- tw_timer_start_ex with the spec scratch, tw_timer_stop with the id as
+// a Number or BigInt -- without the binding's JavaScript around them: the
+// floor of a pair's cost from JavaScript. The key names no timer (none can
+// fire: each is stopped at once).
+function rawPairs(rt, n) {
+  rt._prepareSpec();
+  const sc = specScratch;
+  const u = sc.u32;
+  put64(u, W_DELAY, 10e9);
+  put64(u, W_ARG, 2 ** 52); // a key no slot matches
+  const start = lib.tw_timer_start_ex;
+  const stop = lib.tw_timer_stop;
+  for (let i = 0; i < n; i++) {
+    if (start(rt._ptr, sc.mem, sc.idMem) !== TW_OK) throw new Error('rawPairs: start failed');
+    const hi = sc.id[1];
+    stop(rt._ptr, hi < 0x200000 ? hi * TWO32 + sc.id[0] : (BigInt(hi) << 32n) | BigInt(sc.id[0]));
+  }
+  sc.dirty = true; // the template's key and delay are this function's
+  return n;
 }
 
 // ---- open runtimes and process exit ------------------------------------------------
@@ -704,25 +983,45 @@ function onProcessExit() {
 }
 
 // ---- Timer ---------------------------------------------------------------------
-/** A started timer. `id` is its C id (a BigInt). */
+/** A started timer. `id` is its C id (a BigInt). Holds the binding's state
+ *  of the timer too (one object per start; no other allocation). */
 class Timer {
-  constructor(rt, periodic) {
+  constructor(rt, key, fn, periodic, clock, group) {
     this._rt = rt;
-    this._entry = null;
-    this._lastId = 0n;
+    this._key = key; // the C arg: the key in `timers`
+    this._fn = fn;
+    this._lo = 0; // the C id's two 32-bit halves (set once started)
+    this._hi = 0;
+    this._id = null; // the id as a BigInt, made on first use
     /** True for a periodic timer. */
     this.periodic = periodic;
+    this._clock = clock; // C code
+    this._group = group; // 0 (none) or a BigInt
+    this._live = false; // started and not yet released by the C library
+    this._cancelled = false; // stopped (or closed): no run is delivered any more
+    this._ran = false; // a one-shot whose run has ended
+    this._running = false; // its callback runs now
+    this._rearmed = false; // re-armed during the run in progress
+    this._releaseAfterRun = false; // stopped during its run: released when it ends
+    this._refed = true; // keeps the process alive while live (Timer.ref())
+    this._onRelease = null; // the promise API's: called once when released
   }
 
   /** The C timer id (BigInt, never 0n). */
   get id() {
-    return this._entry ? this._entry.id : this._lastId;
+    if (this._id === null) this._id = (BigInt(this._hi) << 32n) | BigInt(this._lo);
+    return this._id;
+  }
+
+  /** The id as koffi takes it for a uint64_t: a Number while exact (below
+   *  2^53), else the BigInt. */
+  _cid() {
+    return this._hi < 0x200000 ? this._hi * TWO32 + this._lo : this.id;
   }
 
   /** True until the timer has run its last run, was stopped or was released. */
   get active() {
-    const e = this._entry;
-    return e !== null && !e.cancelled && !e.ran && !this._rt._closed;
+    return this._live && !this._cancelled && !this._ran && !this._rt._closed;
   }
 
   /** Same as runtime.stop(timer). */
@@ -752,7 +1051,7 @@ class Timer {
    * that is no longer live.
    */
   ref() {
-    if (this._entry !== null) this._rt._setTimerRef(this._entry, true);
+    this._rt._setTimerRef(this, true);
     return this;
   }
 
@@ -764,7 +1063,7 @@ class Timer {
    * reset() and resetAt(). Returns this.
    */
   unref() {
-    if (this._entry !== null) this._rt._setTimerRef(this._entry, false);
+    this._rt._setTimerRef(this, false);
     return this;
   }
 
@@ -772,12 +1071,12 @@ class Timer {
    *  timer keeps the process alive while it is live (and its Runtime is
    *  ref'd: runtime.unref() overrides every timer's ref). */
   hasRef() {
-    return this._entry === null ? false : this._entry.refed;
+    return this._refed;
   }
 
   /** The clock its delay and deadlines are on: 'monotonic', 'boottime' or 'realtime'. */
   get clock() {
-    return CLOCK_NAMES[this._entry ? this._entry.clock : 0];
+    return CLOCK_NAMES[this._clock];
   }
 }
 
@@ -813,7 +1112,7 @@ class Runtime extends EventEmitter {
   constructor(options) {
     super();
     const o = checkOptions(options, RUNTIME_OPTIONS, 'Runtime options');
-    const cfg = { size: koffi.sizeof(Config), shards: 0, workers: 1, flags: 0, resolution_ns: 0, max_timers: 0 };
+    const cfg = { size: CONFIG_SIZE, shards: 0, workers: 1, flags: 0, resolution_ns: 0, max_timers: 0 };
     if (o.shards !== undefined) cfg.shards = checkInteger(o.shards, 'shards', 0, MAX_SHARDS);
     if (o.workers !== undefined) cfg.workers = checkInteger(o.workers, 'workers', 0, MAX_WORKERS);
     if (o.resolution !== undefined && o.resolution !== 0) {
@@ -853,16 +1152,42 @@ class Runtime extends EventEmitter {
       requireClocks('manualClock');
       cfg.flags |= TW_CONFIG_MANUAL_CLOCK;
     }
-    getTrampolines();
-    const out = [null];
-    let rc = l.tw_runtime_create(cfg, out);
+    const hooks = envCleanupHooks();
+    if (hooks.error !== undefined && !isMainThread) {
+      const err = new Error('tickwheel: a Runtime on a worker thread needs the Node-API cleanup hooks, to close ' +
+        `it when the Worker ends (also by worker.terminate()), and they are not available: ${hooks.error}`);
+      err.code = 'ERR_TICKWHEEL_WORKER';
+      throw err;
+    }
+    prepareThread();
+    const hooked = hooks.error === undefined;
+    const cs = createScratch;
+    cs.u32.fill(0);
+    cs.u32[0] = cfg.size;
+    cs.u32[1] = cfg.shards;
+    cs.u32[2] = cfg.workers;
+    cs.u32[3] = cfg.flags;
+    put64(cs.u32, 4, cfg.resolution_ns);
+    put64(cs.u32, 6, cfg.max_timers);
+    cs.ptr[0] = 0n;
+    let rc = l.tw_runtime_create(cs.cfg, cs.out);
     if (rc !== TW_OK) throw cError(rc, 'tw_runtime_create');
+    const out = [cs.ptr[0]];
+    // The end of this thread's environment -- a Worker's end, terminate()
+    // included -- frees the runtime in native code (and the queue, below:
+    // hooks run last-registered first). Registered right after the create,
+    // with no JavaScript function call in between: V8 stops a terminated
+    // thread's JavaScript at a function entry or a loop, never inside or
+    // between these native calls. close() removes them (see _finish).
+    this._hookRt = hooked && hooks.add(hooks.env, l.destroyAddr.runtime, out[0]) === 0;
+    this._hookQueue = false;
     this._ptr = out[0];
-    this._entries = new Map(); // key -> Entry, this runtime's live timers
+    this._live = 0; // timers started and not yet released
     this._refedLive = 0; // how many of them are ref'd (Timer.ref(), the default)
     this._exiting = false; // closed by the end of the event loop or process.exit(), not by close()
-    this._byId = new Map(); // id (BigInt) -> Entry
-    this._groups = new Map(); // group (BigInt, not 0) -> Set of Entry, live timers started with it
+    this._byId = null; // id (BigInt) -> Timer, made by the first call given an id (see _byIdMap)
+    this._groups = new Map(); // group (BigInt, not 0) -> Set of Timer, live timers started with it
+    this._unrefQueued = false; // a deferred unref of the poll handle is queued (see _syncRef)
     this._info = Buffer.alloc(INFO_SIZE); // tw_timer_info, read by offset
     this._closed = false;
     this._closePromise = null;
@@ -870,7 +1195,7 @@ class Runtime extends EventEmitter {
     this._finalStats = null;
     this._refed = true;
     this._queue = null; // the tw_queue every timer of this runtime is started on
-    this._poll = null; // koffi.node.poll handle on the queue's fd
+    this._poll = null; // the net.Socket reading the queue's eventfd (see queueSocket)
     this._pollRefed = false;
     this._turns = 0; // setImmediate turns scheduled to run a due callback, not yet taken
     this._inRun = 0; // > 0 while tw_queue_run() runs on this runtime's queue
@@ -878,22 +1203,31 @@ class Runtime extends EventEmitter {
     this._manual = manual;
     this._advanceErrors = null; // callback errors of the advance() in progress (no 'error' listener)
 
-    const qout = [null];
-    rc = l.tw_queue_create(this._ptr, qout);
+    cs.ptr[0] = 0n;
+    rc = l.tw_queue_create(this._ptr, cs.out);
+    const qout = [cs.ptr[0]];
+    if (rc === TW_OK) {
+      this._hookQueue = this._hookRt && hooks.add(hooks.env, l.destroyAddr.queue, qout[0]) === 0;
+      this._queue = qout[0];
+    }
+    if (rc === TW_OK && !isMainThread && !(this._hookRt && this._hookQueue)) {
+      this._destroyNative();
+      throw new Error('tickwheel: napi_add_env_cleanup_hook failed: a Runtime on this worker thread could not ' +
+        'be made to close when the Worker ends');
+    }
     if (rc === TW_OK && manual) {
       // A manual runtime's timers are not bound to the queue (the C library
       // runs them inside advance() on this thread); it is kept for stats().
-      this._queue = qout[0];
     } else if (rc === TW_OK) {
-      this._queue = qout[0];
       try {
-        this._poll = koffi.node.poll(l.tw_queue_fd(this._queue), { readable: true }, () => this._onReadable());
+        this._poll = queueSocket(l.tw_queue_fd(this._queue));
       } catch (err) {
         this._poll = null;
         this._destroyNative();
         throw err;
       }
-      if (this._poll === null) rc = TW_ENOMEM;
+      this._poll.on('data', () => this._onReadable());
+      this._poll.on('error', (err) => process.emitWarning(err)); // not expected: an eventfd read fails only with EAGAIN
     }
     if (rc !== TW_OK) {
       const err = cError(rc, 'tw_queue_create'); // its detail, before the calls below
@@ -901,16 +1235,15 @@ class Runtime extends EventEmitter {
       throw err;
     }
     if (this._poll !== null) this._poll.unref(); // ref'd while live timers are (see _syncRef)
-    // tw_timer_spec of this runtime's timers: size, the trampolines and the
-    // queue stay; each start writes shard, delay, period and arg (the key).
-    const t = getTrampolines();
-    this._spec = Buffer.alloc(SPEC_SIZE);
-    this._spec.writeUInt32LE(SPEC_SIZE, 0);
-    this._spec.writeBigUInt64LE(koffi.address(t.fire), SPEC_AT.callback);
-    this._spec.writeBigUInt64LE(koffi.address(t.release), SPEC_AT.release);
-    if (!manual) this._spec.writeBigUInt64LE(koffi.address(this._queue), SPEC_AT.queue);
-    this._idOut = Buffer.alloc(8);
+    // The template of this runtime's specs (see _prepareSpec): the
+    // trampoline, the queue (none on a manual runtime), no release hook.
+    this._fireAddr = fireAddress;
+    this._queueAddr = manual ? 0n : this._queue;
     this._runTurn = () => this._turn();
+    this._unrefLater = () => {
+      this._unrefQueued = false;
+      this._syncRef(true);
+    };
     openRuntimes.add(this);
     if (!exitHookInstalled) {
       process.on('beforeExit', onBeforeExit);
@@ -926,22 +1259,29 @@ class Runtime extends EventEmitter {
 
   /** Timers started and not yet released. */
   get liveTimers() {
-    return this._entries.size;
+    return this._live;
   }
 
-  // The queue's fd polls readable: callbacks are due. Each runs in its own
-  // setImmediate() turn (Node drains process.nextTick() and the microtask
-  // queue between immediates, as it does between setTimeout callbacks; a
-  // poll handle's callback runs outside any such callback scope). The turns
-  // run in this loop iteration's check phase; if more came due meanwhile,
-  // the fd is still readable and the next iteration schedules them.
+  // The queue's eventfd was read (the socket's 'data'): callbacks are due.
+  // Each runs in its own setImmediate() turn (Node drains
+  // process.nextTick() and the microtask queue between immediates, as it
+  // does between setTimeout callbacks). The turns run in this loop
+  // iteration's check phase. The read took the eventfd's count: the
+  // library writes it again for each batch it delivers, and when the last
+  // turn is taken the queue's due count says whether more are waiting
+  // (delivered while turns were pending: their 'data' came then).
   _onReadable() {
-    if (this._turns > 0 || this._closed) return;
-    let n = 1;
-    if (this._queueStatsRaw() === TW_OK) {
-      const due = Number(this._qbuf.readBigUInt64LE(QUEUE_DUE_OFFSET));
-      n = Math.max(1, Math.min(due, MAX_BATCH));
-    }
+    if (this._turns === 0 && !this._closed) this._scheduleTurns(this._queueDue());
+  }
+
+  // Callbacks due on the queue now (0 if it cannot say).
+  _queueDue() {
+    if (this._queueStatsRaw() !== TW_OK) return 0;
+    return Number(this._qbuf.readBigUInt64LE(QUEUE_DUE_OFFSET));
+  }
+
+  _scheduleTurns(due) {
+    const n = Math.max(1, Math.min(due, MAX_BATCH));
     this._turns = n;
     for (let i = 0; i < n; i++) setImmediate(this._runTurn);
   }
@@ -957,7 +1297,12 @@ class Runtime extends EventEmitter {
     }
     // close() from inside that callback (or its error listener) left the
     // C side to us: the queue could not be destroyed from inside its run.
-    if (this._closed && this._inRun === 0 && this._ptr !== null && this._settle !== null) this._finishClose();
+    if (this._closed) {
+      if (this._inRun === 0 && this._ptr !== null && this._settle !== null) this._finishClose();
+    } else if (this._turns === 0) {
+      const due = this._queueDue();
+      if (due > 0) this._scheduleTurns(due);
+    }
   }
 
   /**
@@ -976,10 +1321,11 @@ class Runtime extends EventEmitter {
    * @returns {Timer}
    */
   start(ms, fn, options) {
-    const delay = msToNs(ms, 'ms');
+    if (typeof ms !== 'number' || !(ms >= 0 && ms <= MAX_DELAY_MS)) throw badMs(ms, 'ms');
+    if (options === undefined && typeof fn === 'function') return this._startPlain(ms, fn);
     const o = checkOptions(options, START_OPTIONS, 'start options');
-    const period = o.period === undefined ? 0n : msToNs(o.period, 'period');
-    return this._start(delay, period, fn, o, period > 0n);
+    const period = o.period === undefined ? 0 : msToNs(o.period, 'period');
+    return this._start(msToNs(ms, 'ms'), period, fn, o);
   }
 
   /**
@@ -990,58 +1336,130 @@ class Runtime extends EventEmitter {
    */
   startPeriodic(period, fn, options) {
     const p = msToNs(period, 'period');
-    if (p === 0n) throw invalid(RangeError, 'period must be > 0 ms');
+    if (p === 0) throw invalid(RangeError, `period is ${period} ms: it must be above 0`);
     const o = checkOptions(options, PERIODIC_OPTIONS, 'startPeriodic options');
     const delay = o.delay === undefined ? p : msToNs(o.delay, 'delay');
-    return this._start(delay, p, fn, o, true);
+    return this._start(delay, p, fn, o);
   }
 
-  _start(delayNs, periodNs, fn, o, periodic) {
+  // The spec scratch holds this runtime's template: the trampoline, the
+  // queue (none on a manual runtime), no release hook, zero options.
+  _prepareSpec() {
+    const sc = specScratch;
+    sc.u32.fill(0);
+    sc.u32[0] = SPEC_SIZE;
+    sc.i32[W.shard] = -1;
+    put64(sc.u32, W.callback, this._fireAddr);
+    put64(sc.u32, W.queue, this._queueAddr);
+    sc.owner = this;
+    sc.dirty = false;
+  }
+
+  // start(ms, fn) without options: the per-call path kept short (no option
+  // object, no BigInt; the spec template's other fields stay as they are).
+  _startPlain(ms, fn) {
+    if (this._closed) throw new TickwheelError(TW_ESHUTDOWN, 'start');
+    const sc = specScratch;
+    if (sc.owner !== this || sc.dirty) this._prepareSpec();
+    const u = sc.u32;
+    const ns = Math.ceil(ms * 1e6);
+    if (ns < TWO32) {
+      u[W_DELAY] = ns;
+      u[W_DELAY + 1] = 0;
+    } else {
+      put64(u, W_DELAY, ns > MAX_DELAY_NS_NUM ? MAX_DELAY_NS_NUM : ns);
+    }
+    const key = takeKey();
+    put64(u, W_ARG, key);
+    const rc = lib.tw_timer_start_ex(this._ptr, sc.mem, sc.idMem);
+    if (rc !== TW_OK) {
+      dropKey(key);
+      throw cError(rc, 'start');
+    }
+    const t = new Timer(this, key, fn, false, 0, 0);
+    t._lo = sc.id[0];
+    t._hi = sc.id[1];
+    this._adopt(t);
+    return t;
+  }
+
+  _start(delayNs, periodNs, fn, o) {
     if (typeof fn !== 'function') throw invalid(TypeError, `fn must be a function, got ${describe(fn)}`);
     const s = o.shard === undefined ? -1 : checkInteger(o.shard, 'shard', -1, 0x7fffffff);
     const policy = o.policy === undefined ? 0 : policyCode(o.policy);
-    const leeway = o.leeway === undefined ? 0n : msToNs(o.leeway, 'leeway');
-    const group = o.group === undefined ? 0n : groupId(o.group, true);
+    const leeway = o.leeway === undefined ? 0 : msToNs(o.leeway, 'leeway');
+    const group = o.group === undefined ? 0 : groupOrZero(o.group);
     const clock = o.clock === undefined ? 0 : clockCode(o.clock);
-    if ((policy !== 0 || leeway !== 0n || group !== 0n) && !lib.hasModel) requireModel('policy, leeway and group');
+    if ((policy !== 0 || leeway !== 0 || group !== 0) && !lib.hasModel) requireModel('policy, leeway and group');
     if (clock !== 0 && !lib.hasClocks) requireClocks('the clock option');
     if (this._closed) throw new TickwheelError(TW_ESHUTDOWN, 'start');
-    const timer = new Timer(this, periodic);
-    const key = nextKey++;
-    const e = {
-      key, id: 0n, rt: this, timer, fn, periodic: periodNs > 0n, group, clock,
-      running: false, rearmed: false, ran: false, cancelled: false, refed: true, onRelease: null,
-    };
-    entries.set(key, e);
-    this._addEntry(e);
-    const spec = this._spec;
-    spec.writeInt32LE(s, SPEC_AT.shard);
-    spec.writeBigUInt64LE(delayNs, SPEC_AT.delay_ns);
-    spec.writeBigUInt64LE(periodNs, SPEC_AT.period_ns);
-    spec.writeUInt32LE(policy, SPEC_AT.period_policy);
-    spec.writeBigUInt64LE(leeway, SPEC_AT.leeway_ns);
-    spec.writeBigUInt64LE(group, SPEC_AT.group);
-    spec.writeInt32LE(clock, SPEC_AT.clock);
-    spec.writeUInt32LE(key % 0x100000000, SPEC_AT.arg);
-    spec.writeUInt32LE(Math.floor(key / 0x100000000), SPEC_AT.arg + 4);
-    const rc = lib.tw_timer_start_ex(this._ptr, spec, this._idOut);
+    const sc = specScratch;
+    if (sc.owner !== this || sc.dirty) this._prepareSpec();
+    const u = sc.u32;
+    sc.i32[W.shard] = s;
+    put64(u, W_DELAY, delayNs);
+    put64(u, W.period_ns, periodNs);
+    u[W.period_policy] = policy;
+    put64(u, W.leeway_ns, leeway);
+    put64(u, W.group, group);
+    sc.i32[W.clock] = clock;
+    sc.dirty = s !== -1 || periodNs !== 0 || policy !== 0 || leeway !== 0 || group !== 0 || clock !== 0;
+    const key = takeKey();
+    put64(u, W_ARG, key);
+    const rc = lib.tw_timer_start_ex(this._ptr, sc.mem, sc.idMem);
     if (rc !== TW_OK) {
-      // EINVAL/EFORKED: the hook was not called; otherwise it already ran.
-      entries.delete(key);
-      this._dropEntry(e);
+      dropKey(key);
       throw cError(rc, 'start');
     }
-    e.id = this._idOut.readBigUInt64LE(0);
-    this._byId.set(e.id, e);
-    if (group !== 0n) {
-      let set = this._groups.get(group);
-      if (set === undefined) this._groups.set(group, (set = new Set()));
-      set.add(e);
+    const t = new Timer(this, key, fn, periodNs > 0, clock, group);
+    t._lo = sc.id[0];
+    t._hi = sc.id[1];
+    this._adopt(t);
+    return t;
+  }
+
+  // A timer the library started: live until the library releases it.
+  _adopt(t) {
+    t._live = true;
+    slots[t._key >>> 0] = t;
+    this._live++;
+    if (this._byId !== null) this._byId.set(t.id, t);
+    if (t._group !== 0) {
+      let set = this._groups.get(t._group);
+      if (set === undefined) this._groups.set(t._group, (set = new Set()));
+      set.add(t);
     }
-    timer._entry = e;
-    timer._lastId = e.id;
-    this._syncRef();
-    return timer;
+    if (++this._refedLive === 1) this._syncRef();
+  }
+
+  // The library released t (see the rules at the top): forget it.
+  _release(t) {
+    if (!t._live) return;
+    t._live = false;
+    dropKey(t._key);
+    this._live--;
+    if (this._byId !== null && this._byId.get(t.id) === t) this._byId.delete(t.id);
+    if (t._group !== 0) {
+      const set = this._groups.get(t._group);
+      if (set !== undefined && set.delete(t) && set.size === 0) this._groups.delete(t._group);
+    }
+    if (t._refed && --this._refedLive === 0) this._syncRef();
+    if (t._onRelease !== null) {
+      const f = t._onRelease; // the promise API's: settles its promise if the timer never fired
+      t._onRelease = null;
+      f(t);
+    }
+  }
+
+  // What a stop returned for live timer t (already marked cancelled):
+  // TW_OK released it, now or when its run in progress ends.
+  _stopped(t, rc) {
+    if (rc === TW_OK || (rc === TW_ENOENT && !t._running)) {
+      // (TW_ENOENT for a timer that is not running: it was not pending in
+      // the library any more, whatever this binding believed.)
+      if (t._running) t._releaseAfterRun = true;
+      else this._release(t);
+    }
   }
 
   /**
@@ -1065,99 +1483,88 @@ class Runtime extends EventEmitter {
         throw invalid(TypeError, `fn must be a function, or an Array of ${n} functions`);
       }
     }
-    const ns = delays.map((ms) => msToNs(ms, 'delay'));
+    const ns = delays.map((ms, i) => msToNs(ms, `delays[${i}]`));
     const o = checkOptions(options, START_OPTIONS, 'startMany options');
-    const periodNs = o.period === undefined ? 0n : msToNs(o.period, 'period');
+    const periodNs = o.period === undefined ? 0 : msToNs(o.period, 'period');
     const s = o.shard === undefined ? -1 : checkInteger(o.shard, 'shard', -1, 0x7fffffff);
     const policy = o.policy === undefined ? 0 : policyCode(o.policy);
-    const leeway = o.leeway === undefined ? 0n : msToNs(o.leeway, 'leeway');
-    const group = o.group === undefined ? 0n : groupId(o.group, true);
+    const leeway = o.leeway === undefined ? 0 : msToNs(o.leeway, 'leeway');
+    const group = o.group === undefined ? 0 : groupOrZero(o.group);
     const clock = o.clock === undefined ? 0 : clockCode(o.clock);
     if (this._closed) throw new TickwheelError(TW_ESHUTDOWN, 'startMany');
     if (n === 0) return [];
     // One spec per delay: this runtime's template, then its own fields.
-    const specs = Buffer.alloc(n * SPEC_SIZE);
+    const words = SPEC_SIZE / 4;
+    const u = new Uint32Array(n * words);
+    const i32 = new Int32Array(u.buffer);
     const keys = new Array(n);
     for (let i = 0; i < n; i++) {
-      const at = i * SPEC_SIZE;
-      this._spec.copy(specs, at);
-      specs.writeInt32LE(s, at + SPEC_AT.shard);
-      specs.writeBigUInt64LE(ns[i], at + SPEC_AT.delay_ns);
-      specs.writeBigUInt64LE(periodNs, at + SPEC_AT.period_ns);
-      specs.writeUInt32LE(policy, at + SPEC_AT.period_policy);
-      specs.writeBigUInt64LE(leeway, at + SPEC_AT.leeway_ns);
-      specs.writeBigUInt64LE(group, at + SPEC_AT.group);
-      specs.writeInt32LE(clock, at + SPEC_AT.clock);
-      const key = nextKey++;
-      keys[i] = key;
-      const timer = new Timer(this, periodNs > 0n);
-      const e = {
-        key, id: 0n, rt: this, timer, fn: fns === null ? fn : fns[i], periodic: periodNs > 0n, group, clock,
-        running: false, rearmed: false, ran: false, cancelled: false, refed: true, onRelease: null,
-      };
-      entries.set(key, e);
-      this._addEntry(e);
-      specs.writeUInt32LE(key % 0x100000000, at + SPEC_AT.arg);
-      specs.writeUInt32LE(Math.floor(key / 0x100000000), at + SPEC_AT.arg + 4);
+      const w = i * words;
+      u[w] = SPEC_SIZE;
+      i32[w + W.shard] = s;
+      put64(u, w + W.callback, this._fireAddr);
+      put64(u, w + W.queue, this._queueAddr);
+      put64(u, w + W_DELAY, ns[i]);
+      put64(u, w + W.period_ns, periodNs);
+      u[w + W.period_policy] = policy;
+      put64(u, w + W.leeway_ns, leeway);
+      put64(u, w + W.group, group);
+      i32[w + W.clock] = clock;
+      keys[i] = takeKey();
+      put64(u, w + W_ARG, keys[i]);
     }
-    const out = Buffer.alloc(8 * n);
-    const rc = lib.tw_timer_start_n(this._ptr, specs, n, out);
-    const timers = new Array(n);
+    const out = new Uint32Array(2 * n);
+    const rc = lib.tw_timer_start_n(this._ptr, u, n, out);
+    const started = new Array(n);
     for (let i = 0; i < n; i++) {
-      const e = entries.get(keys[i]);
-      const id = rc >= 0 ? out.readBigUInt64LE(8 * i) : 0n;
-      if (id === 0n) {
-        // Not started: the library called the hook (which dropped the entry)
-        // or, for a spec it refused, did not: dropped here.
-        if (e !== undefined) {
-          entries.delete(keys[i]);
-          this._dropEntry(e);
-        }
-        timers[i] = null;
+      const lo = out[2 * i];
+      const hi = out[2 * i + 1];
+      if (rc < 0 || (lo === 0 && hi === 0)) {
+        dropKey(keys[i]);
+        started[i] = null; // not started: the library already released it (or never took it)
         continue;
       }
-      e.id = id;
-      this._byId.set(id, e);
-      if (group !== 0n) {
-        let set = this._groups.get(group);
-        if (set === undefined) this._groups.set(group, (set = new Set()));
-        set.add(e);
-      }
-      e.timer._entry = e;
-      e.timer._lastId = id;
-      timers[i] = e.timer;
+      const t = new Timer(this, keys[i], fns === null ? fn : fns[i], periodNs > 0, clock, group);
+      t._lo = lo;
+      t._hi = hi;
+      this._adopt(t);
+      started[i] = t;
     }
-    this._syncRef();
     if (rc < 0) throw cError(rc, 'startMany');
-    return timers;
+    return started;
   }
 
-  /** The entries of `timers` (an Array of Timers or ids: BigInts, or
-   *  Numbers that are safe integers) that a single call could act on. */
+  /** The Timers of `timers` (an Array of Timers or ids: BigInts, or
+   *  Numbers that are safe integers), null for an unknown id. */
   _batchOf(timers, what) {
     if (!Array.isArray(timers)) throw invalid(TypeError, `${what}: expected an Array of Timers or ids`);
     return timers.map((t) => this._lookup(t, what));
   }
 
-  _batchCall(what, es, call) {
+  // Calls call(ids, n, results) with the ids of the pending ones of `ts`;
+  // returns { out: booleans per element (TW_OK), live: their indices, codes }.
+  _batchCall(what, ts, call) {
     const live = [];
-    for (let i = 0; i < es.length; i++) {
-      const e = es[i];
-      if (!this._closed && e !== null && !e.cancelled && !e.ran) live.push(i);
+    for (let i = 0; i < ts.length; i++) {
+      const t = ts[i];
+      if (!this._closed && t !== null && t._live && !t._cancelled && !t._ran) live.push(i);
     }
-    const out = new Array(es.length).fill(false);
-    if (live.length === 0) return { out, live, results: null };
-    const ids = Buffer.alloc(8 * live.length);
-    live.forEach((i, k) => ids.writeBigUInt64LE(es[i].id, 8 * k));
-    const results = Buffer.alloc(4 * live.length);
-    const rc = call(ids, live.length, results);
+    const out = new Array(ts.length).fill(false);
+    if (live.length === 0) return { out, live, codes: null };
+    const ids = new Uint32Array(2 * live.length);
+    for (let k = 0; k < live.length; k++) {
+      ids[2 * k] = ts[live[k]]._lo;
+      ids[2 * k + 1] = ts[live[k]]._hi;
+    }
+    const codes = new Int32Array(live.length);
+    const rc = call(ids, live.length, codes, live);
     if (rc < 0) throw cError(rc, what);
     for (let k = 0; k < live.length; k++) {
-      const r = results.readInt32LE(4 * k);
+      const r = codes[k];
       if (r === TW_OK) out[live[k]] = true;
       else if (r !== TW_ENOENT) throw new TickwheelError(r, what);
     }
-    return { out, live, results };
+    return { out, live, codes };
   }
 
   /**
@@ -1169,13 +1576,14 @@ class Runtime extends EventEmitter {
    */
   stopMany(timers) {
     requireBatch('stopMany()');
-    const es = this._batchOf(timers, 'stopMany');
-    const { out } = this._batchCall('stopMany', es, (ids, n, results) => {
+    const ts = this._batchOf(timers, 'stopMany');
+    const { out, live, codes } = this._batchCall('stopMany', ts, (ids, n, results, pending) => {
       // As stop(): no run is delivered to JavaScript any more. A repeated
       // timer is passed once more: the library answers TW_ENOENT for it.
-      for (const e of es) if (e !== null && !this._closed && !e.ran) e.cancelled = true;
+      for (const i of pending) ts[i]._cancelled = true;
       return lib.tw_timer_stop_n(this._ptr, ids, n, results);
     });
+    if (codes !== null) for (let k = 0; k < live.length; k++) this._stopped(ts[live[k]], codes[k]);
     return out;
   }
 
@@ -1190,20 +1598,31 @@ class Runtime extends EventEmitter {
   resetMany(timers, ms) {
     requireBatch('resetMany()');
     const ns = msToNs(ms, 'ms');
-    const es = this._batchOf(timers, 'resetMany');
-    const { out, live } = this._batchCall('resetMany', es, (ids, n, results) =>
+    const ts = this._batchOf(timers, 'resetMany');
+    const { out, live } = this._batchCall('resetMany', ts, (ids, n, results) =>
       lib.tw_timer_reset_n(this._ptr, ids, n, ns, results));
-    for (const i of live) if (out[i] && es[i].running) es[i].rearmed = true; // a one-shot stays alive past this run
+    for (const i of live) if (out[i] && ts[i]._running) ts[i]._rearmed = true; // a one-shot stays alive past this run
     return out;
+  }
+
+  // id (BigInt) -> Timer of this runtime's live timers: made on the first
+  // call given an id rather than a Timer, then kept (a start costs a BigInt
+  // and a Map entry more from then on).
+  _byIdMap() {
+    if (this._byId === null) {
+      this._byId = new Map();
+      for (const t of slots) if (t !== undefined && t._rt === this) this._byId.set(t.id, t);
+    }
+    return this._byId;
   }
 
   _lookup(timer, what) {
     if (timer instanceof Timer) {
       if (timer._rt !== this) throw invalid(TypeError, `${what}: the timer belongs to another Runtime`);
-      return timer._entry;
+      return timer;
     }
-    if (typeof timer === 'bigint') return this._byId.get(timer) || null;
-    if (typeof timer === 'number') return this._byId.get(numberId(timer, what)) || null;
+    if (typeof timer === 'bigint') return this._byIdMap().get(timer) || null;
+    if (typeof timer === 'number') return this._byIdMap().get(numberId(timer, what)) || null;
     throw invalid(TypeError, `${what}: expected a Timer or an id (a BigInt, or a Number that is a safe integer), ` +
       `got ${describe(timer)}`);
   }
@@ -1218,12 +1637,23 @@ class Runtime extends EventEmitter {
    * again either way.
    */
   stop(timer) {
-    const e = this._lookup(timer, 'stop');
-    if (this._closed || e === null || e.cancelled || e.ran) return false;
-    e.cancelled = true; // no run is delivered to JavaScript any more
-    const rc = lib.tw_timer_stop(this._ptr, e.id); // TW_OK: released in this call, unless running
-    if (rc === TW_OK) return true;
-    if (rc === TW_ENOENT) return false; // a one-shot timer stopped from its own callback
+    let t;
+    if (timer instanceof Timer && timer._rt === this) t = timer;
+    else t = this._lookup(timer, 'stop');
+    if (this._closed || t === null || !t._live || t._cancelled || t._ran) return false;
+    t._cancelled = true; // no run is delivered to JavaScript any more
+    const rc = lib.tw_timer_stop(this._ptr, t._hi < 0x200000 ? t._hi * TWO32 + t._lo : t.id);
+    if (rc === TW_OK) {
+      // Released in this call, or when the run in progress (its own) ends.
+      if (t._running) t._releaseAfterRun = true;
+      else this._release(t);
+      return true;
+    }
+    if (rc === TW_ENOENT) {
+      // A one-shot timer stopped from its own callback (released when it returns).
+      if (!t._running) this._release(t);
+      return false;
+    }
     throw cError(rc, 'stop');
   }
 
@@ -1236,11 +1666,11 @@ class Runtime extends EventEmitter {
    */
   reset(timer, ms) {
     const ns = msToNs(ms, 'ms');
-    const e = this._lookup(timer, 'reset');
-    if (this._closed || e === null || e.cancelled || e.ran) return false;
-    const rc = lib.tw_timer_reset(this._ptr, e.id, ns);
+    const t = this._lookup(timer, 'reset');
+    if (this._closed || t === null || !t._live || t._cancelled || t._ran) return false;
+    const rc = lib.tw_timer_reset(this._ptr, t._cid(), ns);
     if (rc === TW_OK) {
-      if (e.running) e.rearmed = true; // a one-shot timer stays alive past this run
+      if (t._running) t._rearmed = true; // a one-shot timer stays alive past this run
       return true;
     }
     if (rc === TW_ENOENT) return false;
@@ -1261,19 +1691,23 @@ class Runtime extends EventEmitter {
     if (typeof deadlineNs !== 'bigint') {
       throw invalid(TypeError, `deadlineNs must be a BigInt of nanoseconds on now()'s clock, got ${describe(deadlineNs)}`);
     }
-    if (deadlineNs < 0n || deadlineNs > INT64_MAX) {
-      throw invalid(RangeError, `deadlineNs must be between 0n and 2^63-1, got ${deadlineNs}n`);
+    if (deadlineNs < 0n) throw invalid(RangeError, `deadlineNs is ${deadlineNs}n: it cannot be negative`);
+    if (deadlineNs > INT64_MAX) {
+      throw invalid(RangeError, `deadlineNs is ${deadlineNs}n: the largest is 2^63-1 (${INT64_MAX}n)`);
     }
-    const e = this._lookup(timer, 'resetAt');
+    const t = this._lookup(timer, 'resetAt');
     requireModel('resetAt()');
-    const clock = e === null ? 0 : e.clock;
-    if (deadlineNs - (this._ptr === null ? now() : this._clockNow(clock)) > TW_MAX_DELAY_NS) {
-      throw invalid(RangeError, `deadlineNs is more than ${MAX_DELAY_MS} ms ahead of the timer's clock`);
+    const clock = t === null ? 0 : t._clock;
+    const ahead = deadlineNs - (this._ptr === null ? now() : this._clockNow(clock));
+    if (ahead > TW_MAX_DELAY_NS) {
+      const ms = Number(ahead) / 1e6;
+      throw invalid(RangeError, `deadlineNs is ${deadlineNs}n, ${ms} ms (${yearsText(ms)}) ahead of the timer's ` +
+        `clock: the longest is ${MAX_DELAY_MS} ms (about ${yearsText(MAX_DELAY_MS)})`);
     }
-    if (this._closed || e === null || e.cancelled || e.ran) return false;
-    const rc = lib.tw_timer_reset_at(this._ptr, e.id, deadlineNs);
+    if (this._closed || t === null || !t._live || t._cancelled || t._ran) return false;
+    const rc = lib.tw_timer_reset_at(this._ptr, t._cid(), deadlineNs);
     if (rc === TW_OK) {
-      if (e.running) e.rearmed = true; // a one-shot timer stays alive past this run
+      if (t._running) t._rearmed = true; // a one-shot timer stays alive past this run
       return true;
     }
     if (rc === TW_ENOENT) return false;
@@ -1312,8 +1746,7 @@ class Runtime extends EventEmitter {
     if (rc !== TW_OK) throw cError(rc, 'query');
     const deadline = b.readBigUInt64LE(INFO_AT.deadline_ns);
     const state = b.readInt32LE(INFO_AT.state);
-    const e = this._byId.get(id);
-    const clock = e === undefined ? 0 : e.clock; // every live timer of this runtime has its entry
+    const clock = timer instanceof Timer ? timer._clock : b.readInt32LE(INFO_AT.clock);
     return {
       state: TIMER_STATES.get(state) || 'pending', // the library reports only these three
       shard: b.readInt32LE(INFO_AT.shard),
@@ -1457,17 +1890,43 @@ class Runtime extends EventEmitter {
     // callback in progress, if it is of the group, is still running: a
     // one-shot one is on its last run anyway.)
     const set = this._groups.get(g);
-    if (set !== undefined) for (const e of set) e.cancelled = true;
-    const n = lib.tw_group_stop(this._ptr, g, 0); // release hooks of the stopped timers run inside
-    if (n < 0) throw new TickwheelError(Number(n), 'stopGroup');
+    const members = set === undefined ? [] : [...set];
+    for (const t of members) t._cancelled = true;
+    const n = lib.tw_group_stop(this._ptr, g, 0);
+    if (n < 0) throw cError(Number(n), 'stopGroup');
+    // What the library released: every member not running, now; a running
+    // periodic one when its run ends. A running one-shot is on its last run
+    // (released when it returns) -- unless it re-armed itself in this run:
+    // the library stopped that re-arm or left it (its query says which).
+    for (const t of members) {
+      if (!t._running) this._release(t);
+      else if (t.periodic) t._releaseAfterRun = true;
+      else if (t._rearmed) {
+        if (this._deadlineOf(t) !== 0n) t._cancelled = false;
+        else t._releaseAfterRun = true;
+      }
+    }
     return Number(n);
   }
 
+  // The next deadline the library has for live timer t (0n: none).
+  _deadlineOf(t) {
+    const b = this._info;
+    b.fill(0);
+    b.writeUInt32LE(INFO_SIZE, 0);
+    if (lib.tw_timer_query(this._ptr, t._cid(), b) !== TW_OK) return 0n;
+    return b.readBigUInt64LE(INFO_AT.deadline_ns);
+  }
+
   _rawStats() {
-    const st = { size: koffi.sizeof(Stats) };
-    for (const k of Object.keys(STAT_FIELDS)) if (k !== 'size') st[k] = 0;
-    const rc = lib.tw_runtime_stats(this._ptr, st);
+    const b = Buffer.alloc(STATS_SIZE);
+    b.writeUInt32LE(STATS_SIZE, 0);
+    const rc = lib.tw_runtime_stats(this._ptr, b);
     if (rc !== TW_OK) throw cError(rc, 'stats');
+    const st = {};
+    for (const [k, type] of Object.entries(STAT_FIELDS)) {
+      st[k] = type === 'uint32_t' ? b.readUInt32LE(STATS_AT[k]) : b.readBigUInt64LE(STATS_AT[k]);
+    }
     return st;
   }
 
@@ -1537,7 +1996,7 @@ class Runtime extends EventEmitter {
   /** Makes live timers keep the process alive (the default). Returns this. */
   ref() {
     this._refed = true;
-    this._syncRef();
+    this._syncRef(true);
     return this;
   }
 
@@ -1545,7 +2004,7 @@ class Runtime extends EventEmitter {
    *  exit). Returns this. */
   unref() {
     this._refed = false;
-    this._syncRef();
+    this._syncRef(true);
     return this;
   }
 
@@ -1554,53 +2013,40 @@ class Runtime extends EventEmitter {
     return this._refed;
   }
 
-  // The poll handle keeps the event loop alive iff live timers should.
-  _syncRef() {
+  // The poll handle keeps the event loop alive iff live timers should. It
+  // is ref'd at once; an unref is deferred to a process.nextTick() (unless
+  // `now`), so that a start and stop in a loop do not ref and unref it (two
+  // native calls) every time: the event loop cannot end before the tick.
+  _syncRef(now) {
     if (this._poll === null) return;
     const keep = this._refed && this._refedLive > 0;
     if (keep === this._pollRefed) return;
-    this._pollRefed = keep;
-    if (keep) this._poll.ref();
-    else this._poll.unref();
+    if (keep) {
+      this._pollRefed = true;
+      this._poll.ref();
+    } else if (now === true) {
+      this._pollRefed = false;
+      this._poll.unref();
+    } else if (!this._unrefQueued) {
+      this._unrefQueued = true;
+      process.nextTick(this._unrefLater);
+    }
   }
 
-  // A live timer (started, not yet released) of this runtime; those with
-  // e.refed are counted in _refedLive.
-  _addEntry(e) {
-    this._entries.set(e.key, e);
-    if (e.refed) this._refedLive++;
-  }
-
-  _dropEntry(e) {
-    if (this._entries.delete(e.key) && e.refed) this._refedLive--;
-  }
-
-  // Timer.ref()/unref(): whether this live timer keeps the process alive.
-  _setTimerRef(e, refed) {
-    if (e.refed === refed) return;
-    e.refed = refed;
-    if (this._entries.get(e.key) === e) {
+  // Timer.ref()/unref(): whether this timer keeps the process alive.
+  _setTimerRef(t, refed) {
+    if (t._refed === refed) return;
+    t._refed = refed;
+    if (t._live) {
       this._refedLive += refed ? 1 : -1;
       this._syncRef();
     }
   }
 
-  _released(e) {
-    this._dropEntry(e);
-    if (this._byId.get(e.id) === e) this._byId.delete(e.id);
-    if (e.group !== 0n) {
-      const set = this._groups.get(e.group);
-      if (set !== undefined && set.delete(e) && set.size === 0) this._groups.delete(e.group);
-    }
-    this._syncRef();
-    if (e.onRelease !== null) {
-      const f = e.onRelease; // the promise API's: settles its promise if the timer never fired
-      e.onRelease = null;
-      f(e);
-    }
-  }
-
   _callbackError(err, timer) {
+    // Counted with the C++ exceptions the runtime catches (library 1.6).
+    const count = lib.tw_runtime_count_callback_exception;
+    if (count !== null && this._ptr !== null) count(this._ptr);
     if (this._advanceErrors !== null && this.listenerCount('error') === 0) {
       this._advanceErrors.push(err); // thrown by advance() once its window is done
       return;
@@ -1616,35 +2062,65 @@ class Runtime extends EventEmitter {
     }
   }
 
-  // Cancels every timer this runtime knows; their release hooks run inside
-  // the stop calls, except for a run in progress (a callback that called
-  // close()): its hook runs when it returns.
+  // This runtime's live timers.
+  _liveTimers() {
+    return slots.filter((t) => t !== undefined && t._rt === this);
+  }
+
+  // Cancels every timer this runtime knows; each is released inside its
+  // stop call, except one whose run is in progress (a callback that called
+  // close()): released when it returns.
   _stopAll() {
-    for (const e of [...this._entries.values()]) {
-      e.cancelled = true;
-      if (e.id !== 0n) lib.tw_timer_stop(this._ptr, e.id);
+    for (const t of this._liveTimers()) {
+      t._cancelled = true;
+      this._stopped(t, lib.tw_timer_stop(this._ptr, t._cid()));
     }
   }
 
+  // Frees the queue, then the runtime (never from inside a run of the
+  // queue), each right after its environment cleanup hook is removed (see
+  // the constructor): no JavaScript function call in between, so a
+  // terminate() cannot leave an object without its hook. Returns the two
+  // codes.
+  _destroyNow() {
+    const h = envHooks;
+    if (this._hookQueue) h.remove(h.env, lib.destroyAddr.queue, this._queue);
+    const rcQueue = this._queue === null ? TW_OK : lib.tw_queue_destroy(this._queue);
+    this._hookQueue = false;
+    this._queue = null;
+    if (this._hookRt) h.remove(h.env, lib.destroyAddr.runtime, this._ptr);
+    const rc = this._ptr === null ? TW_OK : lib.tw_runtime_destroy(this._ptr);
+    this._hookRt = false;
+    this._ptr = null;
+    return [rcQueue, rc];
+  }
+
+  // Removes the environment cleanup hooks, leaving the C objects as they
+  // are (see _closeForExit).
+  _removeHooks() {
+    const h = envHooks;
+    if (this._hookQueue) h.remove(h.env, lib.destroyAddr.queue, this._queue);
+    if (this._hookRt) h.remove(h.env, lib.destroyAddr.runtime, this._ptr);
+    this._hookQueue = false;
+    this._hookRt = false;
+  }
+
   // Frees the C side (never from inside a run of the queue). Order: the poll
-  // handle stops watching the fd; the shutdown cancels what is left (hooks
-  // on this thread); the final counters; the queue (and its fd) and the
-  // runtime are freed.
+  // handle stops watching the fd; the shutdown cancels what is left; the
+  // final counters; the queue (and its fd) and the runtime are freed.
   _finish() {
     if (this._poll !== null) {
-      this._poll.close();
+      this._poll.destroy();
       this._poll = null;
     }
     const rcShutdown = this._ptr === null ? TW_OK : lib.tw_runtime_shutdown(this._ptr);
+    for (const t of this._liveTimers()) this._release(t); // the shutdown released them
     try {
       this._finalStats = this._snapshot();
     } catch {
       this._finalStats = null;
     }
-    const rcQueue = this._queue === null ? TW_OK : lib.tw_queue_destroy(this._queue);
-    this._queue = null;
-    const rc = this._ptr === null ? TW_OK : lib.tw_runtime_destroy(this._ptr);
-    this._ptr = null;
+    const [rcQueue, rc] = this._destroyNow();
     openRuntimes.delete(this);
     if (rcShutdown !== TW_OK) throw new TickwheelError(rcShutdown, 'close');
     if (rcQueue !== TW_OK) throw new TickwheelError(rcQueue, 'tw_queue_destroy');
@@ -1654,10 +2130,11 @@ class Runtime extends EventEmitter {
   // The constructor failed half-way.
   _destroyNative() {
     this._closed = true;
-    if (this._queue !== null) lib.tw_queue_destroy(this._queue);
-    this._queue = null;
-    if (this._ptr !== null) lib.tw_runtime_destroy(this._ptr);
-    this._ptr = null;
+    if (this._poll !== null) {
+      this._poll.destroy();
+      this._poll = null;
+    }
+    this._destroyNow();
   }
 
   _finishClose() {
@@ -1702,11 +2179,14 @@ class Runtime extends EventEmitter {
     if (this._inRun > 0) {
       // process.exit() from one of this runtime's callbacks: its queue
       // cannot be destroyed from inside its own run. Nothing is left to
-      // fire; the runtime is left to the end of the process.
+      // fire; the runtime is left to the end of the process -- on the
+      // main thread. On a Worker the stack unwinds before the Worker's
+      // environment is torn down: the cleanup hooks free it then.
       if (this._poll !== null) {
-        this._poll.close();
+        this._poll.destroy();
         this._poll = null;
       }
+      if (isMainThread) this._removeHooks();
       return;
     }
     try { this._finish(); } catch { /* exiting anyway */ }
@@ -1775,7 +2255,7 @@ function promiseTimeout(getRt, ms, value, options) {
       reject(err);
       return;
     }
-    timer._entry.onRelease = () => {
+    timer._onRelease = () => {
       if (settled) return;
       done();
       // The end of the event loop or process.exit() cancelled it: like a
@@ -1811,7 +2291,7 @@ async function* promiseInterval(getRt, ms, value, options) {
     notYielded++;
     wakeUp();
   });
-  timer._entry.onRelease = () => {
+  timer._onRelease = () => {
     if (!rt._exiting) failure = cancelledError(rt, 'setInterval');
     wakeUp();
   };
@@ -1836,9 +2316,11 @@ async function* promiseInterval(getRt, ms, value, options) {
 
 /** The promise API bound to a runtime (rt.promises): see TimerPromises in index.d.ts. */
 function makePromises(getRt) {
+  const setTimeout = (ms, value, options) => promiseTimeout(getRt, ms, value, options);
   return Object.freeze({
-    setTimeout: (ms, value, options) => promiseTimeout(getRt, ms, value, options),
+    setTimeout,
     setInterval: (ms, value, options) => promiseInterval(getRt, ms, value, options),
+    sleep: setTimeout, // the same function, by a name that does not hide the global setTimeout
   });
 }
 
@@ -1851,6 +2333,20 @@ function defaultRuntime() {
   return defaultRt;
 }
 const promises = makePromises(defaultRuntime);
+
+// On a Worker, the one-time setup happens now, while the package loads:
+// koffi's calls that define functions and types read JavaScript objects, and
+// a worker.terminate() landing inside one aborts the process (koffi 3.3.4
+// turns the failed Node-API call into a fatal error). After require() has
+// returned, a Runtime's constructor and methods make only calls with
+// numbers, pointers and buffers, which a terminate() cannot break. A
+// failure here (no library found, ...) is reported by new Runtime().
+if (!isMainThread) {
+  try {
+    load();
+    prepareThread();
+  } catch { /* thrown again, with its full message, by new Runtime() */ }
+}
 
 if (typeof Symbol.asyncDispose === 'symbol') {
   Runtime.prototype[Symbol.asyncDispose] = function asyncDispose() {
@@ -1873,5 +2369,5 @@ module.exports = {
   libraryPath,
   now,
   // for the tests; not part of the API
-  _internal: { checkVersion, msToNs, load, entries, PREBUILD_DIR, defaultRuntime: () => defaultRt },
+  _internal: { checkVersion, msToNs, load, liveTimers, rawPairs, PREBUILD_DIR, defaultRuntime: () => defaultRt },
 };

@@ -5,6 +5,7 @@
 # version in TW_VERSION; warnings are errors (sphinx-build -W --keep-going).
 import os
 import re
+import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
@@ -63,6 +64,22 @@ def _bench_report(app, docname, source):
     source[0] = text
 
 
+# The Python API reference (reference/api-python) is generated from the
+# package's source at each build (docs/python_api.py: signatures and
+# docstrings read with ast, nothing imported -- the extension need not be
+# built); the file on disk holds the title only.
+def _python_api(app, docname, source):
+    if docname != "reference/api-python":
+        return
+    sys.path.insert(0, os.path.join(root, "docs"))
+    try:
+        import python_api  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    source[0] = python_api.page("# Python API reference")
+
+
 def setup(app):
     app.connect("source-read", _bench_report)
+    app.connect("source-read", _python_api)
     return {"parallel_read_safe": True}

@@ -37,7 +37,14 @@
 ///    blocking work on a delivery queue's thread); a delivery queue whose
 ///    thread does not call run() (its timers only); the runtime's threads
 ///    starved of CPU (a CPU hog, a too-low priority of the whole process).
-///    Only shutdown() and a queue's destroy wait for calls in progress.
+///    Only shutdown() and a queue's destroy wait for calls in progress. Two
+///    exceptions, both about one resource a caller holds for a few
+///    instructions: a caller inside a stop or reset of a timer bound to a
+///    delivery queue holds that queue's lock (that queue's runs wait for
+///    it; no other timer does), and a reset of a boot-time or wall-clock
+///    timer waits while another reset of THE SAME timer holds its deadline
+///    lock (between its clock readings and its CAS) -- also when it is a
+///    callback resetting its own timer, on a worker.
 ///  * Callback context. Callbacks run on the runtime's TBB worker threads,
 ///    never on the caller's thread and never on a shard thread. Runs of one
 ///    timer never overlap. A callback may call any function here, on its own
@@ -67,7 +74,11 @@
 ///    there with errc::forked (stop/stop_sync return false, stats() throws)
 ///    and no callback or release hook of it runs there; destroying it frees
 ///    its memory without running any. A runtime created in the child works
-///    normally. The parent is unaffected.
+///    normally, whatever instant the parent forked at: with other threads
+///    inside any tickwheel function, the process's first runtime creation
+///    included (1.6.0 and earlier: a child forked then could hang in its
+///    own first creation). fork() from a signal handler is outside this (POSIX
+///    does not make fork() async-signal-safe). The parent is unaffected.
 ///  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
 ///    all runtimes come from oneTBB's process-wide pool. worker_count() is
 ///    what this runtime can run at once (see there). In a fork() child of a

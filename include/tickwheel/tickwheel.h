@@ -38,7 +38,13 @@
  *    queue's thread), a delivery queue whose thread does not call
  *    tw_queue_run() (that queue's timers only), the runtime's threads
  *    starved of CPU. Only tw_runtime_shutdown()/tw_runtime_destroy() and
- *    tw_queue_destroy() wait for calls in progress.
+ *    tw_queue_destroy() wait for calls in progress. Two exceptions, both a
+ *    resource a caller holds for a few instructions: a caller inside a stop
+ *    or reset of a timer bound to a delivery queue holds that queue's lock
+ *    (that queue's runs wait for it, no other timer does); a reset of a
+ *    CLOCK_BOOTTIME/CLOCK_REALTIME timer waits while another reset of the
+ *    same timer holds its deadline lock -- also a callback resetting its
+ *    own timer, on a worker.
  *  * Callback context. Callbacks run on the runtime's worker threads (a
  *    oneTBB arena), never on the thread that started the timer -- or, for
  *    a timer started with a delivery queue (tw_timer_spec.queue), only on
@@ -73,7 +79,12 @@
  *    returns TW_EFORKED in the child, except tw_runtime_destroy(), which
  *    frees it there without running any callback or release hook and
  *    returns TW_OK; no callback or hook of it ever runs in the child. A
- *    runtime created in the child works normally; the parent is unaffected.
+ *    runtime created in the child works normally, whatever instant the
+ *    parent forked at: with other threads inside any tickwheel function,
+ *    the process's first tw_runtime_create() included (1.6.0 and earlier:
+ *    a child forked then could hang in its own tw_runtime_create()). fork()
+ *    from a signal handler is outside this (POSIX does not make fork()
+ *    async-signal-safe). The parent is unaffected.
  *  * oneTBB. Callbacks run in a tbb::task_arena per runtime; the workers of
  *    all runtimes come from oneTBB's process-wide pool (tw_stats.workers).
  *    oneTBB is not fork-safe, so in a process descended through fork() from
@@ -278,7 +289,9 @@ TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
  *  @retval TW_ENOMEM  out of memory, or a thread could not be started.
  *  @retval TW_OK      *out holds the new runtime.
  *
- *  On failure *out (if out is not NULL) is set to NULL. */
+ *  On failure *out (if out is not NULL) is set to NULL. Any thread; in a
+ *  fork() child too, whatever instant the parent forked at (see "Fork"
+ *  above). */
 TW_API int tw_runtime_create(const tw_config *cfg, tw_runtime **out) TW_NOEXCEPT;
 
 /** Shuts the runtime down without freeing it: from now on every function

@@ -1,68 +1,86 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// CallerCells: where a thread's newest timers wait for their shard.
+// CallerCells: where a thread's own timers wait for their shard.
 //
-// Why. A thread that starts a timer and stops it again before it is due --
-// a request's timeout, a retransmit that the answer cancels; the kernel's
+// Why. A thread that starts timers and stops them again before they are due
+// -- a request's timeout, a retransmit that the answer cancels; the kernel's
 // wheel was designed around "~99% of timers are cancelled before expiry" --
-// should not make the shard's driver file the timer into the wheel and then
-// unlink it again: that moves the record's cache line to the driver's core
-// and back, twice (measured: 100-230 ns a pair on 2 vCPUs, against ~60 ns
-// when the whole pair stays on the caller's core). 1.5 kept the pair on the
-// caller's core with a token: a caller took the driver's token and applied
-// its message to the wheel itself. But a token is a lock: a caller
-// preempted, at nice 19, stopped in a debugger or in a signal handler while
-// it held the token stalled every timer of its shard (issue 31). A cell
-// keeps the pair local without a lock.
+// should not make the shard's driver file each timer into the wheel and
+// unlink it again: that moves every record's cache line to the driver's core
+// and back (measured: a pair 115 ns at 1 K pending, against 55 ns for
+// libuv's single-threaded heap, when every start and stop went to the
+// driver). 1.5 kept the work on the caller's core with a token: a caller
+// took the driver's token and applied its message to the wheel itself. But
+// a token is a lock: a caller preempted, at nice 19, stopped in a debugger
+// or in a signal handler while it held the token stalled every timer of its
+// shard (issue 31). A cell keeps the work on the caller's core without a
+// lock, much as Go keeps timers per P.
 //
 // What. Each shard has kCells cells; a thread claims one in its default
 // shard on its first plain start there (a monotonic one-shot with no
-// options: start_plain) and keeps it until it exits. A cell holds up to
-// kEntries timers of its owner, as (index, generation) entries, each with
-// the tick it is due at, and up to kFreeMax FREE records for the owner's
-// next starts. The owner's start fills a record, publishes its word
-// PENDING and places it in an entry instead of posting an Insert; its stop,
-// after the word's CAS made it CANCELLED, takes the entry back with one CAS
-// and recycles the record into the cell's free list: the pair touches only
-// lines of the owner's core. The shard's driver never needs the owner:
-//   * before its pass, it takes (steals, by CAS) every entry that is due at
-//     the pass's tick, and files the record into its wheel by its word's
-//     deadline, like an Insert;
-//   * before it parks, it reads every entry's due tick, and sleeps no later
-//     than the earliest (the owner, after placing an entry, wakes a driver
-//     that sleeps past it: the same fence pairing as an inbox post);
+// options: start_plain) and keeps it until it exits (then another thread may
+// claim it, with what it holds). A cell holds up to kMaxChunks x kChunkSlots
+// of its owner's timers as (index, generation) entries, each with the tick
+// it is due at, in chunks it allocates as it grows (never moved or freed
+// before the shard), and up to kFreeMax FREE records for its owner's next
+// starts. The owner's start fills a record, publishes its word PENDING and
+// places it in a free position of its cell instead of posting an Insert
+// (writing the position into the record's side slot first:
+// HandleTable::set_cell_slot); its stop, after the word's CAS made it
+// CANCELLED, finds the position through the side slot and takes the entry
+// back with one CAS, and keeps the record for its next start. Neither
+// touches a line of another core. The shard's driver never needs the owner:
+//   * its view of a cell's earliest due tick is min(driver_min, owner_min):
+//     owner_min is lowered by the owner's places (a CAS-min), driver_min is
+//     the driver's own result of its last scan; before it parks, the driver
+//     reads owner_min of every claimed cell and sleeps no later than the
+//     earliest (the owner, after placing, wakes a driver that sleeps past
+//     its entry: the same fence pairing as an inbox post);
+//   * when a cell's earliest tick is due, the driver scans it: it exchanges
+//     owner_min for kNever first (entries placed after that lower it
+//     again), takes (by CAS) every entry due within kTakeAheadNs and files
+//     it into the wheel by its word's deadline, like an Insert, and keeps
+//     the minimum of the rest as driver_min. A position it empties is
+//     marked in its chunk's `emptied` bitmap, which the owner harvests
+//     when it runs out of free positions;
 //   * a Refile (a reset to an earlier deadline) of a record the driver finds
-//     in no list of its wheel makes it read the words of every entry at its
-//     next pass and take those that are due earlier than their entry says.
+//     in no list of the wheel looks at the record's side slot: if that
+//     position still holds the record's entry, the driver takes it (its
+//     word's deadline is now earlier than the entry says);
+//   * a Cancel of a record that a stop by another thread (not the owner)
+//     ended takes its entry too, before the record is recycled.
 // An entry is owned by whoever holds it: the owner, from its place until a
-// successful take-back or until the driver's CAS takes it; the driver from
-// its CAS. A place never leaves a timer nowhere: a full cell posts the
-// evicted timer's Insert BEFORE its entry is overwritten (both may then be
-// seen: the driver files the record once, an Insert of a linked record is
-// dropped). A stop whose take-back fails (the driver took the entry) posts
-// a Cancel, as for a timer in the wheel. A stop by another thread (not the
-// owner) posts a Cancel too; the driver recycles the unlinked CANCELLED
-// record, and the entry left in the cell is stale: its generation no longer
-// matches, and whoever meets it drops it.
+// successful take-back or the driver's CAS; the driver from its CAS. A full
+// cell is not evicted: the owner's next starts post their Inserts as any
+// other until positions free up (its stops, or the driver's takes, which
+// it harvests). A start marks its record placed (Record::kInCell, beside
+// the callable's kind) before it publishes it, so a stop tries a take-back
+// only for a record that was placed; a stop whose take-back fails (the
+// driver took the entry) posts a Cancel, as for a timer in the wheel.
+//
+// Only while it pays: a start places and a stop takes back only while the
+// shard's wheel holds fewer than Shard::kCellMaxPending timers; beyond, the
+// lines a take-back touches are cold, and the driver takes them better on
+// its own core (a placed record's stop then posts its Cancel, which takes
+// the entry on the driver's side).
 //
 // Frozen owners. An owner stopped at any instruction holds nothing the
 // driver waits for: its entries are taken by CAS when due, its free records
-// are FREE records nobody else needs. What a frozen owner can delay is only
-// its own call in progress (a start not yet placed: its id was never
-// returned).
+// and positions are its own. What a frozen owner can delay is only its own
+// call in progress (a start not yet placed: its id was never returned).
 //
-// Lifetime. A cell outlives neither its runtime nor its thread's claim: a
-// thread's claims are released when the thread exits (its free records go
-// back to the shard's free stack, unplaced entries stay for the driver or
-// the cell's next owner), under the cells' Control mutex, which the runtime
-// also takes once, when it destroys the shard. Neither the driver nor a
-// worker ever takes it. In a fork() child a parent's cells are never
-// touched (the runtime is unusable there).
+// Lifetime. A thread's claims are released when it exits (its free records
+// go back to the shard's free stack; its entries and positions stay with the
+// cell for the driver and the cell's next owner), under the cells' Control
+// mutex, which the shard also takes once, when it is destroyed. Neither the
+// driver nor a worker ever takes it. In a fork() child a parent's cells are
+// never touched (the runtime is unusable there).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "runtime/timer_record.hpp"
 
@@ -72,9 +90,12 @@ class HandleTable;
 
 class CallerCells {
 public:
-    static constexpr unsigned kCells = 32;    // per shard: threads beyond this post to the inbox
-    static constexpr unsigned kEntries = 4;   // timers per cell (the owner's newest)
-    static constexpr std::uint32_t kFreeMax = 16;  // FREE records kept per cell
+    static constexpr unsigned kCells = 32;              // per shard: threads beyond this post to the inbox
+    static constexpr std::uint32_t kChunkSlots = 1024;  // entries per chunk (16 KiB)
+    static constexpr std::uint32_t kMaxChunks = 128;    // 131,072 timers per cell at most
+    static constexpr unsigned kPosBits = 17;
+    static_assert(kChunkSlots * kMaxChunks == (1u << kPosBits));
+    static constexpr std::uint32_t kFreeMax = 64;  // FREE records kept per cell
 
     /// An entry: occupied bit, the record's 24-bit generation, its index.
     static constexpr std::uint64_t kOccupied = std::uint64_t{1} << 63;
@@ -85,16 +106,43 @@ public:
     static constexpr std::uint32_t gen_of(std::uint64_t e) noexcept {
         return static_cast<std::uint32_t>(e >> 32) & 0xFFFFFFu;
     }
+    /// A record's side slot (HandleTable::cell_slot): its cell and position.
+    static constexpr std::uint32_t slot_code(unsigned cell, std::uint32_t pos) noexcept {
+        return ((cell + 1) << kPosBits) | pos;
+    }
+    static constexpr unsigned code_cell(std::uint32_t code) noexcept { return (code >> kPosBits) - 1; }
+    static constexpr std::uint32_t code_pos(std::uint32_t code) noexcept { return code & ((1u << kPosBits) - 1); }
+
+    struct Slot {
+        std::atomic<std::uint64_t> e{0};  // 0 = empty, else entry()
+        std::atomic<tick_t> due{0};       // written before e (release)
+    };
+    struct Chunk {
+        // <= every due tick in the chunk: lowered by the owner's places (a
+        // CAS-min), taken (exchange) and put back by the driver's scan, so
+        // that a scan skips the chunks with nothing due.
+        alignas(64) std::atomic<tick_t> min_due{~tick_t{0}};
+        std::atomic<std::uint64_t> emptied[kChunkSlots / 64] = {};  // positions the driver took, not yet harvested
+        Slot slot[kChunkSlots];
+    };
 
     struct alignas(64) Cell {
-        // Line 1: what the driver reads (the owner writes it).
-        std::atomic<std::uint64_t> slot[kEntries] = {};  // 0 = empty, else entry()
-        std::atomic<tick_t> due[kEntries] = {};          // written before its slot (release)
-        // Line 2: the owner's alone (and the claim word).
-        alignas(64) std::atomic<std::uint32_t> claimed{0};  // 1 while a thread owns the cell
-        std::uint32_t free_top = 0;   // top index + 1 of the FREE records kept (linked as on the free stack)
+        // Shared: the driver reads these at every park and scan.
+        std::atomic<tick_t> owner_min{~tick_t{0}};  // <= every entry placed since the driver's last scan began
+        std::atomic<std::uint32_t> chunks{0};       // chunk[0 .. chunks) exist (release)
+        std::atomic<std::uint32_t> claimed{0};      // 1 while a thread owns the cell
+        std::atomic<std::uint64_t> placed{0}, removed{0};  // the owner's counts (single writer)
+        std::atomic<std::uint64_t> taken{0};               // the driver's count (single writer)
+        std::atomic<std::uint64_t> emptied_n{0};           // positions the driver marked in `emptied` (single writer)
+        std::atomic<Chunk*> chunk[kMaxChunks] = {};
+        unsigned id = 0;
+        // The driver's alone.
+        tick_t driver_min = ~tick_t{0};  // the earliest due among the entries its last scan left
+        // The owner's alone (handed from one owner to the next by `claimed`).
+        std::vector<std::uint32_t> free_pos;  // positions known empty
+        std::uint64_t harvested = 0;          // emptied_n when the owner last harvested
+        std::uint32_t free_top = 0;           // top index + 1 of the FREE records kept (linked as on the free stack)
         std::uint32_t free_n = 0;
-        std::uint32_t next_evict = 0;
     };
 
     /// The lock a thread's exit and the shard's destruction take, and
@@ -117,36 +165,23 @@ public:
     Cell* mine(std::uint64_t runtime_uid, std::uint32_t shard, bool claim) noexcept;
 
     // ---- the owner ----
-    /// Places a published PENDING record in `c`. If every entry is taken,
-    /// the oldest is evicted: `evict(entry, due)` is called to post its
-    /// Insert before its slot is reused.
-    template <class Evict>
-    void place(Cell& c, std::uint32_t index, std::uint32_t gen, tick_t due, Evict&& evict) noexcept {
-        const std::uint64_t e = entry(index, gen);
-        for (unsigned i = 0; i < kEntries; ++i) {
-            if (c.slot[i].load(std::memory_order_relaxed) == 0) {
-                c.due[i].store(due, std::memory_order_relaxed);
-                c.slot[i].store(e, std::memory_order_release);
-                return;
-            }
-        }
-        const unsigned i = c.next_evict;
-        c.next_evict = (i + 1) % kEntries;
-        const std::uint64_t old = c.slot[i].load(std::memory_order_acquire);
-        if (old != 0) evict(old, c.due[i].load(std::memory_order_relaxed));  // its Insert first: never nowhere
-        c.due[i].store(due, std::memory_order_relaxed);
-        c.slot[i].store(e, std::memory_order_release);  // (over `old`, or the 0 the driver's take left)
-    }
+    /// A free position of `c` for the next start (the owner, before it
+    /// publishes the record): a known one, one the driver emptied, or a new
+    /// chunk's; kNoPosition if the cell is full (or no memory): the start
+    /// then posts its Insert as any other (a full cell is not evicted: the
+    /// timers it holds stay until due or stopped).
+    static constexpr std::uint32_t kNoPosition = UINT32_MAX;
+    std::uint32_t reserve(Cell& c) noexcept { return free_position(c); }
+    /// Gives back a reserved position that was not used.
+    static void unreserve(Cell& c, std::uint32_t pos) noexcept { c.free_pos.push_back(pos); }
+    /// Places a published PENDING record at reserved position `pos` of `c`,
+    /// due at `due`. False: no memory for the record's side slot (the
+    /// position is given back; the caller posts the Insert itself).
+    bool place(Cell& c, std::uint32_t pos, std::uint32_t index, std::uint32_t gen, tick_t due) noexcept;
     /// Takes the entry of (index, gen) back if `c` still holds it. True: the
     /// record was never seen by the driver (it is in no wheel); the caller
     /// owns its recycling.
-    static bool take_back(Cell& c, std::uint32_t index, std::uint32_t gen) noexcept {
-        std::uint64_t e = entry(index, gen);
-        for (unsigned i = 0; i < kEntries; ++i)
-            if (c.slot[i].load(std::memory_order_relaxed) == e)
-                return c.slot[i].compare_exchange_strong(e, 0, std::memory_order_acq_rel, std::memory_order_relaxed);
-        return false;
-    }
+    bool take_back(Cell& c, std::uint32_t index, std::uint32_t gen) noexcept;
     /// Pops a FREE record kept in `c` (as HandleTable::allocate), or nullptr.
     Record* allocate(Cell& c, std::uint32_t& index, std::uint32_t& gen) noexcept;
     /// Keeps the FREE records of a chain (top .. bottom, linked as on the
@@ -155,25 +190,118 @@ public:
     bool keep(Cell& c, std::uint32_t top, std::uint32_t bottom, std::uint32_t bottom_gen, std::uint32_t count) noexcept;
 
     // ---- the shard's driver ----
-    /// Cells ever claimed: the driver reads [0, high_water()).
+    /// Cells ever claimed: the driver looks at [0, high_water()).
     unsigned high_water() const noexcept { return hw_.load(std::memory_order_acquire); }
     Cell& cell(unsigned i) noexcept { return cells_[i]; }
     const Cell& cell(unsigned i) const noexcept { return cells_[i]; }
-    /// Takes slot `i` of `c` if it still holds `e`.
-    static bool take(Cell& c, unsigned i, std::uint64_t e) noexcept {
-        return c.slot[i].compare_exchange_strong(e, 0, std::memory_order_acq_rel, std::memory_order_relaxed);
+    /// The earliest tick any entry of `c` may be due at (the driver).
+    static tick_t earliest(const Cell& c) noexcept {
+        const tick_t o = c.owner_min.load(std::memory_order_acquire);
+        return o < c.driver_min ? o : c.driver_min;
     }
+    /// Scans `c` (the driver, when earliest(c) is due): takes every entry due
+    /// by `horizon` and calls take(entry) for each, leaving driver_min the
+    /// earliest due tick of the rest.
+    template <class Take>
+    void scan(Cell& c, tick_t horizon, Take&& take) noexcept;
+    /// Takes the entry at `code` if it still holds `e` (the driver: a Refile
+    /// or a Cancel of that record). True if taken.
+    bool take_at(std::uint32_t code, std::uint64_t e) noexcept;
+    /// The due tick of the entry at `code` (valid while it holds the entry).
+    tick_t due_at(std::uint32_t code) const noexcept;
+    /// Timers waiting in the cells now (recent counts). Any thread.
+    std::size_t waiting() const noexcept;
 
     /// Releases a claim (a thread's exit). Under the control's lock, only
     /// while the cells are alive.
     void release(Cell& c) noexcept;
     const std::shared_ptr<Control>& control() const noexcept { return control_; }
+    HandleTable& table() noexcept { return table_; }
 
 private:
+    /// A free position of `c` (the owner): a known one, a harvested one, a
+    /// new chunk's, or none (full, or no memory): UINT32_MAX.
+    std::uint32_t free_position(Cell& c) noexcept;
+    static Slot& slot(const Cell& c, std::uint32_t pos) noexcept {
+        return c.chunk[pos / kChunkSlots].load(std::memory_order_acquire)->slot[pos % kChunkSlots];
+    }
+    static void mark_emptied(Cell& c, std::uint32_t pos) noexcept {
+        Chunk* ch = c.chunk[pos / kChunkSlots].load(std::memory_order_relaxed);
+        const std::uint32_t p = pos % kChunkSlots;
+        ch->emptied[p / 64].fetch_or(std::uint64_t{1} << (p % 64), std::memory_order_release);
+        c.emptied_n.store(c.emptied_n.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+    bool set_side(std::uint32_t index, std::uint32_t code) noexcept;
+    /// m = min(m, due) (a CAS-min; release: after the entry it covers).
+    static void lower(std::atomic<tick_t>& m, tick_t due) noexcept {
+        tick_t v = m.load(std::memory_order_relaxed);
+        while (due < v && !m.compare_exchange_weak(v, due, std::memory_order_release, std::memory_order_relaxed)) {
+        }
+    }
+
     HandleTable& table_;
     std::shared_ptr<Control> control_;
     std::atomic<unsigned> hw_{0};
     Cell cells_[kCells];
 };
+
+// ---- inline: the owner's place and the driver's scan ---------------------------
+inline bool CallerCells::place(Cell& c, std::uint32_t pos, std::uint32_t index, std::uint32_t gen,
+                               tick_t due) noexcept {
+    if (!set_side(index, slot_code(c.id, pos))) {
+        unreserve(c, pos);  // (its capacity is reserved: cannot throw)
+        return false;
+    }
+    Slot& s = slot(c, pos);
+    s.due.store(due, std::memory_order_relaxed);
+    s.e.store(entry(index, gen), std::memory_order_release);
+    c.placed.store(c.placed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    lower(c.chunk[pos / kChunkSlots].load(std::memory_order_relaxed)->min_due, due);
+    lower(c.owner_min, due);
+    return true;
+}
+
+template <class Take>
+void CallerCells::scan(Cell& c, tick_t horizon, Take&& take) noexcept {
+    // Entries placed from here on lower owner_min again; those placed before
+    // are seen below (placed, then owner_min's RMW, then our exchange). The
+    // same, per chunk, for the chunk's min_due: a chunk with nothing due by
+    // `horizon` is not read.
+    (void)c.owner_min.exchange(~tick_t{0}, std::memory_order_acq_rel);
+    tick_t rest = ~tick_t{0};
+    const std::uint32_t n = c.chunks.load(std::memory_order_acquire);
+    std::uint64_t taken = 0;
+    for (std::uint32_t k = 0; k < n; ++k) {
+        Chunk* ch = c.chunk[k].load(std::memory_order_acquire);
+        const tick_t cm = ch->min_due.load(std::memory_order_acquire);
+        if (cm > horizon) {
+            if (cm < rest) rest = cm;
+            continue;
+        }
+        (void)ch->min_due.exchange(~tick_t{0}, std::memory_order_acq_rel);
+        tick_t chunk_rest = ~tick_t{0};
+        for (std::uint32_t i = 0; i < kChunkSlots; ++i) {
+            Slot& s = ch->slot[i];
+            std::uint64_t e = s.e.load(std::memory_order_acquire);
+            if (e == 0) continue;
+            const tick_t d = s.due.load(std::memory_order_relaxed);
+            if (d > horizon) {
+                if (d < chunk_rest) chunk_rest = d;
+                continue;
+            }
+            if (!s.e.compare_exchange_strong(e, 0, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
+            ch->emptied[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_release);
+            ++taken;
+            take(e);
+        }
+        lower(ch->min_due, chunk_rest);  // (with what the owner placed meanwhile)
+        if (chunk_rest < rest) rest = chunk_rest;
+    }
+    c.driver_min = rest;
+    if (taken != 0) {
+        c.taken.store(c.taken.load(std::memory_order_relaxed) + taken, std::memory_order_relaxed);
+        c.emptied_n.store(c.emptied_n.load(std::memory_order_relaxed) + taken, std::memory_order_release);
+    }
+}
 
 }  // namespace tickwheel::rt

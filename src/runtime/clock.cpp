@@ -10,26 +10,46 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <emmintrin.h>
 #endif
 
 namespace tickwheel::rt::fast_clock {
 
 Published g_published;
-[[gnu::tls_model("initial-exec")]] constinit thread_local std::uint64_t t_tsc0 = 0;
-[[gnu::tls_model("initial-exec")]] constinit thread_local std::int64_t t_mono0 = 0;
+[[gnu::tls_model("initial-exec")]] constinit thread_local Pair0 t_pair = {0, 0};
 
 namespace {
 
-std::atomic<int> g_mode{static_cast<int>(Mode::kUnknown)};
-std::mutex g_mutex;  // prepare() and the calibration's end: once per process each
-// The calibration's first pair: written under g_mutex before g_mode moves to
-// kCalibrating (release), read after an acquire of kCalibrating.
-std::uint64_t g_cal_tsc_after = 0;  // the TSC read just after g_cal_mono
-std::int64_t g_cal_mono = 0;
+constexpr int kUnknown = static_cast<int>(Mode::kUnknown);
+constexpr int kDeciding = static_cast<int>(Mode::kDeciding);
+constexpr int kCalibrating = static_cast<int>(Mode::kCalibrating);
+constexpr int kFinishing = static_cast<int>(Mode::kFinishing);
+constexpr int kOn = static_cast<int>(Mode::kOn);
+constexpr int kOff = static_cast<int>(Mode::kOff);
+
+// No lock (clock.hpp, "No lock, no waiting, fork-safe"): each once-per-process
+// step is taken by a CAS of g_mode.
+std::atomic<int> g_mode{kUnknown};
+// The calibration's first pair (tsc0: the TSC read just after mono0):
+// written by the decider before g_mode moves to kCalibrating (release),
+// read after an acquire of kCalibrating.
+Pair0 g_cal = {0, 0};
+
+/// Publishes a pair with one instruction (a 16-byte aligned store): a signal
+/// handler of this thread, or a fork child's thread that resumes here, sees
+/// the whole old pair or the whole new one (clock.hpp, "Signal handlers").
+inline void store_pair(Pair0& dst, std::uint64_t tsc0, std::int64_t mono0) noexcept {
+#if defined(__x86_64__)
+    const __m128i v = _mm_set_epi64x(mono0, static_cast<long long>(tsc0));
+    asm volatile("movdqa %1, %0" : "=m"(dst) : "x"(v));
+#else
+    dst.tsc0 = tsc0;
+    dst.mono0 = mono0;
+#endif
+}
 
 // A pair whose two TSC reads are further apart than this (the thread was
 // preempted or interrupted between them) is not kept: its reading could be
@@ -74,21 +94,27 @@ bool allowed_by_environment() noexcept {
 
 void switch_off() noexcept {
     g_published.resync_ticks.store(0, std::memory_order_release);  // every reading takes the exact path
-    g_mode.store(static_cast<int>(Mode::kOff), std::memory_order_release);
+    g_mode.store(kOff, std::memory_order_release);
 }
 
 // The calibrating pair's rate, raised (clock.hpp): (mono_b - mono_a) ns over
 // at least (b.before - a.after) ticks, * (1 + 1/256), as 2^32 fixed point,
-// rounded up.
+// rounded up. One thread ends the calibration (the CAS to kFinishing); the
+// others go on with the exact clock meanwhile.
 void finish_calibration(const Pair& b) noexcept {
-    std::unique_lock lock(g_mutex, std::try_to_lock);
-    if (!lock.owns_lock() || g_mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kCalibrating)) return;
-    if (b.before <= g_cal_tsc_after || b.mono <= g_cal_mono) {
+    int expected = kCalibrating;
+    if (!g_mode.compare_exchange_strong(expected, kFinishing, std::memory_order_acquire, std::memory_order_relaxed))
+        return;  // another thread ends it (or did)
+    // A schedule point inside the step (a fork here: after_fork_in_child).
+    test_hooks::window(nullptr, 'C');
+    const std::uint64_t cal_tsc_after = g_cal.tsc0;
+    const std::int64_t cal_mono = g_cal.mono0;
+    if (b.before <= cal_tsc_after || b.mono <= cal_mono) {
         switch_off();  // the TSC or the clock did not move forward with the other
         return;
     }
-    const unsigned __int128 ns = static_cast<unsigned __int128>(b.mono - g_cal_mono) << 32;
-    const std::uint64_t ticks = b.before - g_cal_tsc_after;
+    const unsigned __int128 ns = static_cast<unsigned __int128>(b.mono - cal_mono) << 32;
+    const std::uint64_t ticks = b.before - cal_tsc_after;
     const unsigned __int128 exact = ns / ticks + 1;
     if (exact >= (std::uint64_t{1} << 40)) {  // a TSC slower than ~4 MHz: not the clock this is for
         switch_off();
@@ -101,73 +127,108 @@ void finish_calibration(const Pair& b) noexcept {
         std::max<std::uint64_t>(1, static_cast<std::uint64_t>((static_cast<unsigned __int128>(kResyncNs) << 32) / mult));
     g_published.mult.store(mult, std::memory_order_relaxed);
     g_published.resync_ticks.store(resync, std::memory_order_release);
-    g_mode.store(static_cast<int>(Mode::kOn), std::memory_order_release);
+    // Fails only in a fork child whose handler undid this step (the rate
+    // published is still a valid one: a re-synchronisation may end the
+    // calibration again).
+    expected = kFinishing;
+    g_mode.compare_exchange_strong(expected, kOn, std::memory_order_release, std::memory_order_relaxed);
 }
 #endif
 
 }  // namespace
 
 void prepare() noexcept {
-    if (g_mode.load(std::memory_order_acquire) != static_cast<int>(Mode::kUnknown)) return;
-    std::lock_guard lock(g_mutex);
-    if (g_mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kUnknown)) return;
+    int expected = kUnknown;
+    if (g_mode.load(std::memory_order_acquire) != kUnknown) return;
+    // One thread decides; a thread that finds it taken returns at once (its
+    // runtime reads the exact clock until the mode is kOn): nobody waits for
+    // the decider, and there is no lock a fork could copy held.
+    if (!g_mode.compare_exchange_strong(expected, kDeciding, std::memory_order_acquire, std::memory_order_relaxed))
+        return;
+    // A schedule point inside the step (a fork here: after_fork_in_child).
+    test_hooks::window(nullptr, 'C');
+    int decided = kOff;
 #if defined(__x86_64__)
     if (allowed_by_environment() && invariant_tsc() && kernel_clocksource_is_tsc()) {
         for (int tries = 0; tries < 100; ++tries) {
             const Pair p = take_pair();
             if (p.after >= p.before && p.after - p.before <= kMaxBracketTicks) {
-                g_cal_tsc_after = p.after;
-                g_cal_mono = p.mono;
-                g_mode.store(static_cast<int>(Mode::kCalibrating), std::memory_order_release);
-                return;
+                store_pair(g_cal, p.after, p.mono);
+                decided = kCalibrating;
+                break;
             }
         }
     }
 #endif
-    g_mode.store(static_cast<int>(Mode::kOff), std::memory_order_release);
+    // Fails only in a fork child whose handler undid the decision: then the
+    // next prepare() decides (or did) afresh.
+    expected = kDeciding;
+    g_mode.compare_exchange_strong(expected, decided, std::memory_order_release, std::memory_order_relaxed);
 }
 
 Mode mode() noexcept { return static_cast<Mode>(g_mode.load(std::memory_order_acquire)); }
 
 std::int64_t resync() noexcept {
 #if defined(__x86_64__)
-    const auto m = static_cast<Mode>(g_mode.load(std::memory_order_acquire));
-    if (m != Mode::kCalibrating && m != Mode::kOn) return raw_monotonic_ns();
+    const int m = g_mode.load(std::memory_order_acquire);
+    if (m != kCalibrating && m != kOn) return raw_monotonic_ns();
+    // This thread's pair before the new one is taken: a signal handler that
+    // re-synchronises in between leaves this copy an older pair, still one
+    // (tsc0 loaded first, as in monotonic_upper_ns()).
+    const std::uint64_t tsc0 = t_pair.tsc0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    const std::int64_t mono0 = t_pair.mono0;
     const Pair p = take_pair();
     if (p.after < p.before || p.after - p.before > kMaxBracketTicks) return p.mono;  // not kept (see kMaxBracketTicks)
-    if (m == Mode::kCalibrating) {
-        if (p.mono - g_cal_mono >= kCalibrationNs) finish_calibration(p);
-    } else if (t_tsc0 != 0) {
+    if (m == kCalibrating) {
+        if (p.mono - g_cal.mono0 >= kCalibrationNs) finish_calibration(p);
+    } else if (tsc0 != 0) {
         // The check: this thread's previous pair extended to now must not be
         // below the exact reading (at p.after, which is after the reading).
-        if (p.after < t_tsc0) {
+        if (p.after < tsc0) {
             switch_off();  // the TSC went back between two reads of this thread
             return p.mono;
         }
         const std::uint64_t mult = g_published.mult.load(std::memory_order_relaxed);
-        const unsigned __int128 ext = (static_cast<unsigned __int128>(p.after - t_tsc0) * mult) >> 32;
-        if (static_cast<unsigned __int128>(p.mono - t_mono0) > ext && p.mono > t_mono0) {
+        const unsigned __int128 ext = (static_cast<unsigned __int128>(p.after - tsc0) * mult) >> 32;
+        if (static_cast<unsigned __int128>(p.mono - mono0) > ext && p.mono > mono0) {
             switch_off();
             return p.mono;
         }
     }
-    t_tsc0 = p.before;
-    t_mono0 = p.mono;
+    // Between the new pair and its publication: a signal handler here reads
+    // (and may replace) the old pair (tests force it, FastClock.AReading...).
+    test_hooks::window(nullptr, 'S');
+    store_pair(t_pair, p.before, p.mono);
     return p.mono;
 #else
     return raw_monotonic_ns();
 #endif
 }
 
+void after_fork_in_child() noexcept {
+    const int m = g_mode.load(std::memory_order_relaxed);
+    if (m == kDeciding) {
+        g_mode.store(kUnknown, std::memory_order_relaxed);  // the decider is gone (or resumes and finds its CAS failed)
+    } else if (m == kFinishing) {
+        // The calibration's first pair is valid: the next re-synchronisation
+        // ends it. Nothing published meanwhile.
+        g_published.resync_ticks.store(0, std::memory_order_relaxed);
+        g_published.mult.store(0, std::memory_order_relaxed);
+        g_mode.store(kCalibrating, std::memory_order_relaxed);
+    } else if (m == kOn && g_published.resync_ticks.load(std::memory_order_relaxed) == 0) {
+        g_mode.store(kOff, std::memory_order_relaxed);  // forked inside switch_off()
+    }
+}
+
 namespace testing {
 void set_mult(std::uint64_t mult) noexcept { g_published.mult.store(mult, std::memory_order_relaxed); }
-void forget_thread() noexcept { t_tsc0 = 0; }
+void forget_thread() noexcept { t_pair.tsc0 = 0; }
 void reset() noexcept {
-    std::lock_guard lock(g_mutex);
     g_published.resync_ticks.store(0, std::memory_order_release);
     g_published.mult.store(0, std::memory_order_relaxed);
-    g_mode.store(static_cast<int>(Mode::kUnknown), std::memory_order_release);
-    t_tsc0 = 0;
+    g_mode.store(kUnknown, std::memory_order_release);
+    t_pair.tsc0 = 0;
 }
 }  // namespace testing
 

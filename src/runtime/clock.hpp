@@ -68,6 +68,20 @@ inline std::int64_t monotonic_ns() noexcept {
 // the last microseconds of a tick moves to the next tick's start, no later
 // than its tick-mates.
 //
+// Signal handlers (issue 31, S2). A handler may interrupt this thread at any
+// instruction and read the clock itself (a start from a handler), and may
+// re-synchronise, i.e. store a newer pair. So the pair is published with one
+// 16-byte store (clock.cpp, store_pair: a handler sees the old pair or the
+// new one, never a mix), and the reading loads tsc0 before mono0 (a signal
+// fence between): a handler's newer pair landing between the two loads gives
+// (older tsc0, newer mono0), a later bound, never a lower one. A resync
+// interrupted by a handler that re-synchronised stores its own, older pair
+// afterwards: still a pair, still a bound. (Before, tsc0 was stored before
+// mono0: a handler between the two stores extended the old mono0 from the
+// new tsc0 -- a bound up to kResyncNs below the clock. Forced by
+// FastClock.AReadingBetweenAResyncAndItsPublicationIsNeverBelowTheClock,
+// through test_hooks 'S'.)
+//
 // It is used only where the machine's kernel keeps CLOCK_MONOTONIC on the
 // TSC (clocksource "tsc", which requires an invariant TSC synchronised across
 // CPUs) on x86-64, after a calibration of kCalibrationNs, and unless
@@ -83,8 +97,41 @@ inline std::int64_t monotonic_ns() noexcept {
 // start_args), resets and their batches (Readings::mono_upper). Everything
 // that compares a reading with a deadline (the shard's firing, absolute
 // deadlines, other clocks' offsets, clock steps) reads the exact clock.
+//
+// No lock, no waiting, fork-safe (issue 31, bug 2 and S3): the decision
+// (kUnknown -> kDeciding -> kCalibrating or kOff) and the end of the
+// calibration (kCalibrating -> kFinishing -> kOn or kOff) are each taken by
+// one thread with a CAS; every other thread goes on at once with the exact
+// clock meanwhile (the published rate stays 0 until kOn). A fork() child
+// whose parent was inside either step (in another thread, or in the forking
+// thread itself) gets it undone by after_fork_in_child() (fork.cpp): the
+// decision back to kUnknown (the next prepare() decides afresh), the end of
+// the calibration back to kCalibrating (the next re-synchronisation ends it:
+// the calibration's first pair is valid). A thread that resumes such a step
+// in the child finds its final CAS failed and drops its result. (Before, a
+// std::mutex was held through both steps: a child forked meanwhile never
+// returned from its first tw_runtime_create(), and one forked at the end of
+// the calibration calibrated for ever. Forced by fork_anywhere_test through
+// test_hooks 'C'.)
 namespace fast_clock {
-enum class Mode : int { kUnknown = 0, kCalibrating = 1, kOn = 2, kOff = -1 };
+enum class Mode : int {
+    kUnknown = 0,
+    kCalibrating = 1,
+    kOn = 2,
+    kOff = -1,
+    kDeciding = 3,   // transient: one thread decides (prepare)
+    kFinishing = 4,  // transient: one thread ends the calibration (resync)
+};
+/// Guards "never early" against what the unordered TSC read runs ahead of
+/// the call and against a rate change between two checks (up to 4% over
+/// kResyncNs). It and the rate's raise (1/256, clock.cpp
+/// finish_calibration) are guarded by these tests of fast_clock_test:
+///   FastClock.ARateSlowedBy2000PpmAfterCalibrationKeepsEveryBoundAboveTheClockAndTheTscOn
+///     the published rate slowed by 2000 ppm (what NTP may do): fails
+///     without the margin and the raise (bounds ~80 ns below the clock),
+///     and without the raise alone (the check switches the TSC off);
+///   FastClock.ARateSlowedBy2PercentKeepsEveryBoundAboveTheClockUntilTheCheckSwitchesItOff
+///     beyond the raise: fails without the margin alone (~800 ns below).
 inline constexpr std::int64_t kUpperMarginNs = 2000;
 inline constexpr std::int64_t kCalibrationNs = 10'000'000;
 inline constexpr std::int64_t kResyncNs = 50'000;
@@ -98,30 +145,42 @@ struct alignas(64) Published {
     std::atomic<std::uint64_t> mult{0};
 };
 extern Published g_published;
-// This thread's last exact pair (tsc0 read before mono0).
-[[gnu::tls_model("initial-exec")]] extern constinit thread_local std::uint64_t t_tsc0;
-[[gnu::tls_model("initial-exec")]] extern constinit thread_local std::int64_t t_mono0;
+/// A pair: a TSC value read before an exact reading `mono0` (tsc0 == 0:
+/// none yet). Stored with one 16-byte store (see "Signal handlers").
+struct alignas(16) Pair0 {
+    std::uint64_t tsc0;
+    std::int64_t mono0;
+};
+// This thread's last exact pair.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local Pair0 t_pair;
 
 /// Decides, once per process, whether the TSC may be used (environment,
 /// CPU, kernel clocksource) and starts its calibration. Called by every
-/// runtime's construction; cheap after the first. Any thread.
+/// runtime's construction; cheap after the first. Any thread; never waits
+/// (a thread that finds another deciding returns at once).
 void prepare() noexcept;
 /// The current mode (tests, tw_runtime's diagnostics).
 Mode mode() noexcept;
 /// The slow path of monotonic_upper_ns(): an exact reading, kept as this
 /// thread's pair; calibrates and checks the bound on the way.
 std::int64_t resync() noexcept;
+/// fork.cpp's child handler: undoes a decision or an end of calibration
+/// that was in progress at the fork (see above). The child's only thread.
+void after_fork_in_child() noexcept;
 
-/// An upper bound of CLOCK_MONOTONIC now (see above). Any thread.
+/// An upper bound of CLOCK_MONOTONIC now (see above). Any thread, and
+/// signal handlers.
 inline std::int64_t monotonic_upper_ns() noexcept {
 #if defined(__x86_64__)
     test_hooks::perturb('m');
     const std::uint64_t limit = g_published.resync_ticks.load(std::memory_order_acquire);
-    const std::uint64_t d = __builtin_ia32_rdtsc() - t_tsc0;  // (a thread's first reading: huge)
+    const std::uint64_t tsc0 = t_pair.tsc0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // tsc0 before mono0 (see "Signal handlers")
+    const std::uint64_t d = __builtin_ia32_rdtsc() - tsc0;  // (a thread's first reading: huge)
     if (d >= limit) [[unlikely]]
         return resync();
     const std::uint64_t mult = g_published.mult.load(std::memory_order_relaxed);
-    return t_mono0 + static_cast<std::int64_t>((d * mult) >> 32) + kUpperMarginNs;
+    return t_pair.mono0 + static_cast<std::int64_t>((d * mult) >> 32) + kUpperMarginNs;
 #else
     return monotonic_ns();
 #endif
@@ -135,7 +194,7 @@ void set_mult(std::uint64_t mult) noexcept;
 void forget_thread() noexcept;
 /// Back to kUnknown, nothing published, this thread's pair forgotten: the
 /// next prepare() decides and calibrates again. Only while no other thread
-/// reads the clock.
+/// reads the clock or prepares it.
 void reset() noexcept;
 }  // namespace testing
 }  // namespace fast_clock

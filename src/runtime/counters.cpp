@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "runtime/fork.hpp"
+
 namespace tickwheel::rt {
 
 namespace {
@@ -42,6 +44,12 @@ unsigned lease() noexcept {
     return kShared;
 }
 }  // namespace
+
+// fork.cpp, rule 3: in the child's only thread, every lease but its own is
+// given back (their threads are gone).
+void fork_detail::stripes_in_child() noexcept {
+    for (unsigned i = 0; i < kLeases; ++i) g_leased[i].store(i == t_stripe, std::memory_order_relaxed);
+}
 
 unsigned stripe_detail::take_lease() noexcept {
     unsigned s = t_stripe;

@@ -86,9 +86,10 @@ bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t n
     if (closed_ || core_ == nullptr) return true;  // being cancelled: dropped
     // Which items are live: their timer is still DISPATCHED under their
     // generation. Every way out of DISPATCHED of a timer bound to an open
-    // queue is taken under mu_ (held here), and the shard delivers an item
-    // before it can make its timer DISPATCHED again: so DISPATCHED now means
-    // "in the episode this item was made for".
+    // queue is taken under mu_ (held here), and the shard hands its items
+    // over in the order it made them: so DISPATCHED now means "in the
+    // episode of this item, or of a later item of its record in this very
+    // batch" (the later one wins below).
     const auto is_live = [](const FireItem& f) noexcept {
         const Word c = TimerState::load(*f.rec);
         return Ctl::state(c) == State::Dispatched && Ctl::gen10(c) == (f.gen & Ctl::kGenMask) &&
@@ -103,11 +104,16 @@ bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t n
     } catch (...) {
         return false;
     }
+    // One live item per bound record: a record may come twice when an item
+    // waited in its shard (the queue's mutex was held by a caller, or no
+    // memory) while a reset ended its episode and the shard dispatched it
+    // again (issue 31: the driver only tries the mutex). Both look live --
+    // DISPATCHED, one generation -- and the later one is this episode's:
+    // it replaces the earlier in live_, whose heap entry is then never run.
     std::size_t inserted = 0;
     try {
         for (std::size_t i = 0; i < n; ++i) {
             if (!is_live(items[i])) continue;
-            TW_OWNER_ASSERT(live_.find(items[i].rec) == live_.end());  // one live item per bound record
             TW_OWNER_ASSERT(bound_here(*items[i].rec));
             live_.insert_or_assign(items[i].rec, Live{items[i].gen, seq_ + inserted});
             ++inserted;
@@ -120,13 +126,18 @@ bool DeliveryQueue::deliver(const FireItem* items, std::size_t n, std::int64_t n
             }
         return false;
     }
-    for (std::size_t i = 0; i < n; ++i) {
+    taken = 0;
+    for (std::size_t i = 0, k = 0; i < n; ++i) {
         if (!is_live(items[i])) continue;
-        heap_.push_back(Item{items[i], seq_++});
+        const std::uint64_t seq = seq_ + k++;
+        if (live_.find(items[i].rec)->second.seq != seq) continue;  // replaced by a later item of its record
+        heap_.push_back(Item{items[i], seq});
         std::push_heap(heap_.begin(), heap_.end(), Later{});
         const std::int64_t due_ns = core_->clock.tick_start_ns(items[i].due);
         signal_lateness_.record(now_ns > due_ns ? static_cast<std::uint64_t>(now_ns - due_ns) : 0);
+        ++taken;
     }
+    seq_ += inserted;
     delivered_ += taken;
     // One new edge per batch (EPOLLET users), and readable while an item is live.
     signal_locked();

@@ -30,6 +30,12 @@ namespace tickwheel::rt {
 namespace fork_detail {
 extern std::atomic<std::uint32_t> g_epoch;
 extern std::atomic<bool> g_onetbb_unusable;
+// The child handler's resets of process-wide state (fork.cpp lists every
+// such state and its rule), each defined next to the state it resets. Run
+// in the child's only thread, before anything else of the library there.
+void hazard_in_child() noexcept;   // hazard.cpp: the slots and the unguarded count of threads gone
+void stripes_in_child() noexcept;  // counters.cpp: the stripe leases of threads gone
+void waiters_in_child() noexcept;  // timer_state.cpp: stop_sync waiters gone
 }  // namespace fork_detail
 
 /// The number of fork() children this process descends from (0 in the

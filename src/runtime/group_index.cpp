@@ -131,31 +131,6 @@ std::vector<std::uint64_t> GroupIndex::take(std::uint64_t group) {
     return v;
 }
 
-bool GroupIndex::try_take(std::uint64_t group, std::vector<std::uint64_t>& out) noexcept {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
-    merge_deferred();
-    const auto it = groups_.find(group);
-    if (it == groups_.end()) return true;
-    out = std::move(it->second.v);
-    groups_.erase(it);
-    entries_ -= out.size();
-    hint_.store(entries_, std::memory_order_relaxed);
-    return true;
-}
-
-bool GroupIndex::try_add_all(std::uint64_t group, const std::vector<std::uint64_t>& entries) {
-    if (entries.empty()) return true;
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
-    List& l = groups_[group];
-    l.v.insert(l.v.end(), entries.begin(), entries.end());
-    entries_ += entries.size();
-    if (entries_ >= std::max(kMinFullCompact, 2 * entries_after_full_)) compact_all();
-    hint_.store(entries_, std::memory_order_relaxed);
-    return true;
-}
-
 void GroupIndex::claim(std::uint64_t group, Claim& c) noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     test_hooks::window(nullptr, 'G');  // a group stop holding the group index's lock

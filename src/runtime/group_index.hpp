@@ -41,9 +41,10 @@
 // finish (Claim::wait_earlier), unless it runs inside a callback or release
 // hook.
 //
-// A std::mutex per index: starts with a group (or on another clock) and
-// group stops take it; a shard's driver only tries it (the clock-step index:
-// it never waits for a caller, issue 31).
+// A std::mutex per shard: only starts with a group and group stops take it
+// (callers); a worker re-indexing a grouped one-shot that re-armed itself
+// never waits for it (add_from_worker; issue 31), and the driver never
+// touches it (the clock-step index is clock_index.hpp, lock-free).
 #pragma once
 
 #include <atomic>
@@ -84,13 +85,6 @@ public:
     /// list's size to move it out. (The clocked index's use: a group stop
     /// uses claim().)
     std::vector<std::uint64_t> take(std::uint64_t group);
-    /// take() for a shard's driver, which never waits for a caller: false
-    /// (nothing taken) if a caller holds the lock. Never allocates.
-    bool try_take(std::uint64_t group, std::vector<std::uint64_t>& out) noexcept;
-    /// Adds entries back to `group` (the driver, after try_take()), as add()
-    /// each; false (nothing added) if a caller holds the lock. Throws
-    /// std::bad_alloc.
-    bool try_add_all(std::uint64_t group, const std::vector<std::uint64_t>& entries);
 
     /// A group stop's claim on one shard's list of a group (see the top
     /// comment). While it lives, later claims of the group copy `mine`.

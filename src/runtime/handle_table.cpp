@@ -97,6 +97,15 @@ bool HandleTable::set_period_word(std::uint32_t index, std::uint64_t word) noexc
     return true;
 }
 
+bool HandleTable::set_cell_slot(std::uint32_t index, std::uint32_t code) noexcept {
+    Record& r = at(index);
+    auto& head = *const_cast<ChunkHeader*>(header_of(&r));
+    std::atomic<std::uint32_t>* arr = side_array(head.cell_slots, meta_[index / kChunkSize].cell_slots, resident_bytes_);
+    if (arr == nullptr) return false;
+    arr[&r - first_of(&head)].store(code, std::memory_order_relaxed);
+    return true;
+}
+
 void HandleTable::free_chunk(std::uint32_t c, Record* first) noexcept {
     if (first == nullptr) return;
     static_assert(std::is_trivially_destructible_v<Record>, "a chunk's records need no destructor");
@@ -104,6 +113,7 @@ void HandleTable::free_chunk(std::uint32_t c, Record* first) noexcept {
     // (Through the table's copies: a chunk given back whole has a zeroed header.)
     free_side_array(meta_[c].extras);
     free_side_array(meta_[c].period_words);
+    free_side_array(meta_[c].cell_slots);
     head->~ChunkHeader();
     std::free(head);
 }
@@ -433,6 +443,7 @@ Record* HandleTable::revive(std::uint32_t& out_index, std::uint32_t& out_gen) no
         auto* h = reinterpret_cast<ChunkHeader*>(first) - 1;
         h->number.store(c, std::memory_order_relaxed);
         h->extras.store(m.extras.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        h->cell_slots.store(m.cell_slots.load(std::memory_order_relaxed), std::memory_order_relaxed);
         h->period_words.store(m.period_words.load(std::memory_order_relaxed), std::memory_order_release);
     }
     // Every record of its given-back pages, FREE at the floor (above every
@@ -461,7 +472,8 @@ Record* HandleTable::revive(std::uint32_t& out_index, std::uint32_t& out_gen) no
     std::uint64_t bytes = 0;
     if (m.whole) {
         bytes = kChunkAlign + (m.extras.load(std::memory_order_relaxed) != nullptr ? side_bytes<Extra>() : 0) +
-                (m.period_words.load(std::memory_order_relaxed) != nullptr ? side_bytes<std::atomic<std::uint64_t>>() : 0);
+                (m.period_words.load(std::memory_order_relaxed) != nullptr ? side_bytes<std::atomic<std::uint64_t>>() : 0) +
+                (m.cell_slots.load(std::memory_order_relaxed) != nullptr ? side_bytes<std::atomic<std::uint32_t>>() : 0);
     } else {
         for (const std::uint64_t w : m.pages) bytes += std::uint64_t(__builtin_popcountll(w)) * 4096;
     }
@@ -684,6 +696,12 @@ std::uint64_t HandleTable::trim(std::uint64_t keep_free) noexcept {
             if (auto* w = m.period_words.load(std::memory_order_relaxed)) {
                 (void)dontneed(w, side_bytes<std::atomic<std::uint64_t>>());
                 bytes += side_bytes<std::atomic<std::uint64_t>>();
+            }
+            // (Its records' cell slots: none is in a cell, each reads "never
+            // placed" until its next place writes it.)
+            if (auto* w = m.cell_slots.load(std::memory_order_relaxed)) {
+                (void)dontneed(w, side_bytes<std::atomic<std::uint32_t>>());
+                bytes += side_bytes<std::atomic<std::uint32_t>>();
             }
         } else {
             // Runs of adjacent pages, one call each.

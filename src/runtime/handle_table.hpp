@@ -126,6 +126,21 @@ public:
     }
     static std::uint16_t queue_slot_of(const Record& r) noexcept { return PeriodWord::queue_slot(period_word_of(r)); }
 
+    /// Where record `index` waits in a caller's cell (caller_cells.hpp:
+    /// CallerCells::slot_code), or 0 if it was never placed in one. A hint
+    /// written by the cell's owner when it places the record (relaxed), read
+    /// by the owner's take-back and by the driver's Refile: both confirm it
+    /// against the cell's entry (its generation), so a stale one only
+    /// misses. Lazily mapped like the period words (4 bytes per record).
+    /// False (set): no memory for the chunk's array. Any thread.
+    bool set_cell_slot(std::uint32_t index, std::uint32_t code) noexcept;
+    std::uint32_t cell_slot(std::uint32_t index) const noexcept {
+        const Record& r = at(index);
+        const ChunkHeader* head = header_of(&r);
+        const std::atomic<std::uint32_t>* arr = head->cell_slots.load(std::memory_order_acquire);
+        return arr == nullptr ? 0 : arr[&r - first_of(head)].load(std::memory_order_relaxed);
+    }
+
     /// Takes a free record (FREE, callable empty) and sets `index` and `gen`
     /// to its index and its current generation (a never-used record gets
     /// its first). Returns nullptr when the index space or memory is
@@ -261,6 +276,7 @@ private:
         std::atomic<std::uint32_t> number;
         std::atomic<Extra*> extras{nullptr};  // the chunk's side arena, created on demand
         std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};  // its period words, likewise
+        std::atomic<std::atomic<std::uint32_t>*> cell_slots{nullptr};    // where its records wait in callers' cells
     };
     static_assert(sizeof(ChunkHeader) == 64 && sizeof(ChunkHeader) + sizeof(Record) * kChunkSize <= kChunkAlign);
     static const ChunkHeader* header_of(const Record* r) noexcept {
@@ -275,6 +291,7 @@ private:
     struct ChunkMeta {
         std::atomic<Extra*> extras{nullptr};
         std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};
+        std::atomic<std::atomic<std::uint32_t>*> cell_slots{nullptr};
         // kResident: none of its pages given back; kReleased: some are, and
         // it is on the released list (its fields below belong to whoever
         // pops it); written by trim() (the driver) before the list's CAS,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "runtime/hazard.hpp"
 
+#include "runtime/fork.hpp"
+
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -90,7 +92,34 @@ HazardSlot* first_slot() noexcept {
 
 HazardSlot* this_thread_slot() noexcept { return this_thread_slot_inline(); }
 
+namespace {
+// This thread's scopes without a slot (fork_detail::hazard_in_child).
+constinit thread_local std::int64_t t_unguarded = 0;
+}  // namespace
+
+void enter_unguarded() noexcept {
+    ++t_unguarded;
+    g_unguarded.fetch_add(1, std::memory_order_relaxed);
+}
+
+void leave_unguarded() noexcept {
+    --t_unguarded;
+    g_unguarded.fetch_sub(1, std::memory_order_release);
+}
+
 }  // namespace hazard_detail
+
+// fork.cpp, rule 2: in the child's only thread, every slot but its own is
+// free and clear (their threads are gone), and the unguarded count is its own.
+void fork_detail::hazard_in_child() noexcept {
+    using namespace hazard_detail;
+    for (HazardSlot* s = g_slots.load(std::memory_order_relaxed); s != nullptr; s = s->next) {
+        if (s == t_slot) continue;
+        s->rec.store(nullptr, std::memory_order_relaxed);
+        s->taken.store(false, std::memory_order_relaxed);
+    }
+    g_unguarded.store(t_unguarded, std::memory_order_relaxed);
+}
 
 void hazard_barrier() noexcept { heavy_fence(); }
 

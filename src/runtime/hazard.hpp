@@ -77,6 +77,10 @@ inline bool asymmetric() noexcept {
 /// The light sides' reading of asymmetric(): undecided counts as "no".
 inline bool light_asymmetric() noexcept { return g_asymmetric.load(std::memory_order_relaxed) > 0; }
 extern std::atomic<std::int64_t> g_unguarded;  // threads acting without a slot
+/// A scope without a slot (no memory for one) counts itself in g_unguarded
+/// (and in this thread's own count, which a fork child keeps: fork.cpp).
+void enter_unguarded() noexcept;
+void leave_unguarded() noexcept;
 }  // namespace hazard_detail
 
 /// The two sides of an asymmetric fence, for any Dekker-style handshake
@@ -108,7 +112,7 @@ public:
         if (slot_ != nullptr) {
             slot_->rec.store(rec, std::memory_order_relaxed);
         } else {
-            hazard_detail::g_unguarded.fetch_add(1, std::memory_order_relaxed);
+            hazard_detail::enter_unguarded();
         }
         // Orders the store before the operation's loads of the record
         // (pairs with the reclaimer's heavy fence in hazard_held_any()).
@@ -121,7 +125,7 @@ public:
         if (slot_ != nullptr)
             slot_->rec.store(nullptr, std::memory_order_release);
         else
-            hazard_detail::g_unguarded.fetch_sub(1, std::memory_order_release);
+            hazard_detail::leave_unguarded();
     }
     HazardScope(const HazardScope&) = delete;
     HazardScope& operator=(const HazardScope&) = delete;

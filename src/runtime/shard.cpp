@@ -151,21 +151,21 @@ void Shard::post_cancel(std::uint64_t msg) noexcept {
     count_cancels(1);
 }
 
-void Shard::place(CallerCells::Cell& c, std::uint32_t index, std::uint32_t gen, tick_t due) noexcept {
-    cells_.place(c, index, gen, due, [this](std::uint64_t old, tick_t old_due) {
-        post_and_wake(Msg::make(MsgType::Insert, CallerCells::gen_of(old), CallerCells::index_of(old)), old_due);
-    });
+bool Shard::place(CallerCells::Cell& c, std::uint32_t pos, std::uint32_t index, std::uint32_t gen,
+                  tick_t due) noexcept {
+    if (!cells_.place(c, pos, index, gen, due)) return false;
     test_hooks::window(nullptr, 'l');  // a timer placed in a cell, the driver not yet told
     // Pairs with the driver's fence before it reads the cells (run()):
-    // either it sees our entry before it sleeps, or we see the tick it
-    // sleeps until.
+    // either it sees our entry (owner_min) before it sleeps, or we see the
+    // tick it sleeps until.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     wake_for(due, false);  // (a cell's entry needs no drain: only its tick counts)
+    return true;
 }
 
 bool Shard::take_back_and_recycle(CallerCells::Cell& c, Record& r, std::uint32_t gen) noexcept {
     const std::uint32_t index = HandleTable::index_of(&r);
-    if (!CallerCells::take_back(c, index, gen)) return false;
+    if (!cells_.take_back(c, index, gen)) return false;
     // Never seen by the driver: in no list of the wheel, no message about it
     // queued (an eviction's Insert would have taken the entry out first).
     FreeChain freed(table_);
@@ -259,15 +259,21 @@ bool Shard::handle(std::uint64_t msg, FreeChain& freed) {
                 if (at < r->deadline()) wheel_.rearm(r, at);
             } else if (s == State::Pending && !r->linked()) {
                 // In no list: waiting in a caller's cell (by a due tick the
-                // reset just made too late), or an Insert of it is on its
-                // way (its poster wakes us for the word's deadline:
-                // due_after_post). Read the cells' words at this pass.
-                rescan_cells_ = true;
+                // reset just made too late: take it now, it is filed at the
+                // word's deadline), or an Insert of it is on its way (its
+                // poster wakes us for the word's deadline: due_after_post).
+                const std::uint64_t e = CallerCells::entry(Msg::index(msg), Msg::gen(msg));
+                if (cells_.take_at(table_.cell_slot(Msg::index(msg)), e)) file_taken(e);
             }
             break;
         case MsgType::Cancel:
             if (s == State::Cancelled) {
                 wheel_.remove(r);
+                // Stopped by a thread other than its cell's owner: its entry
+                // goes before the record does (a stale one would only be
+                // dropped, but it would hold a position until it is due).
+                if (!r->linked())
+                    (void)cells_.take_at(table_.cell_slot(Msg::index(msg)), CallerCells::entry(Msg::index(msg), Msg::gen(msg)));
                 return table_.recycle(*r, freed);  // (quarantined: reclaimed by the driver's next pass)
             }
             break;
@@ -382,43 +388,20 @@ bool Shard::clocked_due(Record& r, const Extra& x, tick_t now, std::int64_t& own
 
 template <class F>
 void Shard::for_each_clocked(unsigned c, F&& f) {
-    // The index's lock is shared with clocked starts (callers): only tried.
-    // Held: this pass skips (reclock_again_: the next one, a tick later,
-    // re-files every clocked timer, from offsets read then). Entries we took
-    // but could not put back wait in clocked_stash_ (ours alone), still
-    // indexed, until we can.
-    std::vector<std::uint64_t> list;
-    if (!clocked_.try_take(c, list)) {
-        reclock_again_ = true;
-        return;
+    // The driver's own entries (clock_index.hpp: starts push, lock-free; we
+    // take what they pushed and keep it): nothing here waits for a caller.
+    std::vector<std::uint64_t>& v = clocked_.entries(c);
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::uint64_t e = v[i];
+        const std::uint32_t index = ClockIndex::index_of(e), gen = ClockIndex::gen_of(e);
+        Record* r = table_.find(index);
+        if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry (owner: the shard)
+        v[keep++] = e;  // still ours: keep it indexed
+        f(r, index, gen);
     }
-    std::vector<std::uint64_t>& stash = clocked_stash_[c];
-    const auto visit = [&](std::vector<std::uint64_t>& v) {
-        std::size_t keep = 0;
-        for (const std::uint64_t e : v) {
-            const std::uint32_t index = GroupIndex::index_of(e), gen = GroupIndex::gen_of(e);
-            Record* r = table_.find(index);
-            if (r == nullptr || r->gen() != gen) continue;  // ended: drop the entry (owner: the shard)
-            v[keep++] = e;  // still ours: keep it indexed
-            f(r, index, gen);
-        }
-        v.resize(keep);
-    };
-    visit(list);
-    visit(stash);
-    try {
-        if (!clocked_.try_add_all(c, list)) {
-            stash.insert(stash.end(), list.begin(), list.end());
-            reclock_again_ = true;  // (and put them back next pass)
-        } else if (clocked_.try_add_all(c, stash)) {
-            stash.clear();
-        } else {
-            reclock_again_ = true;
-        }
-    } catch (...) {
-        // No memory for the index's entries: those timers are left out of
-        // it (they follow no clock step), as when a start cannot add one.
-    }
+    v.resize(keep);
+    clocked_.settled();
 }
 
 void Shard::reclock() noexcept {
@@ -745,55 +728,28 @@ void Shard::file_taken(std::uint64_t e) noexcept {
 
 void Shard::take_due_cells(tick_t now) noexcept {
     TW_OWNER_ASSERT(on_driver());
-    const bool rescan = rescan_cells_;
-    rescan_cells_ = false;
+    // A cell whose earliest entry is due is scanned: every entry due within
+    // kTakeAheadNs joins the wheel (so a cell is scanned about once per
+    // kTakeAheadNs while its timers come due, not at every tick).
+    const tick_t ahead = static_cast<tick_t>(kTakeAheadNs) / clock_.resolution_ns();
     const unsigned hw = cells_.high_water();
     for (unsigned ci = 0; ci < hw; ++ci) {
         CallerCells::Cell& c = cells_.cell(ci);
-        for (unsigned i = 0; i < CallerCells::kEntries; ++i) {
-            const std::uint64_t e = c.slot[i].load(std::memory_order_acquire);
-            if (e == 0) continue;
-            bool take = c.due[i].load(std::memory_order_relaxed) <= now;
-            if (!take && rescan) {
-                // A reset moved some timer earlier: its word says so, its
-                // entry does not.
-                if (const Record* r = table_.find(CallerCells::index_of(e));
-                    r != nullptr && r->gen() == CallerCells::gen_of(e)) {
-                    const Word w = TimerState::load(*r);
-                    take = Ctl::state(w) == State::Pending && Ctl::deadline(w) < c.due[i].load(std::memory_order_relaxed);
-                }
-            }
-            if (take && CallerCells::take(c, i, e)) file_taken(e);
-        }
+        if (CallerCells::earliest(c) > now) continue;
+        cells_.scan(c, now + ahead, [this](std::uint64_t e) { file_taken(e); });
     }
 }
 
 tick_t Shard::cells_min_due() const noexcept {
     tick_t m = Wheel::kNever;
     const unsigned hw = cells_.high_water();
-    for (unsigned ci = 0; ci < hw; ++ci) {
-        const CallerCells::Cell& c = cells_.cell(ci);
-        for (unsigned i = 0; i < CallerCells::kEntries; ++i)
-            if (c.slot[i].load(std::memory_order_acquire) != 0) m = std::min(m, c.due[i].load(std::memory_order_relaxed));
-    }
+    for (unsigned ci = 0; ci < hw; ++ci) m = std::min(m, CallerCells::earliest(cells_.cell(ci)));
     return m;
 }
 
 std::size_t Shard::pending() const noexcept {
-    std::size_t n = pending_.load(std::memory_order_relaxed);
-    const unsigned hw = cells_.high_water();
-    for (unsigned ci = 0; ci < hw; ++ci) {
-        const CallerCells::Cell& c = cells_.cell(ci);
-        for (unsigned i = 0; i < CallerCells::kEntries; ++i) {
-            const std::uint64_t e = c.slot[i].load(std::memory_order_acquire);
-            if (e == 0) continue;
-            const Record* r = table_.find(CallerCells::index_of(e));
-            if (r == nullptr || r->gen() != CallerCells::gen_of(e)) continue;  // a stale entry
-            const Word w = TimerState::load(*r);
-            n += Ctl::state(w) == State::Pending && Ctl::gen10(w) == (CallerCells::gen_of(e) & Ctl::kGenMask);
-        }
-    }
-    return n;
+    const std::size_t wheel = pending_.load(std::memory_order_relaxed);
+    return swept_.load(std::memory_order_relaxed) ? wheel : wheel + cells_.waiting();
 }
 
 void Shard::prune_clocked() noexcept {
@@ -830,7 +786,7 @@ void Shard::run(int cpu) {
 #ifdef TICKWHEEL_STAGE_TRACE
         stage_trace::record(stage_trace::kAdvance, monotonic_ns() - now_ns);
 #endif
-        const std::size_t clocked = clocked_.entries_hint() + clocked_stash_[1].size() + clocked_stash_[2].size();
+        const std::size_t clocked = clocked_.entries_hint();
         if (clocked != 0 || reclock_again_) {
             reclock();  // a wall-clock step, or a suspend: within a pass (<= kHousekeepingNs)
             if (++clocked_passes >= std::max<std::size_t>(kPruneClockedPasses, clocked / 64)) {
@@ -845,9 +801,9 @@ void Shard::run(int cpu) {
         const bool trim_pending = maybe_trim(now, now_ns);  // memory back after a peak (issue 34)
 
         tick_t next = wheel_.next_expiry();
-        // Out of memory, or a lock a caller held (the inbox's reserve, the
-        // clock-step index, a delivery queue): try again next tick. We never
-        // wait for a caller.
+        // Out of memory, or a lock a caller held (the inbox's reserve, a
+        // delivery queue), or a clocked timer's deadline lock: try again next
+        // tick. We never wait for a caller.
         if (!handed_over || reserve_busy_ || reclock_again_) next = std::min(next, now + 1);
         if (next <= now) continue;
         // How long to sleep. Until the next expiry, but at most

@@ -20,7 +20,7 @@
 // Who may wait for whom (the progress rule; timer_state.hpp has the table):
 // the driver never waits for a caller -- not for a lock, a flag, a hazard or
 // a message. Where it shares a lock with callers (the inbox's
-// out-of-memory reserve, the clock-step index, a delivery queue's
+// out-of-memory reserve, a delivery queue's
 // transition mutex) it only tries it, and comes back at its next tick if
 // it is held.
 //
@@ -87,6 +87,7 @@
 
 #include "runtime/caller_cells.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/clock_index.hpp"
 #include "runtime/delivery_queue.hpp"
 #include "runtime/dispatcher.hpp"
 #include "runtime/group_index.hpp"
@@ -107,6 +108,10 @@ public:
     /// Upper bound of a long sleep (keeps tick arithmetic far from overflow).
     static constexpr std::int64_t kMaxSleepNs = 3600'000'000'000;
     static constexpr unsigned kCancelWakeEvery = 4096;
+    /// A scan of a caller's cell takes the entries due within this much
+    /// (caller_cells.hpp): a cell is scanned about once per this while its
+    /// timers come due.
+    static constexpr std::int64_t kTakeAheadNs = 100'000'000;
     /// Passes between two prunings of the clocked index's ended entries
     /// (at least; more while it is large: clocked entries / 64).
     static constexpr std::size_t kPruneClockedPasses = 10;
@@ -156,8 +161,9 @@ public:
     /// The shard's timers by group (any thread; see group_index.hpp).
     GroupIndex& groups() noexcept { return groups_; }
     /// The shard's boot-time and wall-clock timers (keyed by ClockId), which
-    /// it re-files when their clock moves against the monotonic one.
-    GroupIndex& clocked() noexcept { return clocked_; }
+    /// it re-files when their clock moves against the monotonic one
+    /// (clock_index.hpp: starts add, lock-free; only the driver reads).
+    ClockIndex& clocked() noexcept { return clocked_; }
 
     // ---- a manual runtime (Config::manual_clock): the advancing thread drives
     /// Drains the inbox and moves the wheel to `now`; the timers that fire
@@ -187,10 +193,24 @@ public:
     Record* allocate_kept(CallerCells::Cell& c, std::uint32_t& index, std::uint32_t& gen) noexcept {
         return cells_.allocate(c, index, gen);
     }
-    /// Places a published PENDING record, due at `due`, in the caller's cell
-    /// `c` (evicting its oldest entry, if full, with an Insert), and wakes
-    /// the driver if it sleeps past `due`. Never fails. The cell's owner.
-    void place(CallerCells::Cell& c, std::uint32_t index, std::uint32_t gen, tick_t due) noexcept;
+    /// Whether a caller's own core should do its timers' work (place in and
+    /// take back from its cell): while the shard's wheel holds fewer than
+    /// kCellMaxPending timers. Beyond, a record a stop finds (its side slot,
+    /// its cell's entry) is a cold line, and leaving it to the driver, on
+    /// another core, pays -- as for 1.5's token (measured there: the
+    /// caller's own path 1.1x slower at 400 K and 1 M pending; here, at 1 M
+    /// the take-backs cost ~15%). A hint (relaxed). Any caller.
+    static constexpr std::size_t kCellMaxPending = 131072;
+    bool cells_pay() const noexcept { return pending_.load(std::memory_order_relaxed) < kCellMaxPending; }
+    /// A position of the caller's cell `c` for its next start, or
+    /// CallerCells::kNoPosition (full): before the start publishes.
+    std::uint32_t reserve_in(CallerCells::Cell& c) noexcept { return cells_.reserve(c); }
+    void unreserve_in(CallerCells::Cell& c, std::uint32_t pos) noexcept { CallerCells::unreserve(c, pos); }
+    /// Places a published PENDING record, due at `due`, at reserved position
+    /// `pos` of the caller's cell `c`, and wakes the driver if it sleeps past
+    /// `due`. False: not placed (no memory for its side slot): the caller
+    /// posts its Insert. The cell's owner.
+    bool place(CallerCells::Cell& c, std::uint32_t pos, std::uint32_t index, std::uint32_t gen, tick_t due) noexcept;
     /// After a stop made the record CANCELLED and released it: takes its
     /// entry back from the caller's cell `c` and recycles the record into
     /// the cell (true), or, if the cell no longer holds it (the driver took
@@ -230,7 +250,10 @@ public:
     std::size_t pending() const noexcept;
     /// After shutdown's sweep (the driver is joined): every timer left in
     /// the wheel was cancelled, so none is pending any more.
-    void clear_pending_after_sweep() noexcept { pending_.store(0, std::memory_order_relaxed); }
+    void clear_pending_after_sweep() noexcept {
+        pending_.store(0, std::memory_order_relaxed);
+        swept_.store(true, std::memory_order_relaxed);  // (the cells' entries were cancelled too)
+    }
     std::size_t inbox_size() const noexcept { return inbox_.size_approx(); }
     /// Inbox queues retired and freed after a big backlog (tests).
     std::uint64_t inbox_retired() const noexcept { return inbox_.retired(); }
@@ -280,10 +303,9 @@ private:
     /// by its word's deadline, if it is still PENDING of the entry's
     /// generation and in no list. The driver.
     void file_taken(std::uint64_t e) noexcept;
-    /// The driver, before a pass at tick `now`: takes from the callers'
-    /// cells every entry due by `now` (and, after a Refile found its record
-    /// in no list -- rescan_cells_ --, every entry whose word says it is due
-    /// earlier than its entry does) and files it.
+    /// The driver, before a pass at tick `now`: scans the callers' cells
+    /// whose earliest entry is due, takes every entry due within
+    /// kTakeAheadNs and files it.
     void take_due_cells(tick_t now) noexcept;
     /// The earliest due tick among the entries in callers' cells (kNever if
     /// none). The driver, before it parks.
@@ -329,10 +351,6 @@ private:
     Parker parker_;
     // The callers' cells (after table_: destroyed before it).
     CallerCells cells_{table_};
-    // A Refile found its record in no list of the wheel (in a caller's cell,
-    // or an Insert on its way): the next take_due_cells() reads the words
-    // of the cells' entries (driver only).
-    bool rescan_cells_ = false;
     // The inbox's out-of-memory reserve was locked by a poster when the
     // driver drained: it looks again at its next tick (driver only).
     bool reserve_busy_ = false;
@@ -350,6 +368,7 @@ private:
     // parks with messages still queued sleeps no later than this.
     std::atomic<tick_t> posted_min_due_{Wheel::kNever};
     std::atomic<bool> stopping_{false};
+    std::atomic<bool> swept_{false};  // shutdown's sweep cancelled every timer: none waits in a cell
     std::atomic<std::size_t> pending_{0};
     // Due timers popped from the wheel, not yet handed to the dispatcher
     // (kept here if the dispatcher had no memory for them).
@@ -371,17 +390,14 @@ private:
     // Kept apart from the hot members above (the wheel, the inbox, the
     // sleep word): only grouped and clocked timers touch these.
     alignas(64) GroupIndex groups_{table_};
-    GroupIndex clocked_{table_};
+    ClockIndex clocked_;
     // The boot-time and wall-clock offsets to the monotonic clock at the last
     // reclock (shard thread only).
     std::int64_t seen_offset_[kClocks] = {};
-    // The last re-clock pass found a timer's deadline lock held, or the
-    // index's lock held by a caller: the next pass (at the next tick)
-    // re-files every clocked timer again (shard thread only).
+    // The last re-clock pass found a timer's deadline lock held (its
+    // holder, a start or reset of that timer, files it): the next pass (at
+    // the next tick) re-files every clocked timer again (shard thread only).
     bool reclock_again_ = false;
-    // Clock-step index entries the driver took and could not put back (a
-    // caller held the index's lock): still indexed, by the driver alone.
-    std::vector<std::uint64_t> clocked_stash_[kClocks];
 };
 
 }  // namespace tickwheel::rt

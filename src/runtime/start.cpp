@@ -14,9 +14,10 @@
 // is released on the caller's thread outside the guard (release_unstarted).
 //
 // Threads: any thread, including callbacks and release hooks. Progress:
-// nothing here waits for another thread (the group and clock-step indexes'
-// locks are held only by callers, for O(1) amortised work: a driver and a
-// worker only try them), and nothing here holds what the runtime's threads
+// nothing here waits for another thread but a group start for the group
+// index's lock (held only by callers, for O(1) amortised work: a worker
+// never waits for it; the clock-step index takes a lock-free push), and
+// nothing here holds what the runtime's threads
 // wait for (timer_state.hpp, "WHO MAY WAIT FOR WHOM"); no user code runs
 // inside a StartGuard.
 // (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)
@@ -426,7 +427,8 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
     // Insert through the inbox.
     const std::uint16_t kind = Record::kind_of(cb);
     CallerCells::Cell* cell = nullptr;
-    if (kind != CallableKinds::kNone && test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0)
+    if (kind != CallableKinds::kNone && test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) == 0 &&
+        shard.cells_pay())
         cell = shard.my_cell(core.uid, true);
     Record* r = nullptr;
     std::uint32_t index, gen;
@@ -445,9 +447,15 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
         take_back(core, shard, *r);
         return errc::no_memory;
     }
-    TimerState::publish(*r, gen, tick);
+    // A position in the cell, reserved before the record is published (and
+    // the record marked placed, for its stop), or none: the cell is full.
+    std::uint32_t pos = CallerCells::kNoPosition;
     if (cell != nullptr) {
-        shard.place(*cell, index, gen, tick);
+        pos = shard.reserve_in(*cell);
+        if (pos != CallerCells::kNoPosition) r->mark_in_cell();
+    }
+    TimerState::publish(*r, gen, tick);
+    if (pos != CallerCells::kNoPosition && shard.place(*cell, pos, index, gen, tick)) {
         core.counters.add(kStarted);
         id = Id::make(gen, si, index);
         return errc{};

@@ -92,15 +92,18 @@ namespace {
 /// After a successful try_cancel: release (the hook), CANCELLED, and ask the
 /// shard to unlink and recycle the record.
 void stop_cancelled(rt::RuntimeCore& core, rt::Shard& shard, Record& r, std::uint32_t gen) noexcept {
+    const bool placed = r.placed_in_cell();  // (before the release clears it with the callable)
     rt::settle_cancelled(core, r);
     core.count_released(1);
     core.counters.add(rt::kStopped);
     // Still in this thread's cell (started here, not yet due): taken back
     // and recycled here -- the shard never saw it. Otherwise the shard
     // unlinks and recycles it (caller_cells.hpp).
-    if (rt::CallerCells::Cell* cell = shard.my_cell(core.uid, false); cell != nullptr &&
-                                                                shard.take_back_and_recycle(*cell, r, gen))
-        return;
+    if (placed && shard.cells_pay()) {  // (else its Cancel takes the entry, on the driver's core)
+        if (rt::CallerCells::Cell* cell = shard.my_cell(core.uid, false);
+            cell != nullptr && shard.take_back_and_recycle(*cell, r, gen))
+            return;
+    }
     shard.post_cancel(Msg::make(MsgType::Cancel, gen, rt::HandleTable::index_of(&r)));
 }
 }  // namespace

@@ -49,9 +49,9 @@ namespace tickwheel::rt::test_hooks {
 /// cell (caller_cells.hpp): 'l' by a caller that placed a timer in its cell
 /// and has not yet checked whether the driver needs a wake-up. (A worker
 /// whose claim item found the word moved later: 'L', above.) Callers
-/// holding a lock the runtime's threads share with them (issue 31, the progress rule: the driver and the workers
-/// only try these): 'g' inside GroupIndex::add (a grouped or clocked start,
-/// null record), 'G' inside a group stop's claim (null record), 'R' inside
+/// holding a lock the runtime's threads share with them (issue 31, the
+/// progress rule: the driver and the workers only try these, or never
+/// take them): 'g' inside GroupIndex::add (a grouped start, null record), 'G' inside a group stop's claim (null record), 'R' inside
 /// the inbox's out-of-memory reserve (null record), 'o' a reset holding a
 /// boot-time or wall-clock timer's deadline lock, before its CAS.
 /// 'O' by a reset of a boot-time or wall-clock timer (reset_record,
@@ -62,6 +62,13 @@ namespace tickwheel::rt::test_hooks {
 /// record, by a manual runtime's Clocks::advance_to (clock.hpp) between its
 /// load of the virtual clock and its CAS (an advance, or a delivery queue's
 /// run of a manual runtime's timer: two threads may move it at once).
+/// The start path's clock (clock.cpp), with a null record, on the thread
+/// that reads it: 'C' inside one of its once-per-process steps -- the
+/// decision (mode kDeciding, from the process's first runtime creation) or
+/// the end of the calibration (kFinishing, from a start) -- where a fork
+/// leaves the child a step to undo (fork.cpp); 'S' in a re-synchronisation,
+/// between this thread's new pair being taken and being published, where a
+/// signal handler of this thread that reads the clock sees the old pair.
 extern std::atomic<void (*)(const void* record, char what)> in_window;
 
 /// The generation a never-used slot starts at (default 1). Lets a test
@@ -70,7 +77,7 @@ extern std::atomic<std::uint32_t> first_generation;
 
 /// While > 0, each inbox post that may fail fails (and decrements it): the
 /// moodycamel queue's allocation failure, on demand. Starts then post their
-/// Insert to the inbox even when they could take the driver token.
+/// Insert to the inbox even when they could use their caller cell.
 extern std::atomic<std::int64_t> fail_inbox_posts;
 
 /// Called after a chain of records was pushed onto a handle table's free
@@ -91,7 +98,8 @@ extern std::atomic<std::int64_t> fail_box_allocs;
 
 /// Schedule fuzzing (tw_stress history --fuzz, stress/history.hpp): called
 /// at every schedule point -- each in_window point ('c' 'r' 'b' 'W' 'w'
-/// 'i' 'L', as above), each clock reading the library makes ('m' monotonic,
+/// 'i' 'L', the driver's and the cells', the clock's 'C' 'S', as above),
+/// each clock reading the library makes ('m' monotonic,
 /// 'k' boot-time or wall clock), before a parker's futex sleep ('p') and
 /// wake ('u'), when a delivery queue is created ('q': before it enters the
 /// queue table) and before its eventfd is written ('e') and read ('E') --

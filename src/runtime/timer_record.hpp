@@ -194,15 +194,24 @@ public:
     /// Moves the callable back out into the empty `cb` (a start that failed
     /// after storing it).
     void return_callable(detail::Callback& cb) noexcept {
-        const std::uint16_t kind = user16;
+        const std::uint16_t kind = user16 & kKindMask;
         user16 = CallableKinds::kNone;
         if (kind != CallableKinds::kNone) CallbackAccess::move_in(cb, CallableKinds::ops(kind), fn_);
     }
     /// Calls the callable (the owner of RUNNING). May throw what it throws.
-    void invoke(Timer t) { CallableKinds::ops(user16)->invoke(fn_, t); }
+    void invoke(Timer t) { CallableKinds::ops(user16 & kKindMask)->invoke(fn_, t); }
+    /// The top bit of user16, beside the kind (< 4096): this occupant was
+    /// placed in its starter's cell (caller_cells.hpp). Set by the start
+    /// before it publishes the word; cleared with the callable (release,
+    /// the next store_callable). A stop reads it after its CAS (before the
+    /// release) to know whether a take-back is worth its lookups.
+    static constexpr std::uint16_t kInCell = 0x8000;
+    static constexpr std::uint16_t kKindMask = 0x0FFF;
+    void mark_in_cell() noexcept { user16 = static_cast<std::uint16_t>(user16 | kInCell); }
+    bool placed_in_cell() const noexcept { return (user16 & kInCell) != 0; }
     /// Destroys the callable -- its release hook -- and leaves none.
     void destroy_callable() noexcept {
-        const std::uint16_t kind = user16;
+        const std::uint16_t kind = user16 & kKindMask;
         if (kind == CallableKinds::kNone) return;
         user16 = CallableKinds::kNone;
         CallableKinds::ops(kind)->destroy(fn_);
@@ -210,14 +219,14 @@ public:
     /// Leaves no callable WITHOUT destroying it (no release hook; a boxed
     /// callable leaks). Only for a fork() child discarding its parent's timers.
     void forget_callable() noexcept { user16 = CallableKinds::kNone; }
-    bool has_callable() const noexcept { return user16 != CallableKinds::kNone; }
+    bool has_callable() const noexcept { return (user16 & kKindMask) != CallableKinds::kNone; }
     /// What names the callable for a tracer (the run_end probe, issue 34):
     /// its type's invoker (a C++ callable's, by type; every C callback
     /// shares the C API's) and the first word of its bytes (the C API's
     /// tw_callback). The owner of RUNNING* only; for probes, never on a hot
     /// path unless a tracer is attached.
     const void* invoker_address() const noexcept {
-        const CallbackOps* ops = CallableKinds::ops(user16);
+        const CallbackOps* ops = CallableKinds::ops(user16 & kKindMask);
         return ops == nullptr ? nullptr : reinterpret_cast<const void*>(ops->invoke);
     }
     const void* first_word() const noexcept {

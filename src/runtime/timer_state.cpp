@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "runtime/fork.hpp"
 #include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 
@@ -16,6 +17,8 @@ namespace tickwheel::rt {
 namespace {
 /// stop_sync() callers currently waiting on some record's word (process-wide).
 std::atomic<std::uint32_t> g_waiters{0};
+/// Whether this thread is counted in g_waiters (what a fork child keeps).
+constinit thread_local bool t_waiting = false;
 
 constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kAcqRel = std::memory_order_acq_rel;
@@ -139,6 +142,10 @@ bool TimerState::yield_run(Record& r, std::uint32_t gen) noexcept {
     }
 }
 
+void TimerState::begin_stopped_release(Record& r) noexcept {
+    r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Releasing), std::memory_order_release);
+}
+
 void TimerState::finish_stopped(Record& r) noexcept {
     r.ctl.store(Ctl::with(r.ctl.load(std::memory_order_relaxed), State::Cancelled), std::memory_order_release);
     wake(r);
@@ -159,6 +166,7 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
     // membarrier, once per wait that may block), so that every stop and
     // every run, which wake, pay only a compiler barrier.
     test_hooks::window(&r, 'W');  // about to wait
+    t_waiting = true;
     g_waiters.fetch_add(1, std::memory_order_relaxed);
     heavy_fence();
     c = r.ctl.load(kAcq);
@@ -167,10 +175,16 @@ Word TimerState::wait_while_busy(Record& r, std::uint32_t gen) noexcept {
         c = r.ctl.load(kAcq);
     }
     g_waiters.fetch_sub(1, std::memory_order_relaxed);
+    t_waiting = false;
     // The wait is over (or the run ended before it began): the caller looks
     // at the record again. Tests park here whether or not the thread slept.
     test_hooks::window(&r, 'w');
     return c;
+}
+
+// fork.cpp, rule 4: in the child's only thread, the waiters are its own.
+void fork_detail::waiters_in_child() noexcept {
+    g_waiters.store(t_waiting ? 1 : 0, std::memory_order_relaxed);
 }
 
 void TimerState::wake(Record& r) noexcept {

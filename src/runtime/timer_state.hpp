@@ -75,7 +75,8 @@
 //     RUNNING, periodic        --> PENDING(d')   (already in the wheel)
 //     RUNNING, one-shot        --> RELEASING     (W releases, then retires)
 //     RUNNING_REARMED(d2)      --> PENDING(d2)   (W posts an Insert)
-//     RUNNING_STOPPED          --> (W releases) --> CANCELLED (Cancel message)
+//     RUNNING_STOPPED          --> RELEASING (W, then its release hook)
+//                              --> CANCELLED (Cancel message)
 //   PENDING(d) | DISPATCHED(d) | RUNNING(d), fixed-rate, d <= now
 //          --skip_period (S)--> same state at the next period (never two
 //                                runs at once; the passed grid deadlines are
@@ -157,8 +158,9 @@
 //                                  | episode); compaction drops dead entries and
 //                                  | duplicates
 //  clock-step index membership     | start adds it before it reads the clocks it
-//  (Shard::clocked)                | files the timer by, under own_lock; the shard
-//                                  | (take and re-add live entries, drop ended ones)
+//  (Shard::clocked, ClockIndex)    | files the timer by, under own_lock (a lock-
+//                                  | free push); the driver takes the pushes into
+//                                  | its own vectors and drops ended timers' entries
 //  the query's seqlock             | readers only (query: word acquire, fields
 //                                  | relaxed, acquire fence, generation again); the
 //                                  | writers' half: recycle() moves the generation
@@ -214,10 +216,10 @@
 //  waiter        | may wait for                 | never waits for
 //  --------------+------------------------------+------------------------------
 //  a driver      | nothing of a caller: it only | a caller: not for a lock (the
-//                | tries the locks it shares    | inbox's reserve, the clock-step
-//                | with callers, and comes back | index, a queue's transition
-//                | at its next tick; the        | mutex: try-locked), a flag, a
-//                | workers never (it hands      | hazard (a quarantined record
+//                | tries the locks it shares    | inbox's reserve, a queue's
+//                | with callers, and comes back | transition mutex: try-locked;
+//                | at its next tick; the        | the clock-step index: none), a
+//                | workers never (it hands      | flag, a hazard (a quarantined record
 //                | them work through lock-free  | waits, nobody waits for it),
 //                | lanes)                       | a message (the inbox and the
 //                |                              | cells are taken from, never
@@ -244,9 +246,15 @@
 //
 // What a frozen caller can delay: only its own call in progress (a start
 // not yet placed or posted: its id was never returned; a reset or stop of
-// a timer whose CAS it has not made). Forced by tests/caller_cells_test.cpp
-// (a caller parked at each step it passes while another timer of its shard
-// must keep its period) and by `tw_stress history`'s freeze fault.
+// a timer whose CAS it has not made), with two exceptions, each a resource
+// held for a few instructions: a stop or reset of a queue-bound timer holds
+// that queue's transition mutex (that queue's deliveries wait a tick, its
+// runs wait: no other timer does), and a reset of a boot-time or
+// wall-clock timer holds that timer's deadline lock (another reset of the
+// same timer -- a callback's too, on a worker -- waits for it). Forced by
+// tests/progress_test.cpp (a caller parked at each step it passes while
+// another timer of its shard must keep its period) and by `tw_stress
+// history`'s freeze fault.
 //
 // ==== Queue binding and delivery items: owner rules (issue 20) ====
 // (delivery_queue.hpp has the machinery; q = the timer's delivery queue,
@@ -611,7 +619,12 @@ struct TimerState {
     /// (see retire() / finish_stopped()).
     /// `delay_next`: see decide_finish_run.
     static FinishStep finish_run(Record& r, tick_t delay_next = 0) noexcept;
-    /// RUNNING_STOPPED -> CANCELLED after the release hook (worker, owner).
+    /// RUNNING_STOPPED -> RELEASING before the release hook of a timer
+    /// stopped during its run (worker, owner): from here on it is released
+    /// (query: not found), as a one-shot after its last run is.
+    static void begin_stopped_release(Record& r) noexcept;
+    /// RELEASING (begin_stopped_release) -> CANCELLED after the release hook
+    /// (worker, owner).
     static void finish_stopped(Record& r) noexcept;
     /// RUNNING -> DISPATCHED (decide_yield_run) by the delivery queue run
     /// that owns the run of BURST timer `gen`, under the queue's transition
@@ -718,8 +731,7 @@ inline void shard_live(const Record& r, const char* field) noexcept {
 //   * readers that do not take it (query) read the deadline seqlock-style:
 //     the lock word before and after, equal, even and of their generation.
 // No user code runs while it is held, and no other lock is taken under it
-// but the shard's clock-step index mutex (a start indexing its timer; that
-// mutex is never held while a deadline lock is taken) and, for a reset of a
+// but, for a reset of a
 // queue-bound timer, that queue's transition mutex around its CAS
 // (BoundTransition, timer_ops.hpp; no thread waits for a deadline lock while
 // it holds a queue's mutex: the shard only tries one, a queue run takes

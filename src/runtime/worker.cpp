@@ -282,8 +282,11 @@ void RuntimeCore::finish_run(Record& r, const FireItem& item, FreeChain& freed) 
             s.post_and_wake(Msg::make(MsgType::Insert, item.gen, index), Ctl::deadline(step.next));
             return;
         case FinishOutcome::Stopped:
-            // A stop() returned true during the run; release, then let the
-            // shard unlink and recycle it.
+            // A stop() returned true during the run; release (RELEASING
+            // first: from the hook on, a query says "not found", as it does
+            // for a one-shot after its last run), then let the shard unlink
+            // and recycle it.
+            TimerState::begin_stopped_release(r);
             release(r);
             TimerState::finish_stopped(r);
             s.post_cancel(Msg::make(MsgType::Cancel, item.gen, index));

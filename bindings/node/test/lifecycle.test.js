@@ -4,7 +4,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { Runtime, TickwheelError, LibraryLoadError, errorCodes, version, libraryPath, MAX_DELAY_MS } = require('..');
-const { checkVersion, entries } = require('..')._internal;
+const { checkVersion, liveTimers } = require('..')._internal;
 const pkg = require('../package.json');
 
 const { sleep, until } = require('./support');
@@ -35,7 +35,7 @@ test('close() cancels and releases pending timers; it is idempotent', async () =
   await closing;
   assert.equal(rt.liveTimers, 0);
   assert.equal(p.active, false);
-  for (const e of entries.values()) assert.notEqual(e.rt, rt);
+  for (const t of liveTimers()) assert.notEqual(t._rt, rt);
   const st = rt.stats();
   assert.equal(st.shutDown, true);
   assert.equal(st.live, 0);

@@ -341,10 +341,13 @@ class RealClockTest(unittest.TestCase):
 
     def test_unknown_clock_in_the_spec_is_einval_from_the_library(self):
         # Below the binding: the library refuses an unknown clock (the
-        # extension's start, with token 0: no callable to release).
-        with self.assertRaises(tickwheel._NativeError) as cm:
-            self.rt._h.start(0, 0, 0, 0, -1, None, 0, 3, 0, 0)
-        self.assertEqual(cm.exception.args[0], tickwheel.TW_EINVAL)
+        # extension's start, with clock code 3), and nothing is kept.
+        before = len(tickwheel._live)
+        with self.assertRaises(tickwheel.InvalidArgumentError) as cm:
+            tickwheel._ext.start_full(self.rt._fast, self.rt, lambda: None, False, 0, 0, 0, -1, None, 0, 3, 0, 0,
+                                      tickwheel.Clock.MONOTONIC)
+        self.assertEqual(cm.exception.code, tickwheel.TW_EINVAL)
+        self.assertEqual(len(tickwheel._live), before)
         self.assertEqual(tickwheel._ext.now_ns(3), 0)
 
     def test_advance_on_a_real_runtime_is_einval(self):

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The compiled binding (library 1.5): the GIL is kept across a call, bad
 arguments are refused with the library's words, and the manual clock's "now"
-(issues 22 and 23). ctest capi_python, capi_python_wheel."""
+(issues 22 and 23), errors in the caller's units (issue 33). ctest
+capi_python, capi_python_wheel_cp3X."""
 
 import datetime
 import sys
@@ -78,7 +79,16 @@ class TestGil(unittest.TestCase):
             self.assertFalse(v.stop())
             self.assertEqual(releases(), before, "a call that never waits released the GIL")
             w = rt.start(10.0, nop)
-            for name, call in (("stop_sync", lambda: w.stop_sync()), ("stop_group(sync)", lambda: rt.stop_group(9, True)),
+            # stop_sync() waits (and lets the GIL go) only while a run is in progress.
+            started, release = threading.Event(), threading.Event()
+
+            def slow():
+                started.set()
+                release.wait(WAIT)
+            w2 = rt.start(0.0, slow)
+            self.assertTrue(started.wait(WAIT))
+            threading.Timer(0.05, release.set).start()
+            for name, call in (("stop_sync", lambda: w2.stop_sync()), ("stop_group(sync)", lambda: rt.stop_group(9, True)),
                                ("Queue.close", q.close), ("shutdown", rt.shutdown)):
                 n = releases()
                 call()
@@ -192,20 +202,51 @@ class TestBadInput(unittest.TestCase):
         self.assertEqual(self.rt.start(0.001, nop, period_s=0).query().period, 0.0)  # 0 stays a one-shot
         self.assertEqual(self.rt.start(0.001, nop, period_s=datetime.timedelta(0)).query().period, 0.0)
 
-    def test_too_large_is_a_value_error_with_the_librarys_words(self):
+    def test_too_large_is_a_value_error_in_seconds(self):
+        # Issue 33: the message names the argument as the caller wrote it, with
+        # the value given and the limit in seconds -- not a clamped value in ns
+        # or a C++ constant's name.
         too_far = tickwheel.MAX_DELAY_S * 2
         t = self.rt.start(1.0, nop)
+        limit = "the maximum delay (about 36.5 years, 1152921504.6 s)"
         cases = [
-            ("start", lambda: self.rt.start(too_far, nop)),
-            ("start", lambda: self.rt.start(1.0, nop, period_s=too_far)),
-            ("start", lambda: self.rt.start(1.0, nop, leeway=too_far)),
-            ("start", lambda: self.rt.start(1e12, nop)),
-            ("reset", lambda: t.reset(too_far)),
-            ("reset_many", lambda: self.rt.reset_many([t], too_far)),
+            ("start", lambda: self.rt.start(1e12, nop), "delay_s=1e+12 is above " + limit),
+            ("start", lambda: self.rt.start(too_far, nop), "delay_s=%.12g is above %s" % (too_far, limit)),
+            ("start", lambda: self.rt.start(10**10, nop), "delay_s=10000000000 is above " + limit),
+            ("start", lambda: self.rt.start(datetime.timedelta(days=20000), nop),
+             "delay_s=datetime.timedelta(days=20000) is above " + limit),
+            ("start", lambda: self.rt.start(1.0, nop, period_s=too_far), "period_s=%.12g is above %s"
+             % (too_far, limit)),
+            ("start", lambda: self.rt.start(1.0, nop, leeway=2e9), "leeway=2000000000 is above " + limit),
+            ("reset", lambda: t.reset(1e12), "delay_s=1e+12 is above " + limit),
+            ("reset_many", lambda: self.rt.reset_many([t], 1e12), "delay_s=1e+12 is above " + limit),
+            ("advance", lambda: self.rt.advance(1e12), "seconds=1e+12 is above " + limit),
+            ("start_at", lambda: self.rt.start_at(1e12, nop), None),
+            ("reset_at", lambda: t.reset_at(1e12), None),
+            ("start_at", lambda: self.rt.start_at(1e10, nop), "deadline_s=10000000000 is beyond the clocks' range"),
+            ("start", lambda: self.rt.start(float("nan"), nop), "delay_s=nan is not a number of seconds"),
+            ("start", lambda: self.rt.start(float("inf"), nop), "delay_s=inf is not a finite number of seconds"),
+            ("start", lambda: self.rt.start(-0.5, nop), "delay_s=-0.5 is negative"),
+            ("start", lambda: self.rt.start(1.0, nop, period_s=-1), "period_s=-1 is negative"),
+            ("start", lambda: self.rt.start(1.0, nop, leeway=-0.001), "leeway=-0.001 is negative"),
+            ("start", lambda: self.rt.start(1.0, nop, shard=-2), "shard=-2 is neither -1"),
+            ("start", lambda: self.rt.start(1.0, nop, group=-1), "group=-1 is not 0 (none) or a group id"),
+            ("stop_group", lambda: self.rt.stop_group(0), "group=0 is not a group id"),
+            ("query", lambda: self.rt.query(-1), "timer=-1 is not a timer id"),
+            ("Runtime", lambda: Runtime(workers=-1), "workers=-1 is negative"),
+            ("Runtime", lambda: Runtime(shards=-3), "shards=-3 is negative"),
+            ("Runtime", lambda: Runtime(shards=257), "shards=257 is above 256"),
+            ("Runtime", lambda: Runtime(workers=5000), "workers=5000 is above 4096"),
+            ("Runtime", lambda: Runtime(max_timers=-1), "max_timers=-1 is negative"),
+            ("Runtime", lambda: Runtime(resolution_s=2), "resolution_s=2 is outside 1e-06 .. 1 s"),
+            ("Runtime", lambda: Runtime(resolution_s=1e-7), "resolution_s=1e-07 is outside 1e-06 .. 1 s"),
+            ("Runtime", lambda: Runtime(resolution_s=-1.0), "resolution_s=-1 is negative"),
+            ("run", lambda: self.rt.queue().run(0), "max=0 is below 1"),
+            ("run", lambda: self.rt.queue().run(1, -0.5), "timeout=-0.5 is negative"),
         ]
         live = set(tickwheel._live)
-        for what, call in cases:
-            with self.subTest(what), self.assertRaises(ValueError) as cm:
+        for what, call, text in cases:
+            with self.subTest(what=what, text=text), self.assertRaises(ValueError) as cm:
                 call()
             e = cm.exception
             self.assertIsInstance(e, TickwheelError)  # also what 1.4 raised: code and errno kept
@@ -213,14 +254,52 @@ class TestBadInput(unittest.TestCase):
             self.assertEqual(e.code, tickwheel.TW_EINVAL)
             self.assertEqual(e.errno, 22)
             self.assertTrue(str(e).startswith("[Errno 22] %s: " % what), str(e))
+            if text is not None:
+                self.assertTrue(e.strerror.startswith("%s: %s" % (what, text)), e.strerror)
+            self.assertNotIn("kMaxDelay", str(e))
+            self.assertNotIn("4294967295", str(e))
+            self.assertNotIn("9223372036854775807", str(e))
         self.assertEqual(set(tickwheel._live), live, "a refused start kept its callable")
-        # The text after the call's name is the library's own (tickwheel::Error::what(),
-        # which carries the argument and the limit where the library names them).
-        with self.assertRaises(tickwheel._NativeError) as raw:
-            self.rt._h.start_delay(0, int(too_far * 1e9))
-        with self.assertRaises(ValueError) as cm:
-            self.rt.start(too_far, nop)
-        self.assertEqual(cm.exception.strerror, "start: " + raw.exception.args[1])
+        self.assertTrue(t.stop())
+
+    def test_asyncio_errors_in_seconds(self):
+        import asyncio
+        import tickwheel.asyncio as twa
+        loop = asyncio.new_event_loop()
+        try:
+            with Runtime(shards=1, workers=1) as rt:
+                limit = "the maximum delay (about 36.5 years, 1152921504.6 s)"
+                far = rt.now() + 2e9
+                cases = [
+                    ("call_later", lambda: twa.call_later(rt, float("nan"), nop, loop=loop),
+                     "delay=nan is not a finite number of seconds"),
+                    ("call_later", lambda: twa.call_later(rt, 1e12, nop, loop=loop), "delay=1e+12 is above " + limit),
+                    ("call_later", lambda: twa.call_later(rt, 1.0, nop, period=1e12, loop=loop),
+                     "period=1e+12 is above " + limit),
+                    ("call_at", lambda: twa.call_at(rt, far, nop, loop=loop),
+                     "when=%.12g is more than %s after now" % (far, limit)),
+                ]
+                for what, call, text in cases:
+                    with self.subTest(what=what, text=text), self.assertRaises(tickwheel.InvalidArgumentError) as cm:
+                        call()
+                    self.assertTrue(cm.exception.strerror.startswith("%s: %s" % (what, text)),
+                                    cm.exception.strerror)
+                twa.detach(rt, loop=loop)
+        finally:
+            loop.close()
+
+    def test_a_deadline_too_far_ahead_is_told_in_seconds(self):
+        # More than the maximum delay after the clock's now: the library's
+        # check, reported with the value given and now, in seconds.
+        t = self.rt.start(1.0, nop)
+        far = self.rt.now() + tickwheel.MAX_DELAY_S + 10.0
+        for what, call in (("start_at", lambda: self.rt.start_at(far, nop)), ("reset_at", lambda: t.reset_at(far)),
+                           ("reset_at", lambda: self.rt.reset_at(t.id, far))):
+            with self.subTest(what), self.assertRaises(tickwheel.InvalidArgumentError) as cm:
+                call()
+            msg = cm.exception.strerror
+            self.assertTrue(msg.startswith("%s: deadline_s=%.12g is more than the maximum delay (about 36.5 years, "
+                                           "1152921504.6 s) after now (" % (what, far)), msg)
         self.assertTrue(t.stop())
 
     def test_the_binding_checks_stay_value_errors(self):

@@ -257,7 +257,15 @@ class RealSearchTest(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
-        self.real = os.path.realpath(tickwheel.library_path)
+
+    @property
+    def real(self):
+        """A real libtickwheel.so.1: the one in use. A wheel's extension has the
+        library's code inside it and exports none of its functions: there is no
+        library file to load (issue 33's wheels)."""
+        if tickwheel._ext.STATIC:
+            self.skipTest("the installed wheel carries no libtickwheel.so.1 (the library is inside its extension)")
+        return os.path.realpath(tickwheel.library_path)
 
     def tearDown(self):
         shutil.rmtree(self.tmp)

@@ -79,15 +79,20 @@ stop_group(sync=True), advance, shutdown, close, Queue.close), which release
 it while they wait; callbacks and release hooks take it on the thread that
 runs them.
 
-The shared library libtickwheel.so.1 is found by the dynamic loader when the
-extension is imported: the copy a wheel carries beside it (RUNPATH $ORIGIN),
-the prefix a from-source build recorded, LD_LIBRARY_PATH, the ldconfig cache.
-TICKWHEEL_LIB (a path) is loaded first when set (nothing else is tried; the
-extension binds to it), and when the loader finds none, pkg-config's libdir
-(``pkg-config --variable=libdir tickwheel``, honouring PKG_CONFIG_PATH). A
-library whose tw_version() major differs from this package's is refused. If
-none is usable, importing tickwheel raises ImportError listing what was
-tried and why it failed. ``tickwheel.library_path`` is the file in use.
+The library. A wheel (scripts/build-wheel.sh, or pip install of the sdist)
+carries the library's code inside the compiled extension, with oneTBB's
+libtbb.so.12 beside it (RUNPATH $ORIGIN): nothing else is loaded, and
+``tickwheel.library_path`` is the extension's file. Built against an
+installed library (``pip install bindings/python``, or a CMake build's
+staged copy), the extension needs libtickwheel.so.1, found by the dynamic
+loader when it is imported: the prefix a from-source build recorded,
+LD_LIBRARY_PATH, the ldconfig cache. TICKWHEEL_LIB (a path) is loaded first
+when set (nothing else is tried; the extension binds to it), and when the
+loader finds none, pkg-config's libdir (``pkg-config --variable=libdir
+tickwheel``, honouring PKG_CONFIG_PATH). A library whose tw_version() major
+differs from this package's is refused. If none is usable, importing
+tickwheel raises ImportError listing what was tried and why it failed.
+``tickwheel.library_path`` is the file in use.
 (tickwheel/_loader.py has the details.)
 """
 
@@ -98,7 +103,6 @@ import dataclasses
 import datetime
 import enum
 import functools
-import itertools
 import math
 import numbers
 import os
@@ -183,12 +187,15 @@ def _has_the_calls(lib) -> None:
 
 
 def _import_extension():
-    """Imports tickwheel._tickwheel, whose libtickwheel.so.1 is found by the
-    dynamic loader: TICKWHEEL_LIB when set (that file is loaded first, so the
-    extension binds to it: same SONAME), else the extension's RUNPATH (the
-    copy a wheel carries next to it, or the build tree), LD_LIBRARY_PATH, the
-    ldconfig cache, /lib, /usr/lib; failing those, pkg-config's libdir.
-    Returns (the module, the path of the library file it uses)."""
+    """Imports tickwheel._tickwheel. A wheel's extension (``_ext.STATIC``)
+    carries the library's code inside it: the library in use is the
+    extension's file. Otherwise (a CMake build's staged copy, ``pip install
+    bindings/python``) its libtickwheel.so.1 is found by the dynamic loader:
+    TICKWHEEL_LIB when set (that file is loaded first, so the extension binds
+    to it: same SONAME), else the extension's RUNPATH (the build tree, or the
+    prefix a from-source build recorded), LD_LIBRARY_PATH, the ldconfig
+    cache, /lib, /usr/lib; failing those, pkg-config's libdir. Returns (the
+    module, the path of the library file it uses, the ctypes handle or None)."""
     def missing(e: ImportError) -> ImportError:
         return ImportError("tickwheel: the compiled extension tickwheel._tickwheel cannot be imported from %s "
                            "(%s). Install the package (scripts/build-wheel.sh, then pip install "
@@ -205,6 +212,8 @@ def _import_extension():
             from . import _tickwheel as ext
         except ImportError as e:
             raise missing(e) from None
+        if ext.STATIC:  # a wheel's extension carries the library: that one is in use
+            return ext, ext.library_path(), None
         return ext, path, lib
     try:
         from . import _tickwheel as ext
@@ -322,51 +331,127 @@ def _check(rc: int, what: str) -> None:
         raise _error(rc, what)
 
 
-def _to_ns(value: Seconds, what: str) -> int:
+def _make_error(code: int, what: str, text: str) -> TickwheelError:
+    # The extension's C calls raise what this returns (set_hooks registers it).
+    return _error(code, what, text)
+
+
+# ---- arguments: checked here, and refused in the caller's units ----------------------
+# Every limit the library enforces on a number of seconds or a count is checked
+# here first, so that the message names the argument as the caller wrote it
+# (its name and value, in seconds) and the limit in the same units -- never a
+# clamped value in ns or a C++ constant's name.
+_MAX_DELAY_TEXT = "the maximum delay (about 36.5 years, %.1f s)" % MAX_DELAY_S
+_INT64_MAX = (1 << 63) - 1
+_MAX_SHARDS = 256  # Config::shards, tw_config.shards
+_MAX_WORKERS = 4096  # Config::workers, tw_config.workers
+
+
+def _show(value) -> str:
+    """``value`` as the caller wrote it, for a message: floats with up to 12
+    significant digits (1e12 is "1e+12"), the rest as repr()."""
+    if type(value) is float:
+        return "%.12g" % value
+    return repr(value)
+
+
+def _invalid(call: str, text: str) -> "InvalidArgumentError":
+    return InvalidArgumentError(TW_EINVAL, call, text)
+
+
+def _to_ns(value: Seconds, name: str, call: str, limit: Optional[int] = TW_MAX_DELAY_NS) -> int:
+    """``value`` seconds (an int, a float or a timedelta) in ns. ``name`` is the
+    parameter's name, ``call`` the public call's, for the messages. Raises
+    TypeError for anything that is not a number of seconds (a bool is not),
+    InvalidArgumentError (a ValueError) for NaN, infinity, a negative value
+    and one above ``limit`` ns (the maximum delay by default; None: no limit)."""
     kind = type(value)
     if kind is int:
         ns = value * 10**9
     elif kind is bool:  # an int, but not a number of seconds: start(True, f) is a mistake
-        raise TypeError("%s must be a number of seconds or a timedelta, not bool" % what)
-    elif kind is int:
-        ns = value * 10**9
+        raise TypeError("%s must be a number of seconds or a timedelta, not bool" % name)
     elif kind is float:
-        if not math.isfinite(value * 1e9):  # nan, inf, or beyond float's range in ns
-            raise ValueError("%s must be a finite number of seconds: %r" % (what, value))
-        ns = round(value * 10**9)
+        if value != value:
+            raise _invalid(call, "%s=nan is not a number of seconds" % name)
+        if value in (math.inf, -math.inf):
+            raise _invalid(call, "%s=%s is not a finite number of seconds" % (name, _show(value)))
+        # (beyond 1e18 s the product would overflow a float: far beyond any limit anyway)
+        ns = round(value * 10**9) if -1e18 < value < 1e18 else int(value) * 10**9
     elif isinstance(value, datetime.timedelta):
         ns = (value.days * 86400 + value.seconds) * 10**9 + value.microseconds * 1000
-    elif isinstance(value, numbers.Real):  # bool, Fraction, numpy's floats...
-        ns = round(value * 10**9)
+    elif isinstance(value, numbers.Real):  # Fraction, numpy's floats...
+        try:
+            ns = round(value * 10**9)
+        except (ValueError, OverflowError):  # nan, inf of another float type
+            raise _invalid(call, "%s=%s is not a finite number of seconds" % (name, _show(value))) from None
     else:  # never value * 10**9 on anything: a str would be repeated 10**9 times
-        raise TypeError("%s must be a number of seconds or a timedelta, not %s" % (what, kind.__name__))
+        raise TypeError("%s must be a number of seconds or a timedelta, not %s" % (name, kind.__name__))
     if ns < 0:
-        raise ValueError("%s must not be negative: %r" % (what, value))
-    return min(ns, _U64_MAX)  # the library answers TW_EINVAL beyond TW_MAX_DELAY_NS
+        raise _invalid(call, "%s=%s is negative" % (name, _show(value)))
+    if limit is not None and ns > limit:
+        if limit == TW_MAX_DELAY_NS:
+            raise _invalid(call, "%s=%s is above %s" % (name, _show(value), _MAX_DELAY_TEXT))
+        raise _invalid(call, "%s=%s is above %s s" % (name, _show(value), _show(limit / 1e9)))
+    return ns
 
 
-def _u32(value, what: str) -> int:
-    """A config integer as the C struct's uint32 field takes it (modulo 2**32:
-    -1 becomes 4294967295, which the library refuses as too many)."""
+def _deadline_ns(value: Seconds, name: str, call: str) -> int:
+    """An absolute deadline (seconds on a clock) in ns: as _to_ns, up to the
+    clocks' range (2**63 ns, about 292 years after their zero); "not more than
+    the maximum delay after now" is the library's check (_far_deadline)."""
+    ns = _to_ns(value, name, call, limit=None)
+    if ns > _INT64_MAX:
+        raise _invalid(call, "%s=%s is beyond the clocks' range (2**63 ns, about 292 years after their zero)"
+                       % (name, _show(value)))
+    return ns
+
+
+def _far_deadline(e: BaseException, value: Seconds, deadline_ns: int, now_ns: Callable[[], int], name: str,
+                  call: str) -> TickwheelError:
+    """The error for the library's EINVAL of a start_at()/reset_at(): the
+    deadline more than the maximum delay after now (its other arguments were
+    checked before), in seconds; else the library's own words."""
+    err = _native_error(e, call)
+    if err.code == TW_EINVAL:
+        try:
+            now = now_ns()
+        except TickwheelError:
+            return err
+        if deadline_ns - now > TW_MAX_DELAY_NS:
+            return _invalid(call, "%s=%s is more than %s after now (%s s on the timer's clock)"
+                            % (name, _show(value), _MAX_DELAY_TEXT, _show(now / 1e9)))
+    return err
+
+
+def _count(value, name: str, call: str, limit: int) -> int:
+    """A count (shards, workers, max_timers...): an int in 0 .. ``limit``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
-    return int(value) & 0xFFFFFFFF
+        raise TypeError("%s must be an int, not %s" % (name, type(value).__name__))
+    value = int(value)
+    if value < 0:
+        raise _invalid(call, "%s=%d is negative" % (name, value))
+    if value > limit:
+        raise _invalid(call, "%s=%d is above %d, the most a Runtime takes" % (name, value, limit))
+    return value
 
 
-def _u64(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
-    return int(value) & _U64_MAX
-
-
-def _period_ns(value: Seconds) -> int:
+def _period_ns(value: Seconds, call: str) -> int:
     """A period in ns: as _to_ns, but a positive period below 1 ns (which rounds
     to 0, a one-shot) counts as 1 ns, which the runtime rounds up to its tick
     (as the Node binding does): never a silent one-shot."""
-    ns = _to_ns(value, "period")
+    ns = _to_ns(value, "period_s", call)
     if ns == 0 and not isinstance(value, datetime.timedelta) and value > 0:
         return 1
     return ns
+
+
+def _shard(shard, call: str) -> int:
+    if isinstance(shard, bool) or not isinstance(shard, numbers.Integral):
+        raise TypeError("shard must be an int, not %s" % type(shard).__name__)
+    if not -1 <= shard <= 0x7FFFFFFF:
+        raise _invalid(call, "shard=%d is neither -1 (the calling thread's shard) nor a shard number "
+                       "(0 .. 2**31 - 1, taken modulo the runtime's shards)" % shard)
+    return int(shard)
 
 
 # ---- the timer model (since 1.3): period policies, groups, query ---------------------
@@ -440,13 +525,13 @@ def _clock_code(clock) -> int:
                          % (clock,)) from None
 
 
-def _group_id(group, what: str, allow_zero: bool) -> int:
+def _group_id(group, what: str, allow_zero: bool, call: str = "") -> int:
     if isinstance(group, bool) or not isinstance(group, numbers.Integral):
         raise TypeError("%s must be an int, not %s" % (what, type(group).__name__))
     group = int(group)
     if group < (0 if allow_zero else 1) or group > _U64_MAX:
-        raise ValueError("%s must be %s 2**64 - 1: %r" % (what, "between 0 (none) and" if allow_zero
-                                                         else "between 1 and", group))
+        raise _invalid(call or what, "%s=%d is not %s" % (what, group, "0 (none) or a group id (1 .. 2**64 - 1)"
+                                                         if allow_zero else "a group id (1 .. 2**64 - 1)"))
     return group
 
 
@@ -520,15 +605,14 @@ def _info_from(raw: tuple, clock_now: Callable[[], float] = now) -> TimerInfo:
 
 
 # ---- callables kept alive until their release hook ---------------------------------
-def _Entry(fn: Callable[[], object], runtime: "Runtime", queued: bool = False) -> tuple:
-    """What _live keeps per timer: (the callable; its Runtime, which stays alive
-    while it has timers; queued: bound to a Queue, or of a manual runtime --
-    its runs happen on the caller's thread, inside Queue.run() or advance())."""
-    return (fn, runtime, queued)
-
-
-_live: Dict[int, tuple] = {}  # token (the C arg) -> entry
-_tokens = itertools.count(1)  # next() is atomic under the GIL
+# _live: token -> entry, what the binding keeps per timer: (the callable; its
+# Runtime, which stays alive while it has timers; queued: bound to a Queue, or
+# of a manual runtime -- its runs happen on the caller's thread, inside
+# Queue.run() or advance()). The extension makes the token and the entry, and
+# files the entry once the library has taken the timer (in the same C call:
+# nothing -- not a KeyboardInterrupt -- can come between); a start that fails
+# files nothing.
+_live: Dict[int, tuple] = {}
 # Per thread, for Queue.run(): ``stack``, the Queues whose run() is in progress
 # on this thread (innermost last: a callback may run another queue), and
 # ``exc``, a KeyboardInterrupt or SystemExit raised by a callback of a queue,
@@ -540,80 +624,56 @@ _running = threading.local()
 # Python thread state after its first hook (see src/_tickwheel.cpp: none is
 # created per hook, so a fork() never catches CPython's runtime lock held by a
 # worker creating one, CPython gh-112275). Python frees those thread states at
-# exit, when no hook can run any more (_close_all). It calls _on_fire(token,
-# timer_id) for a run and _release(token) for the release, and counts them:
-# _ext.hook_depth() > 0 tells code that runs inside a hook (a finalizer
-# dropping a Runtime) not to wait.
-def _on_fire(token: int, timer_id: int) -> None:
-    entry = _live.get(token)
-    if entry is None:  # cannot happen: the release hook comes after the last run
-        return
+# exit, when no hook can run any more (_close_all). A run calls the entry's
+# callable there (an exception goes to _callback_raised and is counted in the
+# runtime's callback_exceptions); the release pops the entry (_release's work,
+# in C, unless _release was replaced). _ext.hook_depth() > 0 tells code that
+# runs inside a hook (a finalizer dropping a Runtime) not to wait.
+def _callback_raised(entry: tuple, timer_id: int, token: int, exc: BaseException) -> None:
     fn, runtime, queued = entry
-    try:
-        fn()
-    except (KeyboardInterrupt, SystemExit) as exc:
-        # On the thread of a Queue.run() (the program's own thread, often
-        # the main one, where Ctrl-C lands): re-raised by that run() once its
-        # batch is done, as an event loop does. On a worker: reported.
-        if queued and getattr(_running, "exc", None) is None:
-            _running.exc = exc
-        else:
-            runtime._report(exc, timer_id)
-    except BaseException as exc:  # noqa: BLE001 -- nothing may unwind into C
-        runtime._report(exc, timer_id)
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)) and queued and getattr(_running, "exc", None) is None:
+        # On the thread of a Queue.run() or an advance() (the program's own
+        # thread, often the main one, where Ctrl-C lands): re-raised by that
+        # call once its batch is done, as an event loop does. On a worker: reported.
+        _running.exc = exc
+        return
+    runtime._report(exc, timer_id, token)
 
 
 def _release(token: int) -> None:
     """Drops the binding's reference to a timer's callable: the release hook (the
     core destroys the callable it was given exactly once: after the last run,
     inside the stop that cancelled it, at shutdown, or inside a start that
-    failed), also called by the binding for a callable refused before the core."""
+    failed)."""
     entry = _live.pop(token, None)
     del entry  # may drop the last reference to the callable or the Runtime
 
 
-_ext.set_hooks(_on_fire, globals())
-
-
 # ---- Timer and Runtime --------------------------------------------------------------
-class Timer:
-    """A started timer. Its methods may be called from any thread, and from callbacks."""
+class Timer(_ext.TimerBase):
+    """A started timer (Runtime.start() returns one). Its methods may be called
+    from any thread, and from callbacks.
 
-    __slots__ = ("_runtime", "_native", "_h", "id", "clock", "__weakref__")
+    ``stop()`` and ``stop_sync()`` come from the extension (its TimerBase: the
+    hot path, without a Python frame); ``id`` is the timer's id (an int) and
+    ``clock`` the Clock its delay and deadlines are on ("monotonic" for a
+    Timer made from an id, e.g. the one on_error gets).
 
-    def __init__(self, runtime: "Runtime", timer_id: int, clock: "Clock" = Clock.MONOTONIC):
-        self._runtime = runtime
-        self._native = runtime._native
-        # The extension's runtime object: stop/reset go straight to it (it
-        # raises ESHUTDOWN once closed, EFORKED in a fork child).
-        self._h = runtime._h
-        self.id = timer_id
-        #: The Clock its delay and deadlines are on ("monotonic" for a Timer
-        #: made from an id, e.g. the one on_error gets).
-        self.clock = clock
+    ``stop_sync()`` waits with the GIL released, and Ctrl-C interrupts the
+    wait as it interrupts ``threading.Event.wait()``: KeyboardInterrupt is
+    raised; the timer is then stopped -- no new run starts -- but a run in
+    progress may still be going on and its callable not yet released (call
+    stop_sync() again to wait for that)."""
 
-    def stop(self) -> bool:
-        """Cancels the timer without blocking. True iff this call prevented a run
-        (a one-shot had not started; a periodic one will not start another run).
-        False if it already ran its last run, is running it, or was stopped."""
-        try:
-            return self._h.stop(self.id)
-        except _NativeError as e:
-            raise _native_error(e, "stop") from None
+    __slots__ = ()
 
-    def stop_sync(self) -> bool:
-        """As stop(), and waits until the callback is not running (unless called
-        from this timer's own callback): afterwards it never runs again and
-        the callable has been released."""
-        try:
-            return self._h.stop_sync(self.id)  # the GIL is released while it waits
-        except _NativeError as e:
-            raise _native_error(e, "stop_sync") from None
+    def __init__(self, runtime: "Runtime", timer_id: int, clock: "Clock" = Clock.MONOTONIC, _token: int = 0):
+        self._bind(runtime, timer_id, clock, _token)
 
     def reset(self, delay_s: Seconds) -> bool:
         """Re-arms the pending timer to fire ``delay_s`` from now (a periodic
         one: next run then, then every period). False if it is not pending."""
-        ns = _to_ns(delay_s, "delay")
+        ns = _to_ns(delay_s, "delay_s", "reset")
         try:
             return self._h.reset(self.id, ns)
         except _NativeError as e:
@@ -624,16 +684,18 @@ class Timer:
         timer's clock (tickwheel.now(timer.clock); for the default,
         time.monotonic(); a past one fires at once). False if it is not
         pending. Same as ``runtime.reset_at(timer, deadline_s)``."""
-        return _reset_at(self._native, self.id, deadline_s)
+        return self._runtime.reset_at(self, deadline_s)
 
     def query(self) -> Optional["TimerInfo"]:
         """The timer's state, next deadline and run counters (a TimerInfo), or
         None once it is released (ran its last run, stopped, closed). Same as
         ``runtime.query(timer)``."""
-        return _query(self._native, self.id, self._runtime._clock_reader(self.clock))
+        runtime = self._runtime
+        return _query(runtime._native, self.id, runtime._clock_reader(self.clock))
 
     @property
     def runtime(self) -> "Runtime":
+        """The Runtime that started it."""
         return self._runtime
 
     def __eq__(self, other):
@@ -646,9 +708,7 @@ class Timer:
         return "<tickwheel.Timer id=%#x>" % self.id
 
 
-def _reset_at(native: "_Native", timer_id: int, deadline_s: Seconds) -> bool:
-    ns = _to_ns(deadline_s, "deadline")  # > INT64_MAX (or too far ahead): TickwheelError EINVAL from C
-    return native.call("reset_at", _ext.Runtime.reset_at, timer_id, ns)
+_ext.set_hooks(globals(), Timer, Clock.MONOTONIC)
 
 
 def _query(native: "_Native", timer_id: int, clock_now: Callable[[], float] = now) -> Optional[TimerInfo]:
@@ -687,57 +747,77 @@ class _Native:
         failure is raised as TickwheelError (or a subclass) naming ``what``."""
         if self.epoch != _fork_epoch:
             raise ForkedError(what)
-        with self.cond:
-            if self.handle is None or self.closing:
-                raise TickwheelError(TW_ESHUTDOWN, what)
-            self.active += 1
-            handle = self.handle
+        # Counted inside the try: from 3.10 on, a signal handler (Ctrl-C) runs
+        # only at a call or a backward jump, and there is none between the
+        # count and ``entered`` -- a KeyboardInterrupt cannot leave it counted.
+        entered = False
         try:
+            with self.cond:
+                if self.handle is None or self.closing:
+                    raise TickwheelError(TW_ESHUTDOWN, what)
+                self.active += 1
+                entered = True
+                handle = self.handle
             return fn(handle, *args)
         except _NativeError as e:
             raise _native_error(e, what) from None
         finally:
-            with self.cond:
-                self.active -= 1
-                if self.active == 0 and self.closing:  # only close() waits for it, once closing
-                    self.cond.notify_all()
+            if entered:
+                self._leave()
+
+    def _leave(self) -> None:
+        with self.cond:
+            self.active -= 1
+            if self.active == 0 and self.closing:  # only close() waits for it, once closing
+                self.cond.notify_all()
 
     call_rc = call
 
-    def shutdown(self) -> None:
+    def shutdown(self, interruptible: bool = True) -> None:
+        """Shuts the C runtime down (see Runtime.shutdown). ``interruptible``: the
+        wait for callbacks in progress ends at Ctrl-C (KeyboardInterrupt; the
+        shutdown goes on in the extension's helper thread, and the next call
+        waits for the rest)."""
         if self.epoch != _fork_epoch:
             raise ForkedError("shutdown")
-        with self.cond:
-            if self.handle is None or self.closing:
-                return  # close() shuts down before it frees
-            self.active += 1
-            handle = self.handle
+        entered = False  # as in call()
         try:
-            handle.shutdown()  # the GIL is released while it waits for callbacks
+            with self.cond:
+                if self.handle is None or self.closing:
+                    return  # close() shuts down before it frees
+                self.active += 1
+                entered = True
+                handle = self.handle
+            handle.shutdown(interruptible)  # the GIL is released while it waits for callbacks
         except _NativeError as e:
             raise _native_error(e, "shutdown") from None
         finally:
-            with self.cond:
-                self.active -= 1
-                if self.active == 0 and self.closing:  # only close() waits for it, once closing
-                    self.cond.notify_all()
+            if entered:
+                self._leave()
 
-    def close(self) -> None:
+    def close(self, interruptible: bool = True) -> None:
         """Shuts down, then frees the C runtime once no call is in flight. The first
         caller frees it; a concurrent one returns after it is freed. In a fork child,
-        for a runtime of the parent: frees the child's copy only (_close_forked)."""
+        for a runtime of the parent: frees the child's copy only (_close_forked).
+        ``interruptible``: Ctrl-C ends the waits (KeyboardInterrupt): the runtime
+        is then shut down or shutting down, not freed; close() again frees it."""
         if self.epoch != _fork_epoch:
             self._close_forked()
             return
-        self.shutdown()  # raises EDEADLK from a callback of this runtime; calls in flight return at once
+        self.shutdown(interruptible)  # raises EDEADLK from a callback of this runtime; calls in flight return at once
         with self.cond:
-            if self.closing:
-                while self.handle is not None:
-                    self.cond.wait()
+            while self.closing and self.handle is not None:  # another thread frees it
+                self.cond.wait()
+            if self.handle is None:
                 return
             self.closing = True
-            while self.active:
-                self.cond.wait()
+            try:
+                while self.active:
+                    self.cond.wait()
+            except BaseException:
+                self.closing = False  # interrupted: not freed (close() again does it)
+                self.cond.notify_all()
+                raise
             handle = self.handle
         try:
             handle.destroy()  # waits (GIL released) for the extension's calls in flight, then frees
@@ -786,12 +866,22 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _close_in_background(native: _Native) -> None:
-    # Not a daemon: the interpreter waits for it, and so does _close_all.
-    th = threading.Thread(target=native.close, name="tickwheel-destroy", daemon=False)
-    th.start()
+def _start_deferred(target, name: str) -> None:
+    # Not a daemon: the interpreter waits for it, and so does _close_all. At
+    # exit (from Python 3.12 on a thread cannot be started once the
+    # interpreter shuts down: RuntimeError) the work is left to the exit hook,
+    # _close_all, which closes every runtime and queue still open.
+    th = threading.Thread(target=target, name=name, daemon=False)
+    try:
+        th.start()
+    except RuntimeError:
+        return
     with _natives_lock:  # appended only once started: _close_all may join it at any time
         _deferred.append(th)
+
+
+def _close_in_background(native: _Native) -> None:
+    _start_deferred(native.close, "tickwheel-destroy")
 
 
 class Runtime:
@@ -800,10 +890,20 @@ class Runtime:
     Runtime(shards=0, workers=0, resolution_s=None, max_timers=0, pin_shards=False, on_error=None,
             manual_clock=False)
 
-    shards / workers: 0 = one per online CPU. resolution_s: the tick (default
-    1 ms; 1 us .. 1 s); deadlines are rounded up to it, never early.
-    max_timers: live timers allowed (0 = unlimited). on_error(exc, timer):
-    called on the worker thread when a callback raises.
+    shards / workers: 0 = one per online CPU (at most 256 shards, 4096
+    workers). resolution_s: the tick (default 1 ms; 1 us .. 1 s); deadlines
+    are rounded up to it, never early. max_timers: live timers allowed (0 =
+    unlimited). on_error(exc, timer): called on the worker thread when a
+    callback raises (the exception is also counted in stats()'s
+    ``callback_exceptions`` and the metric tickwheel_callback_exceptions_total).
+    A count that is negative or above its limit, and a resolution outside
+    its range, raise InvalidArgumentError (a ValueError) naming the argument
+    and the value given ("workers=-1 is negative"); a non-int TypeError.
+
+    Raises TickwheelError (ESHUTDOWN) once the interpreter is exiting and
+    tickwheel's exit hook has run (e.g. in an atexit handler registered
+    before ``import tickwheel``: it runs after tickwheel's own, which closed
+    every Runtime; from then on no callback may run).
 
     manual_clock=True: a runtime for tests. Its three clocks stand still
     (starting at the machine's values) until ``advance(seconds)`` moves them;
@@ -831,19 +931,24 @@ class Runtime:
         manual_clock: bool = False,
     ):
         self._manual = bool(manual_clock)
+        shards = _count(shards, "shards", "Runtime", _MAX_SHARDS)
+        workers = _count(workers, "workers", "Runtime", _MAX_WORKERS)
+        max_timers = _count(max_timers, "max_timers", "Runtime", _U64_MAX)
         resolution_ns = 0  # the library's default (1 ms)
         if resolution_s is not None:
-            resolution_ns = max(1, _to_ns(resolution_s, "resolution"))
+            resolution_ns = _to_ns(resolution_s, "resolution_s", "Runtime", limit=None)
+            if not 1000 <= resolution_ns <= 10**9:
+                raise _invalid("Runtime", "resolution_s=%s is outside 1e-06 .. 1 s" % _show(resolution_s))
         try:
-            handle = _ext.Runtime(_u32(shards, "shards"), _u32(workers, "workers"), resolution_ns,
-                                  _u64(max_timers, "max_timers"), bool(pin_shards), self._manual)
+            handle = _ext.Runtime(shards, workers, resolution_ns, max_timers, bool(pin_shards), self._manual)
         except _NativeError as e:
-            raise _native_error(e, "tw_runtime_create") from None
+            raise _native_error(e, "Runtime") from None
         native = _Native(handle)
         with _natives_lock:
             _natives.add(native)
         self._native = native
-        self._h = handle  # the extension's runtime: the hot paths call it directly
+        self._h = handle  # the extension's runtime
+        self._fast = _ext.Fast(handle, self._manual)  # its C entry points: the hot paths
         self._on_error = on_error
 
     # -- timers --------------------------------------------------------------------
@@ -853,11 +958,13 @@ class Runtime:
         """Calls ``fn()`` once, ``delay_s`` seconds from now; with ``period_s`` > 0,
         then every ``period_s`` seconds until stopped. Returns the Timer.
 
-        Seconds are an int, a float or a timedelta (a bool raises TypeError;
-        negative, NaN or infinite ValueError; beyond MAX_DELAY_S
-        InvalidArgumentError, a ValueError too, with the library's words). A
-        positive ``period_s`` below 1 ns counts as 1 ns, i.e. one tick once
-        rounded up to the resolution (never a one-shot).
+        Seconds are an int, a float or a timedelta (a bool raises TypeError);
+        a negative, NaN or infinite one, or one beyond MAX_DELAY_S, raises
+        InvalidArgumentError (a ValueError) naming the argument and the value
+        given ("delay_s=1e+12 is above the maximum delay (about 36.5 years,
+        1152921504.6 s)"). A positive ``period_s`` below 1 ns counts as 1
+        ns, i.e. one tick once rounded up to the resolution (never a
+        one-shot).
 
         ``policy`` (a periodic timer's, when a run overruns its period; see
         PeriodPolicy): "skip" (default; fixed rate, overrun grid deadlines are
@@ -883,18 +990,15 @@ class Runtime:
         queue's ``run()``, on the thread calling it. A Queue that is not one
         of this runtime's raises ValueError; a closed one TickwheelError
         (ESHUTDOWN); anything else TypeError."""
-        if (type(delay_s) is float and 0.0 <= delay_s < 1e9 and period_s is _ZERO and shard is _MINUS_ONE
-                and queue is None and leeway is _ZERO and group is _ZERO and policy is _SKIP
-                and clock is _MONOTONIC and callable(fn)):
-            # The common case (a delay in seconds, every option at its default),
-            # straight to the extension: _to_ns()'s arithmetic, no other check needed.
-            token = next(_tokens)
-            _live[token] = (fn, self, self._manual)
-            try:
-                return Timer(self, self._h.start_delay(token, round(delay_s * 1e9)))
-            except _NativeError as e:  # the extension released the callable
-                raise _native_error(e, "start") from None
-        return self._start(fn, 0, _to_ns(delay_s, "delay"), _period_ns(period_s), shard, queue,
+        if (period_s is _ZERO and shard is _MINUS_ONE and queue is None and leeway is _ZERO and group is _ZERO
+                and policy is _SKIP and clock is _MONOTONIC):
+            # The common case (every option at its default): the extension takes
+            # a float delay in [0, 1e9) s and a callable itself (_to_ns()'s
+            # arithmetic); anything else comes back NotImplemented, for the checks.
+            t = self._fast.start(self, fn, delay_s)
+            if t is not NotImplemented:
+                return t
+        return self._start(fn, 0, _to_ns(delay_s, "delay_s", "start"), _period_ns(period_s, "start"), shard, queue,
                            policy=policy, leeway=leeway, group=group, clock=clock)
 
     def start_at(self, deadline_s: float, fn: Callable[[], object], period_s: Seconds = 0, *,
@@ -903,9 +1007,14 @@ class Runtime:
         """As start(), at an absolute deadline on the timer's clock (``clock``:
         rt.now(clock); for the default, "monotonic", tickwheel.now(), i.e.
         time.monotonic()). A past deadline fires at once."""
-        deadline_ns = _to_ns(deadline_s, "deadline")
-        return self._start(fn, max(1, deadline_ns), 0, _period_ns(period_s), shard, queue,
-                           policy=policy, leeway=leeway, group=group, clock=clock)
+        deadline_ns = max(1, _deadline_ns(deadline_s, "deadline_s", "start_at"))
+        try:
+            return self._start(fn, deadline_ns, 0, _period_ns(period_s, "start_at"), shard, queue,
+                               policy=policy, leeway=leeway, group=group, clock=clock, call="start_at")
+        except InvalidArgumentError as e:
+            code = _clock_code(clock)
+            raise _far_deadline(_NativeError(e.code, e.strerror.partition(": ")[2]), deadline_s, deadline_ns,
+                                lambda: self._h.now_ns(code), "deadline_s", "start_at") from None
 
     def query(self, timer: Union[Timer, int]) -> Optional[TimerInfo]:
         """What the runtime knows about a live timer (a Timer of this runtime or
@@ -931,7 +1040,14 @@ class Runtime:
         False if the timer is not pending (fired, stopped, stale). A negative
         deadline raises ValueError; one beyond 2**63 ns or more than
         MAX_DELAY_S ahead TickwheelError (EINVAL)."""
-        return _reset_at(self._native, self._timer_id(timer, "reset_at"), deadline_s)
+        timer_id = self._timer_id(timer, "reset_at")
+        ns = _deadline_ns(deadline_s, "deadline_s", "reset_at")
+        try:
+            return self._native.call("reset_at", _ext.Runtime.reset_at, timer_id, ns)
+        except InvalidArgumentError as e:
+            code = _CLOCK_CODES[timer.clock] if isinstance(timer, Timer) else TW_CLOCK_MONOTONIC
+            raise _far_deadline(_NativeError(e.code, e.strerror.partition(": ")[2]), deadline_s, ns,
+                                lambda: self._h.now_ns(code), "deadline_s", "reset_at") from None
 
     def stop_group(self, group: int, sync: bool = False) -> int:
         """Stops every live timer started with ``group=group``, as Timer.stop()
@@ -945,18 +1061,18 @@ class Runtime:
         group) or beyond 2**64 - 1 raises ValueError, a non-int TypeError;
         0 is returned after shutdown(); TickwheelError (ESHUTDOWN) once
         closed, ForkedError in a fork child."""
-        group = _group_id(group, "group", allow_zero=False)
+        group = _group_id(group, "group", allow_zero=False, call="stop_group")
         return self._native.call("stop_group", _ext.Runtime.stop_group, group, bool(sync))
 
     def _timer_id(self, timer, what: str) -> int:
         if isinstance(timer, Timer):
-            if timer._native is not self._native:
+            if timer._runtime is not self:
                 raise ValueError("%s: the Timer belongs to another Runtime" % what)
             return timer.id
         if isinstance(timer, bool) or not isinstance(timer, numbers.Integral):
             raise TypeError("%s: expected a tickwheel.Timer or an int id, not %s" % (what, type(timer).__name__))
         if not 0 <= timer <= _U64_MAX:
-            raise ValueError("%s: a timer id is between 0 and 2**64 - 1: %r" % (what, timer))
+            raise _invalid(what, "timer=%d is not a timer id (0 .. 2**64 - 1)" % timer)
         return int(timer)
 
     def queue(self) -> "Queue":
@@ -966,19 +1082,26 @@ class Runtime:
         one is due), or any thread of the program's. See Queue."""
         return Queue(self)
 
-    def _start_options(self, queue, policy, leeway, group, clock) -> tuple:
-        """start()'s options, checked: (policy code, clock code, leeway ns, group)."""
+    def _start_options(self, queue, policy, leeway, group, clock, call: str) -> tuple:
+        """start()'s options, checked: (policy code, clock code, leeway ns, group,
+        the queue's extension object or None)."""
         policy_code = TW_PERIOD_SKIP if policy == "skip" else _policy_code(policy)
         clock_code = TW_CLOCK_MONOTONIC if clock == "monotonic" and type(clock) is str else _clock_code(clock)
-        leeway_ns = 0 if leeway == 0 else _to_ns(leeway, "leeway")
-        group = 0 if group == 0 and type(group) is int else _group_id(group, "group", allow_zero=True)
+        leeway_ns = 0 if leeway == 0 and type(leeway) is int else _to_ns(leeway, "leeway", call)
+        group = 0 if group == 0 and type(group) is int else _group_id(group, "group", allow_zero=True, call=call)
+        qh = None
         if queue is not None:
             if not isinstance(queue, Queue):
                 raise TypeError("queue must be a tickwheel.Queue or None, not %s" % type(queue).__name__)
             if queue._native is not self._native:
                 raise ValueError("queue belongs to another Runtime (a timer can only be bound to a "
                                  "Queue of the runtime that starts it)")
-        return policy_code, clock_code, leeway_ns, group
+            if queue._native.epoch != _fork_epoch:
+                raise ForkedError(call)
+            qh = queue._handle
+            if qh is None or queue._closing:
+                raise TickwheelError(TW_ESHUTDOWN, call, "the Queue is closed")
+        return policy_code, clock_code, leeway_ns, group, qh
 
     # -- batches (library 1.4) ---------------------------------------------------------
     def start_many(self, delays, fn, period_s: Seconds = 0, *, shard: int = -1, queue: Optional["Queue"] = None,
@@ -1008,63 +1131,31 @@ class Runtime:
             for f in fns:
                 if not callable(f):
                     raise TypeError("start_many: fn must be callable, or a sequence of callables")
-        policy_code, clock_code, leeway_ns, group = self._start_options(queue, policy, leeway, group, clock)
+        policy_code, clock_code, leeway_ns, group, qh = self._start_options(queue, policy, leeway, group, clock,
+                                                                            "start_many")
         if all(type(d) is float and 0.0 <= d < 1e9 for d in delays):
             ns = [round(d * 10**9) for d in delays]  # _to_ns()'s arithmetic, without its checks per element
         else:
-            ns = [_to_ns(d, "delay") for d in delays]
-        period_ns = _period_ns(period_s)
-        if isinstance(shard, bool) or not isinstance(shard, numbers.Integral) or not -1 <= shard <= 0x7FFFFFFF:
-            raise _error(TW_EINVAL, "start_many", "shard must be -1 (the calling thread's) or a shard "
-                         "number: %r" % (shard,))
-        shard = int(shard)
+            # Beyond MAX_DELAY_S: that element is the library's to refuse (None).
+            ns = [min(_to_ns(d, "delays[%d]" % i, "start_many", limit=None), _U64_MAX)
+                  for i, d in enumerate(delays)]
+        period_ns = _period_ns(period_s, "start_many")
+        shard = _shard(shard, "start_many")
         if n == 0:
             self._native.call("start_many", lambda handle: 0)  # closed / forked: raises as for n > 0
             return []
-        queued = queue is not None or self._manual
-        live, entry, count = _live, _Entry, _tokens
-        tokens = []
+        # The extension files each started element's callable in _live (a
+        # refused one is released, and its element is None).
         try:
-            for i in range(n):
-                token = next(count)
-                live[token] = entry(fn if fns is None else fns[i], self, queued)
-                tokens.append(token)
-            args = (tokens, ns, period_ns, shard, None if queue is None else queue, policy_code, clock_code,
-                    leeway_ns, group)
-            if queue is None:
-                ids = self._native.call("start_many", _ext.Runtime.start_many, *args)
-            else:
-                # Counted as a call on the runtime and on the queue: neither is
-                # freed before it returns (Queue.close waits for it).
-                handle, qh = queue._enter("start_many")
-                try:
-                    ids = handle.start_many(tokens, ns, period_ns, shard, qh, policy_code, clock_code,
-                                            leeway_ns, group)
-                except _NativeError as e:
-                    raise _native_error(e, "start_many") from None
-                finally:
-                    queue._leave()
-        except BaseException:
-            for token in tokens:
-                if token in _live:  # the extension released those it was given; the rest here
-                    _release(token)
-            raise
-        clock_name = _CLOCK_BY_CODE[clock_code]
-        timers = []
-        append = timers.append
-        for tid, token in zip(ids, tokens):
-            if tid:
-                append(Timer(self, tid, clock_name))
-            else:
-                if token in _live:  # not started: the core released it already
-                    _release(token)
-                append(None)
-        return timers
+            return _ext.start_many(self._fast, self, fn if fns is None else fns, queue is not None or self._manual,
+                                   ns, period_ns, shard, qh, policy_code, clock_code, leeway_ns, group,
+                                   _CLOCK_BY_CODE[clock_code])
+        except _NativeError as e:
+            raise _native_error(e, "start_many") from None
 
     def _ids(self, timers, what: str) -> list:
         """The ids of ``timers`` (Timers of this runtime or ints)."""
-        native = self._native
-        return [t.id if type(t) is Timer and t._native is native else self._timer_id(t, what) for t in timers]
+        return [t.id if type(t) is Timer and t._runtime is self else self._timer_id(t, what) for t in timers]
 
     def _batch(self, what: str, fn, ids, *args) -> list:
         codes = self._native.call(what, fn, ids, *args)
@@ -1089,42 +1180,25 @@ class Runtime:
         pending. A delay beyond MAX_DELAY_S raises InvalidArgumentError (a
         TickwheelError EINVAL and a ValueError) and re-arms none; ESHUTDOWN
         and ForkedError as stop_many()."""
-        ns = _to_ns(delay_s, "delay")
+        ns = _to_ns(delay_s, "delay_s", "reset_many")
         return self._batch("reset_many", _ext.Runtime.reset_many, self._ids(timers, "reset_many"), ns)
 
     def _start(self, fn, deadline_ns: int, delay_ns: int, period_ns: int, shard: int,
                queue: Optional["Queue"] = None, *, policy="skip", leeway: Seconds = 0, group: int = 0,
-               clock="monotonic") -> Timer:
+               clock="monotonic", call: str = "start") -> Timer:
         if not callable(fn):
-            raise TypeError("fn must be callable")
-        policy_code, clock_code, leeway_ns, group = self._start_options(queue, policy, leeway, group, clock)
-        token = next(_tokens)
-        _live[token] = _Entry(fn, self, queue is not None or self._manual)
+            raise TypeError("fn must be callable, not %s" % type(fn).__name__)
+        policy_code, clock_code, leeway_ns, group, qh = self._start_options(queue, policy, leeway, group, clock, call)
+        shard = _shard(shard, call)
+        # The extension files the callable in _live once the library has the
+        # timer, in the same C call: no KeyboardInterrupt between the two can
+        # release the callable of a live timer. A failed start files nothing.
         try:
-            if isinstance(shard, bool) or not isinstance(shard, numbers.Integral) or not -1 <= shard <= 0x7FFFFFFF:
-                raise _error(TW_EINVAL, "start", "shard must be -1 (the calling thread's) or a shard number: %r"
-                             % (shard,))
-            if queue is None:
-                tid = self._native.call("start", _ext.Runtime.start, token, delay_ns, deadline_ns, period_ns,
-                                        int(shard), None, policy_code, clock_code, leeway_ns, group)
-            else:
-                # Counted as a call on the runtime and on the queue: neither is
-                # freed before it returns (Queue.close waits for it).
-                handle, qh = queue._enter("start")
-                try:
-                    tid = handle.start(token, delay_ns, deadline_ns, period_ns, int(shard), qh, policy_code,
-                                       clock_code, leeway_ns, group)
-                except _NativeError as e:
-                    raise _native_error(e, "start") from None
-                finally:
-                    queue._leave()
-        except BaseException:
-            # The core destroyed the callable it was given (its hook dropped the
-            # token) on every failure; one refused before the core is dropped here.
-            if token in _live:
-                _release(token)
-            raise
-        return Timer(self, tid, _CLOCK_BY_CODE[clock_code])
+            return _ext.start_full(self._fast, self, fn, queue is not None or self._manual, delay_ns, deadline_ns,
+                                   period_ns, shard, qh, policy_code, clock_code, leeway_ns, group,
+                                   _CLOCK_BY_CODE[clock_code])
+        except _NativeError as e:
+            raise _native_error(e, call) from None
 
     # -- clocks ---------------------------------------------------------------------------
     @property
@@ -1174,12 +1248,12 @@ class Runtime:
         (as on a real runtime), except KeyboardInterrupt and SystemExit,
         which advance() re-raises once the window is done.
 
-        Raises TickwheelError with code TW_EINVAL if the runtime has no
-        manual clock or ``seconds`` exceeds MAX_DELAY_S (ValueError if
-        negative), TW_EDEADLK from inside one of this runtime's callbacks
-        (nothing done), TW_ESHUTDOWN after shutdown()/close(); ForkedError
-        in a fork child."""
-        ns = _to_ns(seconds, "seconds")
+        Raises InvalidArgumentError (a TickwheelError with code TW_EINVAL and
+        a ValueError) if ``seconds`` is negative or exceeds MAX_DELAY_S, or
+        the runtime has no manual clock; TickwheelError TW_EDEADLK from
+        inside one of this runtime's callbacks (nothing done), TW_ESHUTDOWN
+        after shutdown()/close(); ForkedError in a fork child."""
+        ns = _to_ns(seconds, "seconds", "advance")
         err = None
         try:
             n = self._native.call("advance", _ext.Runtime.advance, ns)  # the GIL is released inside
@@ -1196,7 +1270,7 @@ class Runtime:
             if not self._manual:
                 raise _error(rc, "advance", "the Runtime has no manual clock (create it with "
                              "tickwheel.Runtime(manual_clock=True))") from None
-            raise _error(rc, "advance", "seconds must be at most MAX_DELAY_S (2**60 ns): %r" % (seconds,)) from None
+            raise _invalid("advance", "seconds=%s is above %s" % (_show(seconds), _MAX_DELAY_TEXT)) from None
         if rc == TW_EDEADLK:
             raise _error(rc, "advance", "called from inside one of this Runtime's own callbacks") from None
         raise err
@@ -1209,13 +1283,27 @@ class Runtime:
     def shutdown(self) -> None:
         """Cancels pending timers (releasing their callables), waits for running
         callbacks, stops the threads. Afterwards timer calls raise TickwheelError
-        (ESHUTDOWN). Raises TickwheelError(EDEADLK) from one of its callbacks."""
+        (ESHUTDOWN). Raises TickwheelError(EDEADLK) from one of its callbacks.
+
+        The wait for callbacks in progress releases the GIL, and Ctrl-C
+        interrupts it as it interrupts ``threading.Event.wait()``
+        (KeyboardInterrupt, within about 20 ms): the runtime is then shut
+        down or shutting down -- no timer starts any more (ESHUTDOWN), the
+        pending ones are cancelled -- and the callbacks still in progress
+        finish in the background; shutdown() or close() again waits for the
+        rest."""
         self._native.shutdown()
 
     def close(self) -> None:
         """shutdown(), then frees the runtime. Idempotent; safe to call from several
         threads at once (each returns once it is freed). Raises
-        TickwheelError(EDEADLK) from one of its own callbacks (nothing done)."""
+        TickwheelError(EDEADLK) from one of its own callbacks (nothing done).
+
+        Ctrl-C interrupts its wait for the callbacks in progress, as for
+        shutdown() (also when ``with`` closes it): KeyboardInterrupt is
+        raised, and the runtime is then shut down or shutting down but not
+        yet freed; close() again (or the interpreter's exit) waits for the
+        rest and frees it."""
         self._native.close()
 
     @property
@@ -1260,17 +1348,17 @@ class Runtime:
         """The runtime's counters, gauges and callback-lateness histogram in the
         Prometheus text exposition format 0.0.4 (tw_runtime_metrics): serve it as
         the body of a /metrics response with Content-Type
-        "text/plain; version=0.0.4". Metric names start with "tickwheel_". Works
+        "text/plain; version=0.0.4". Metric names start with ``tickwheel_``. Works
         from any thread, from callbacks, and after shutdown() (the final values);
         it never blocks the runtime. Raises TickwheelError (ESHUTDOWN) once
         closed, ForkedError in a fork child."""
         return self._native.call("metrics", _ext.Runtime.metrics)
 
-    def _report(self, exc: BaseException, timer_id: int) -> None:
+    def _report(self, exc: BaseException, timer_id: int, token: int = 0) -> None:
         handler = self._on_error
         try:
             if handler is not None:
-                handler(exc, Timer(self, timer_id))
+                handler(exc, Timer(self, timer_id, Clock.MONOTONIC, token))
             else:
                 print("tickwheel: exception in the callback of timer %#x:" % timer_id, file=sys.stderr)
                 traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
@@ -1291,10 +1379,7 @@ def _running_stack() -> list:
 
 
 def _close_queue_in_background(queue: "Queue") -> None:
-    th = threading.Thread(target=queue._close_quietly, name="tickwheel-queue-close", daemon=False)
-    th.start()
-    with _natives_lock:  # joined by _close_all, as _close_in_background's threads
-        _deferred.append(th)
+    _start_deferred(queue._close_quietly, "tickwheel-queue-close")  # (at exit: freed with its runtime)
 
 
 class Queue:
@@ -1400,8 +1485,8 @@ class Queue:
         if isinstance(max, bool) or not isinstance(max, int):
             raise TypeError("max must be an int, not %s" % type(max).__name__)
         if max < 1:
-            raise ValueError("max must be at least 1: %r" % (max,))
-        wait_ns = -1 if timeout is None else _to_ns(timeout, "timeout")
+            raise _invalid("run", "max=%d is below 1" % max)
+        wait_ns = -1 if timeout is None else _to_ns(timeout, "timeout", "run", limit=None)
         stack = _running_stack()
         if self in stack:
             raise TickwheelError(TW_EDEADLK, "run", "called from inside one of this Queue's own callbacks")
@@ -1499,6 +1584,7 @@ class Queue:
                     cond.wait()
                 return
             self._closing = True
+            self._handle.mark_closing()  # the extension's own starts refuse it from now on
             if self._wake_w is not None:
                 try:
                     os.write(self._wake_w, b"\0")  # readable for good: every waiting run() wakes
@@ -1589,14 +1675,22 @@ class Queue:
         return "<tickwheel.Queue fd=%d %s>" % (self._fd, "closed" if self.closed else "open")
 
 
-@atexit.register
-def _close_all() -> None:
-    # Runs after the interpreter has joined its non-daemon threads and before it
-    # finalises: from then on no worker thread may call into Python (a thread that
-    # did would be torn down mid-callback). So every C runtime still alive is closed
-    # here -- open ones, and ones being freed by a background thread (close() waits
-    # for those) -- and the background threads are joined, including any started by
-    # a callback or release hook while we wait.
+def _retry(fn, *args) -> None:
+    # At exit: a KeyboardInterrupt (Ctrl-C again) does not cut a wait short.
+    while True:
+        try:
+            fn(*args)
+            return
+        except KeyboardInterrupt:
+            continue
+        except Exception:  # noqa: BLE001 -- nobody to tell at exit
+            return
+
+
+def _close_natives() -> None:
+    # Closes every C runtime still alive -- open ones, and ones being freed by
+    # a background thread (close() waits for those) -- and joins the background
+    # threads, including any started by a callback or release hook meanwhile.
     while True:
         with _natives_lock:
             natives = list(_natives)
@@ -1604,12 +1698,27 @@ def _close_all() -> None:
         if not natives and not threads:
             return
         for native in natives:
-            try:
-                native.close()
-            except Exception:  # noqa: BLE001
-                pass
+            _retry(native.close, False)
         for th in threads:
-            th.join()
+            _retry(th.join)
+
+
+@atexit.register
+def _close_all() -> None:
+    # Runs after the interpreter has joined its non-daemon threads and before it
+    # finalises (the atexit handlers registered before ``import tickwheel`` run
+    # after it). Once it finalises, a thread that takes the GIL is ended by
+    # CPython -- a worker would be ended inside the library's noexcept frames
+    # (std::terminate). So: the runtimes still open are closed (the callbacks
+    # in progress finish, the pending timers are cancelled and their callables
+    # released, as by close()); then no callback or release hook may enter
+    # Python any more (_ext.begin_exit() waits for those inside to leave; from
+    # then on Runtime() raises), and a runtime made meanwhile (by a daemon
+    # thread) is closed too, its hooks kept out of Python. Ctrl-C does not cut
+    # it short.
+    _close_natives()
+    _retry(_ext.begin_exit)
+    _close_natives()
 
 
 def __getattr__(name: str):

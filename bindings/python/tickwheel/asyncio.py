@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
-"""tickwheel.asyncio -- tickwheel timers whose callbacks run on an asyncio event loop.
+"""tickwheel.asyncio -- tickwheel timers whose callbacks run on an asyncio event loop::
 
     import asyncio, tickwheel, tickwheel.asyncio as twa
 
@@ -69,16 +69,18 @@ BATCH = 256
 Seconds = Union[int, float, _datetime.timedelta]
 
 
-def _seconds_to_ns(value: Seconds, what: str) -> int:
+def _seconds_to_ns(value: Seconds, what: str, call: str = "tickwheel.asyncio") -> int:
     """Seconds (or a timedelta) to ns, as the binding's start(), except that
-    negative is 0 (asyncio's rule: at once)."""
+    negative is 0 (asyncio's rule: at once). NaN and infinity raise
+    InvalidArgumentError (a ValueError) naming ``what`` and the value given."""
     kind = type(value)
     if kind is int:
         ns = value * 1_000_000_000
     elif kind is float:
-        if not _math.isfinite(value * 1e9):  # nan, inf, or beyond float's range in ns
-            raise ValueError("%s must be a finite number of seconds: %r" % (what, value))
-        ns = round(value * 1_000_000_000)
+        if not _math.isfinite(value):
+            raise _tw._invalid(call, "%s=%s is not a finite number of seconds" % (what, _tw._show(value)))
+        # (beyond 1e18 s the product would overflow a float: far beyond any limit anyway)
+        ns = round(value * 1_000_000_000) if abs(value) < 1e18 else int(value) * 1_000_000_000
     elif isinstance(value, _datetime.timedelta):
         ns = (value.days * 86400 + value.seconds) * 1_000_000_000 + value.microseconds * 1000
     elif isinstance(value, _numbers.Real):
@@ -99,7 +101,7 @@ class _Delivery:
     """A queue of ``runtime`` and ``loop``'s reader on (a duplicate of) its fd."""
 
     __slots__ = ("runtime", "native", "loop_ref", "queue", "fd", "sleepers", "agen", "finalizer", "closed",
-                 "__weakref__")
+                 "start_queued", "qh", "__weakref__")
 
     def __init__(self, runtime: "_tw.Runtime", loop: "_asyncio.AbstractEventLoop"):
         self.closed = True  # until fully set up
@@ -109,6 +111,11 @@ class _Delivery:
         self.sleepers: set = set()  # futures of sleep() calls in progress
         self.agen = None  # a weak reference to the async generator of _arm_close_hook
         self.queue = runtime.queue()
+        # The extension's queued start (C) and the queue's extension object:
+        # _schedule's hot path, without tickwheel.Runtime._start's checks
+        # (they hold by construction: a Queue of this runtime, options valid).
+        self.start_queued = runtime._fast.start_queued
+        self.qh = self.queue._handle
         # The loop watches a duplicate of the queue's fd: Runtime.close() (from
         # any thread, also the loop's, between two iterations) frees the queue
         # and closes its fd, and an fd closed under the loop's selector could be
@@ -368,8 +375,9 @@ def call_at(runtime: "_tw.Runtime", when: float, callback: Callable[..., object]
 
     Raises TypeError (bad runtime, callback or time), RuntimeError (no
     running loop, a closed loop, or ``loop=`` not this thread's),
-    TickwheelError (ESHUTDOWN: the runtime is shut down or closed;
-    EINVAL: more than tickwheel.MAX_DELAY_S ahead)."""
+    TickwheelError (ESHUTDOWN: the runtime is shut down or closed),
+    InvalidArgumentError (a ValueError: ``when`` more than
+    tickwheel.MAX_DELAY_S ahead, or not a finite number)."""
     loop = _loop_of(loop)
     if not callable(callback):
         raise TypeError("callback must be callable, not %s" % type(callback).__name__)
@@ -378,9 +386,9 @@ def call_at(runtime: "_tw.Runtime", when: float, callback: Callable[..., object]
         # and when() returns ``when`` itself (as asyncio's).
         deadline_ns = max(1, _math.ceil(when * 1_000_000_000))
     else:
-        deadline_ns = max(1, _seconds_to_ns(when, "when"))
+        deadline_ns = max(1, _seconds_to_ns(when, "when", "call_at"))
         when = deadline_ns / 1e9
-    return _schedule(runtime, loop, deadline_ns, when, callback, args, period, context)
+    return _schedule(runtime, loop, deadline_ns, when, callback, args, period, context, "when", when)
 
 
 def call_later(runtime: "_tw.Runtime", delay: Seconds, callback: Callable[..., object], *args: Any,
@@ -388,21 +396,53 @@ def call_later(runtime: "_tw.Runtime", delay: Seconds, callback: Callable[..., o
                loop: Optional[_asyncio.AbstractEventLoop] = None) -> TimerHandle:
     """As call_at(), ``delay`` seconds from now (a number or a timedelta;
     negative = 0, as asyncio's). ``handle.when()`` is the deadline."""
+    d = _last
+    if (d is not None and loop is None and d.runtime is runtime and type(delay) is float and 0.0 <= delay < 1e9
+            and period is _ZERO and not d.closed):
+        lp = d.loop_ref()
+        if lp is not None and getattr(lp, "_thread_id", None) == _get_ident():
+            # The common case: a float delay on the last delivery's loop, running
+            # in this thread. The same steps as below, without the calls.
+            if not callable(callback):
+                raise TypeError("callback must be callable, not %s" % type(callback).__name__)
+            deadline_ns = _monotonic_ns() + round(delay * 1_000_000_000)
+            handle = _new_handle(TimerHandle)
+            handle._timer = None
+            handle._when = deadline_ns / 1e9
+            handle._callback = callback
+            handle._args = args
+            handle._context = _copy_context() if context is None else context
+            handle._cancelled = False
+            handle._timer = d.start_queued(runtime, handle._run, deadline_ns, 0, d.qh)
+            return handle
     loop = _loop_of(loop)
     if not callable(callback):
         raise TypeError("callback must be callable, not %s" % type(callback).__name__)
-    delay_ns = _seconds_to_ns(delay, "delay")
+    delay_ns = _seconds_to_ns(delay, "delay", "call_later")
     deadline_ns = _time.monotonic_ns() + delay_ns
-    return _schedule(runtime, loop, deadline_ns, deadline_ns / 1e9, callback, args, period, context)
+    return _schedule(runtime, loop, deadline_ns, deadline_ns / 1e9, callback, args, period, context, "delay", delay)
+
+
+_ZERO = 0  # call_later()'s default period, compared by identity on its fast path
+_monotonic_ns = _time.monotonic_ns
+_copy_context = _contextvars.copy_context
+_new_handle = object.__new__
 
 
 def _schedule(runtime, loop, deadline_ns: int, when: float, callback, args, period: Seconds,
-              context) -> TimerHandle:
+              context, name: str = "when", value: Any = None) -> TimerHandle:
+    call = "call_later" if name == "delay" else "call_at"
     d = _delivery(runtime, loop)
-    period_ns = _seconds_to_ns(period, "period") if period else 0
+    period_ns = _seconds_to_ns(period, "period", call) if period else 0
+    if period_ns > _tw.TW_MAX_DELAY_NS:
+        raise _tw._invalid(call, "period=%s is above %s" % (_tw._show(period), _tw._MAX_DELAY_TEXT))
+    if deadline_ns - _time.monotonic_ns() > _tw.TW_MAX_DELAY_NS:
+        # (The library's own check, made here to say it in seconds.)
+        raise _tw._invalid(call, ("%s=%s is above %s" if name == "delay" else "%s=%s is more than %s after now")
+                           % (name, _tw._show(value), _tw._MAX_DELAY_TEXT))
     handle = TimerHandle(when, callback, args,
                          _contextvars.copy_context() if context is None else context)
-    handle._timer = runtime._start(handle._run, deadline_ns, 0, period_ns, -1, d.queue)
+    handle._timer = d.start_queued(runtime, handle._run, deadline_ns, period_ns, d.qh)
     return handle
 
 
@@ -419,10 +459,10 @@ async def sleep(runtime: "_tw.Runtime", delay: Seconds, result: Any = None) -> A
     down meanwhile."""
     loop = _asyncio.get_running_loop()
     fut = loop.create_future()
-    delay_ns = _seconds_to_ns(delay, "delay")
+    delay_ns = _seconds_to_ns(delay, "delay", "sleep")
     d = _delivery(runtime, loop)
     handle = TimerHandle(0.0, _wake, (fut, result), None)
-    handle._timer = runtime._start(handle._run, _time.monotonic_ns() + delay_ns, 0, 0, -1, d.queue)
+    handle._timer = d.start_queued(runtime, handle._run, _time.monotonic_ns() + delay_ns, 0, d.queue._handle)
     d.sleepers.add(fut)
     try:
         return await fut

@@ -19,6 +19,18 @@
 //! so an `FnMut` is fine; it runs on the runtime's worker threads, hence
 //! `Send + 'static`.
 //!
+//! Panics never cross into C (an unwind out of an `extern "C"` hook would
+//! abort the process): a panic in a closure's call, or in its `Drop` --
+//! wherever the drop happens: inside `stop()`, `stop_sync()` or a failed
+//! start on the caller's thread, on a worker after the last run, inside
+//! the `Runtime`'s or a `Queue`'s drop -- is caught, logged on stderr (after
+//! the panic hook's message), and counted in `stats().callback_exceptions`
+//! and the metric `tickwheel_callback_exceptions_total`
+//! (`tw_runtime_count_callback_exception`, library 1.6). The call that ran
+//! the hook returns normally, and a periodic timer whose call panicked goes
+//! on. A panic in [`Runtime::start_many`]'s `make(i)` unwinds to the caller
+//! with nothing started and the closures already made dropped.
+//!
 //! Since 1.3 a timer can be started from a [`TimerSpec`] (period policy,
 //! leeway, group, absolute deadline), inspected with [`Runtime::query`],
 //! re-armed to an absolute deadline with [`Runtime::reset_at`], and stopped
@@ -273,6 +285,9 @@ pub mod ffi {
         /// Since 1.3.
         pub fn tw_runtime_advance(rt: *mut tw_runtime, ns: u64) -> c_int;
         pub fn tw_runtime_stats(rt: *mut tw_runtime, out: *mut tw_stats) -> c_int;
+        /// Since 1.6 (TICKWHEEL_1.6): counts a callback's exception (a panic
+        /// the binding caught) in `tw_stats.callback_exceptions`.
+        pub fn tw_runtime_count_callback_exception(rt: *mut tw_runtime) -> c_int;
         pub fn tw_strerror(err: c_int) -> *const c_char;
         pub fn tw_version() -> u32;
         pub fn tw_queue_create(rt: *mut tw_runtime, out: *mut *mut tw_queue) -> c_int;
@@ -409,20 +424,56 @@ impl std::str::FromStr for Clock {
 
 type BoxedFn = Box<dyn FnMut(TimerId) + Send + 'static>;
 
-unsafe extern "C" fn on_fire(arg: *mut c_void, id: ffi::tw_timer) {
-    // SAFETY: `arg` is the Box<BoxedFn> leaked in start(); it lives until
-    // on_release, which the runtime calls after the last run, and runs of one
-    // timer never overlap, so this is the only reference now.
-    let f = &mut *(arg as *mut BoxedFn);
-    // A panic must not unwind into C.
-    if catch_unwind(AssertUnwindSafe(|| f(TimerId(id)))).is_err() {
-        eprintln!("tickwheel: a timer callback panicked (timer {id:#x})");
+/// A timer's `arg`: its closure, and the runtime it was started on (whose
+/// `callback_exceptions` counts the closure's panics).
+struct Slot {
+    rt: *mut ffi::tw_runtime,
+    f: BoxedFn,
+}
+
+impl Slot {
+    fn boxed(rt: *mut ffi::tw_runtime, f: BoxedFn) -> Box<Slot> {
+        Box::new(Slot { rt, f })
     }
 }
 
+/// Counts a panic the binding caught in `rt`'s `callback_exceptions` (and
+/// `tickwheel_callback_exceptions_total`), as the runtime counts a C++
+/// exception. (Does nothing in a fork() child: TW_EFORKED.)
+fn count_panic(rt: *mut ffi::tw_runtime) {
+    // SAFETY: rt is alive: callbacks and release hooks run before
+    // tw_runtime_destroy() returns, and the binding's own drops happen
+    // inside a method of the Runtime.
+    unsafe { ffi::tw_runtime_count_callback_exception(rt) };
+}
+
+unsafe extern "C" fn on_fire(arg: *mut c_void, id: ffi::tw_timer) {
+    // SAFETY: `arg` is the Box<Slot> leaked in start(); it lives until
+    // on_release, which the runtime calls after the last run, and runs of one
+    // timer never overlap, so this is the only reference now.
+    let slot = &mut *(arg as *mut Slot);
+    // A panic must not unwind into C: caught, logged (the panic hook has
+    // printed its message), counted; the timer goes on.
+    if catch_unwind(AssertUnwindSafe(|| (slot.f)(TimerId(id)))).is_err() {
+        eprintln!("tickwheel: a timer callback panicked (timer {id:#x}); counted in callback_exceptions");
+        count_panic(slot.rt);
+    }
+}
+
+/// The release hook: drops the closure. Called exactly once per timer, after
+/// its last run -- by the C library (inside a stop, a shutdown, a failed
+/// start, or on a worker after the last run), or by the binding itself for
+/// a start the library refused. A panic in the closure's Drop is contained
+/// as one in its call is: caught, logged, counted, never an abort (an unwind
+/// out of this `extern "C"` function would abort the process).
 unsafe extern "C" fn on_release(arg: *mut c_void) {
-    // SAFETY: called exactly once per timer, after its last run.
-    drop(Box::from_raw(arg as *mut BoxedFn));
+    // SAFETY: `arg` is a Box<Slot> from Box::into_raw, released once.
+    let slot = Box::from_raw(arg as *mut Slot);
+    let rt = slot.rt;
+    if catch_unwind(AssertUnwindSafe(move || drop(slot))).is_err() {
+        eprintln!("tickwheel: dropping a timer's closure panicked; counted in callback_exceptions");
+        count_panic(rt);
+    }
 }
 
 /// A runtime's configuration (`tw_config`). `Config::default()` is the C default.
@@ -760,9 +811,16 @@ impl Runtime {
     }
 
     fn start_spec(&self, ts: &TimerSpec, queue: *mut ffi::tw_queue, f: BoxedFn) -> Result<TimerId, Error> {
-        let mut spec = Self::raw_spec(ts, queue)?; // (drops f on error)
-        let boxed: Box<BoxedFn> = Box::new(f);
-        spec.arg = Box::into_raw(boxed) as *mut c_void;
+        let arg = Box::into_raw(Slot::boxed(self.ptr, f)) as *mut c_void;
+        let mut spec = match Self::raw_spec(ts, queue) {
+            Ok(spec) => spec,
+            Err(e) => {
+                // SAFETY: arg is the Box::into_raw above, taken by no one.
+                unsafe { on_release(arg) };
+                return Err(e);
+            }
+        };
+        spec.arg = arg;
         let mut id: ffi::tw_timer = 0;
         // The release rule, from the return code alone (tickwheel.h, "Release").
         match unsafe { ffi::tw_timer_start_ex(self.ptr, &spec, &mut id) } {
@@ -770,7 +828,7 @@ impl Runtime {
             rc @ (ffi::TW_EINVAL | ffi::TW_EFORKED) => {
                 // Rejected: the library never took the box, so it is still ours.
                 // SAFETY: spec.arg is the Box::into_raw above, released by no one.
-                drop(unsafe { Box::from_raw(spec.arg as *mut BoxedFn) });
+                unsafe { on_release(spec.arg) };
                 Err(Error(rc))
             }
             // TW_ESHUTDOWN, TW_EAGAIN, TW_ENOMEM: on_release has run inside the call.
@@ -789,7 +847,9 @@ impl Runtime {
     /// deadline above `i64::MAX` or more than `TW_MAX_DELAY_NS` ahead of
     /// [`Runtime::now`], a shard above `i32::MAX`) makes the whole call
     /// `Err(Error::INVALID)` with nothing started and `make` never called.
-    /// `Err(FORKED)` in a fork child. One call for the slice: the per-call
+    /// `Err(FORKED)` in a fork child. Every closure is made before any is
+    /// started: a panic in `make(i)` unwinds out of this call with nothing
+    /// started and the closures `make` returned before it dropped. One call for the slice: the per-call
     /// costs (an FFI call, a clock reading, the inbox wake-ups) are paid
     /// once, and the records are prefetched together (README, "Batches").
     pub fn start_many<F, G>(&self, specs: &[TimerSpec], mut make: G) -> Result<Vec<Option<TimerId>>, Error>
@@ -812,10 +872,15 @@ impl Runtime {
             }
             raw.push(spec);
         }
-        for (i, spec) in raw.iter_mut().enumerate() {
-            let f: BoxedFn = Box::new(make(i));
-            let boxed: Box<BoxedFn> = Box::new(f);
-            spec.arg = Box::into_raw(boxed) as *mut c_void;
+        // Every closure is made (and owned here) before any is handed over:
+        // if make(i) panics, the ones already made are dropped as the panic
+        // unwinds out of this call (none leaks, none was started).
+        let mut slots: Vec<Box<Slot>> = Vec::with_capacity(raw.len());
+        for i in 0..raw.len() {
+            slots.push(Slot::boxed(self.ptr, Box::new(make(i))));
+        }
+        for (spec, slot) in raw.iter_mut().zip(slots) {
+            spec.arg = Box::into_raw(slot) as *mut c_void;
         }
         let mut out = vec![0 as ffi::tw_timer; raw.len()];
         let rc = unsafe { ffi::tw_timer_start_n(self.ptr, raw.as_ptr(), raw.len(), out.as_mut_ptr()) };
@@ -823,7 +888,7 @@ impl Runtime {
             // The call was refused (FORKED): no hook ran, the boxes are ours.
             for spec in &raw {
                 // SAFETY: each arg is a Box::into_raw above, taken by no one.
-                drop(unsafe { Box::from_raw(spec.arg as *mut BoxedFn) });
+                unsafe { on_release(spec.arg) };
             }
             return Err(Error(rc));
         }
@@ -966,6 +1031,9 @@ impl Runtime {
         check(unsafe { ffi::tw_runtime_shutdown(self.ptr) })
     }
 
+    /// The runtime's counters (`tw_stats`): `callback_exceptions` counts the
+    /// panics of closures (in their call or their `Drop`) as well as C++
+    /// exceptions.
     pub fn stats(&self) -> Result<ffi::tw_stats, Error> {
         let mut st = ffi::tw_stats {
             size: std::mem::size_of::<ffi::tw_stats>() as u32,
@@ -1009,13 +1077,18 @@ impl Queue<'_> {
 
     /// Runs up to `max` due callbacks here, in deadline order; returns how
     /// many ran. With none due, waits up to `timeout` (`Some(ZERO)`: not at
-    /// all; `None`: until one is due or the runtime shuts down).
+    /// all; `None`: until one is due or the runtime shuts down). A timeout
+    /// of `TW_MAX_DELAY_NS` (2^60 ns, about 36.5 years) or more, up to
+    /// `Duration::MAX`, waits as `None` does: a long timeout means long.
     /// Errors: `INVALID` (max 0), `DEADLOCK` (from one of its own
     /// callbacks), `SHUTDOWN` (nothing ran, runtime shut down), `FORKED`.
     pub fn run(&self, max: usize, timeout: Option<Duration>) -> Result<usize, Error> {
         let t = match timeout {
             None => -1,
-            Some(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+            // (Passed on, a timeout near i64::MAX ns overflowed the deadline
+            // the C run computes from its clock: it returned at once.)
+            Some(d) if d.as_nanos() >= u128::from(ffi::TW_MAX_DELAY_NS) => -1,
+            Some(d) => d.as_nanos() as i64, // below 2^60: exact
         };
         let rc = unsafe { ffi::tw_queue_run(self.ptr, max, t) };
         if rc < 0 {
