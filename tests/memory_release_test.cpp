@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/caller_cells.hpp"
 #include "runtime/handle_table.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/test_hooks.hpp"
@@ -106,8 +107,17 @@ TEST(MemoryRelease, ABurstOfTenMillionGivesItsMemoryBackWithinTwoSeconds) {
     tickwheel::Config cfg = tw_test::small_config(2, 2);
     cfg.slot_reserve = 1;  // keep (almost) nothing: the figure to compare is the process before the burst
     Runtime rt(cfg);
-    // Warm: the threads, the caller's cell and a first chunk exist.
-    for (int i = 0; i < 1000; ++i) rt.stop(rt.start(hours(1), [] {}));
+    // Warm: the threads, the caller's cell grown to its capacity and a first
+    // chunk exist. (A cell's positions -- 16 bytes per timer it holds, at
+    // most CallerCells::kMaxChunks x kChunkSlots, 2 MiB -- stay with the
+    // shard: a fixed cost per thread, not proportional to a burst.)
+    {
+        constexpr std::size_t kCell = tickwheel::rt::CallerCells::kMaxChunks * tickwheel::rt::CallerCells::kChunkSlots;
+        std::vector<std::uint64_t> warm(kCell);
+        for (auto& id : warm) id = rt.start(hours(1), [] {}).id();
+        for (const std::uint64_t id : warm) rt.stop(id);
+    }
+    ASSERT_TRUE(slots_back_to(rt, 4096, seconds(tw_test::kSanitized ? 30 : 5))) << "slots " << rt.stats().slots;
     std::this_thread::sleep_for(milliseconds(300));
     const long pre = rss_kb();
     {
@@ -295,7 +305,10 @@ TEST(MemoryRelease, TheInboxQueueIsFreedAfterABigBacklog) {
             hooks::in_window.store(nullptr);
         }
     } unhook;
-    rt.stop(ids[0]);  // (a message: the driver passes, and is held)
+    // (A message: the driver passes, and is held. From a thread other than
+    // the starter: the starter's own stop takes its timer back from its
+    // cell and posts nothing.)
+    std::thread([&] { rt.stop(ids[0]); }).join();
     ASSERT_TRUE(wait_until([&] { return g_driver_held.load(); }));
     // Stops from a thread that is not the starter (no cell): a Cancel each,
     // queued while the driver is held: a backlog of n messages.

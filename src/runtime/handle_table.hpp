@@ -234,6 +234,16 @@ public:
     bool has_released() const noexcept {
         return static_cast<std::uint32_t>(released_head_.load(std::memory_order_relaxed)) != 0;
     }
+    /// Called (any thread) whenever the table's resident records grow by a
+    /// chunk -- one made, or one given back made again -- so that the
+    /// shard's driver looks again at what it may give back: a burst of
+    /// starts that a caller's cell holds posts nothing to the driver, which
+    /// may be in a long sleep. Rare (once per 32,767 records); set once,
+    /// before the table is shared.
+    void on_grow(void (*fn)(void*) noexcept, void* ctx) noexcept {
+        grow_fn_ = fn;
+        grow_ctx_ = ctx;
+    }
     /// Records given back to the kernel and not made again.
     std::uint64_t released_records() const noexcept { return released_records_.load(std::memory_order_relaxed); }
     /// Records resident now: high_water() less those given back to the
@@ -314,6 +324,9 @@ private:
     Record* revive(std::uint32_t& index, std::uint32_t& gen) noexcept;
 
     Record* make_chunk(std::uint32_t c) noexcept;
+    void grew() noexcept {
+        if (grow_fn_ != nullptr) grow_fn_(grow_ctx_);
+    }
     /// A fresh index's record, with its first generation; nullptr if no
     /// memory for its chunk (the index is then never used).
     Record* init_fresh(std::uint32_t index) noexcept;
@@ -321,6 +334,8 @@ private:
     void free_chunk(std::uint32_t c, Record* first) noexcept;
 
     std::unique_ptr<std::atomic<Record*>[]> chunks_;
+    void (*grow_fn_)(void*) noexcept = nullptr;  // on_grow()
+    void* grow_ctx_ = nullptr;
     ChunkMeta* meta_ = nullptr;  // kMaxChunks entries (mmap: pages resident once touched)
     // The released chunks: a stack linked through ChunkMeta::next, [ABA tag
     // : 32 | chunk + 1 : 32]; pushed by the driver (trim), popped by any

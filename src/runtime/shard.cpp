@@ -58,6 +58,11 @@ Shard::Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispa
       wheel_(clock.now_tick(clocks.mono())) {
     const std::int64_t mono = clocks.mono();
     for (unsigned c = 1; c < kClocks; ++c) seen_offset_[c] = clocks.now(static_cast<ClockId>(c)) - mono;
+    // Records grew (a burst, perhaps all in callers' cells, which post
+    // nothing): a driver in a long sleep wakes for one pass, whose
+    // maybe_trim() then keeps it on the housekeeping cadence until it may
+    // give the surplus back (issue 34). Once per 2 MiB chunk.
+    table_.on_grow([](void* self) noexcept { static_cast<Shard*>(self)->wake_for(0, true); }, this);
 }
 
 Shard::~Shard() { stop_and_join(); }
@@ -171,6 +176,16 @@ bool Shard::take_back_and_recycle(CallerCells::Cell& c, Record& r, std::uint32_t
     FreeChain freed(table_);
     if (recycle_ended(r, freed)) return true;  // quarantined (a generation wrap): the driver reclaims it
     (void)freed.keep_in(cells_, c);  // kept for this thread's next start, else to the free stack
+    // A take-back posts nothing: after a burst that a cell held, a driver in
+    // a long sleep would never look at the records freed. Every
+    // kTakeBackWakeEvery take-backs of this thread, if the table holds
+    // enough records for a trim, it is woken for a pass (issue 34).
+    [[gnu::tls_model("initial-exec")]] constinit thread_local std::uint32_t taken_back = 0;
+    if (++taken_back >= kTakeBackWakeEvery) [[unlikely]] {
+        taken_back = 0;
+        if (slot_reserve_ != kNeverTrim && table_.resident_slots() >= slot_reserve_ + kTrimMinRecords)
+            wake_for(0, true);
+    }
     return true;
 }
 
@@ -660,7 +675,8 @@ void Shard::check_wheel() const noexcept {
 bool Shard::maybe_trim(tick_t now, std::int64_t now_ns) noexcept {
     if (slot_reserve_ == kNeverTrim) return false;
     const std::uint64_t resident = table_.resident_slots();
-    const std::uint64_t need = wheel_.size() + slot_reserve_;
+    // (Live timers are in the wheel or wait in callers' cells.)
+    const std::uint64_t need = wheel_.size() + cells_.waiting() + slot_reserve_;
     if (resident < need + kTrimMinRecords) {
         trim_quiet_since_ns_ = 0;
         return false;

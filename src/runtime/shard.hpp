@@ -130,6 +130,9 @@ public:
     static constexpr std::int64_t kTrimBackoffNs = 2'000'000'000;
     static constexpr std::int64_t kTrimMaxDeferNs = 2'000'000'000;
     static constexpr std::size_t kTrimBusyMessages = 1024;  // drained in a pass: not quiet
+    // A thread's take-backs (callers' cells) between two looks at whether
+    // its shard's driver should wake to give memory back (take_back_and_recycle).
+    static constexpr std::uint32_t kTakeBackWakeEvery = 16384;
     static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
