@@ -62,11 +62,19 @@ def parse(text):
         if fam["type"] == "counter":
             assert name.endswith("_total"), name
         if fam["type"] == "histogram":
-            buckets = [(float(dict(l)["le"]), v) for (s, l), v in fam["samples"].items() if s == name + "_bucket"]
-            assert buckets and buckets[-1][0] == float("inf"), name
-            assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), name
-            assert buckets[-1][1] == fam["samples"][(name + "_count", ())], name
-            assert (name + "_sum", ()) in fam["samples"], name
+            # One series per label set other than le (since 1.6, e.g. the
+            # stage label of tickwheel_callback_stage_seconds).
+            series = {}
+            for (s, l), v in fam["samples"].items():
+                if s == name + "_bucket":
+                    rest = tuple(x for x in l if x[0] != "le")
+                    series.setdefault(rest, []).append((float(dict(l)["le"]), v))
+            assert series, name
+            for rest, buckets in series.items():
+                assert buckets[-1][0] == float("inf"), name
+                assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), name
+                assert buckets[-1][1] == fam["samples"][(name + "_count", rest)], name
+                assert (name + "_sum", rest) in fam["samples"], name
     return families
 
 
