@@ -43,18 +43,34 @@ command -v bpftrace >/dev/null 2>&1 || { echo "TW-SKIP: bpftrace is not installe
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"; [[ -n ${pid:-} ]] && kill "$pid" 2>/dev/null; true' EXIT
 
-# Runs TARGET for $1 seconds and bpftrace on it with the rest of the
-# arguments; its output in $dir/out. Returns 2 (after printing TW-SKIP) when
-# the kernel refused the attach.
+# Runs TARGET and bpftrace on it with the rest of the arguments, for $1
+# seconds from the moment bpftrace's BEGIN ran (every probe attached: a
+# loaded machine or a sanitizer build can take seconds to get there), then
+# stops bpftrace (SIGINT: its END prints) and the target; bpftrace's output
+# in $dir/out. Returns 2 (after printing TW-SKIP) when the kernel refused
+# the attach.
 trace() {
   local secs=$1
   shift
   for attempt in 1 2; do
-    "$target" "$secs" >"$dir/target.out" 2>&1 &
+    "$target" 600 >"$dir/target.out" 2>&1 &
     pid=$!
     sleep 1  # the library mapped, the runtime running
-    timeout -s INT $((secs - 2)) bpftrace -p "$pid" "$@" >"$dir/out" 2>&1
-    wait "$pid"
+    bpftrace -p "$pid" "$@" >"$dir/out" 2>&1 &
+    local bt=$!
+    # BEGIN prints "tracing ..." (the scripts) or "attached" (the probe list).
+    for ((w = 0; w < 600; w++)); do
+      grep -qE '^(tracing|attached)' "$dir/out" && break
+      kill -0 "$bt" 2>/dev/null || break
+      sleep 0.1
+    done
+    sleep "$secs"
+    kill -INT "$bt" 2>/dev/null
+    for ((w = 0; w < 300; w++)); do kill -0 "$bt" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$bt" 2>/dev/null
+    wait "$bt" 2>/dev/null
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
     pid=
     # bpftrace 0.17 sometimes finds no probe in a process it looks at too
     # early ("couldn't get argument", "Error finding location"): once more.
@@ -69,9 +85,9 @@ trace() {
 }
 
 # 1. Every probe fires while attached (bpftrace raises its semaphore).
-script=""
+script='BEGIN { printf("attached\n"); } '
 for p in "${probes[@]}"; do script+="usdt:*:tickwheel:$p { @fired[\"$p\"] = count(); } "; done
-trace 5 -e "$script"
+trace 3 -e "$script"
 rc=$?
 [[ $rc -eq 2 ]] && exit 0
 cat "$dir/out"
@@ -84,7 +100,7 @@ done
 check() {
   local name=$1
   shift
-  trace 5 "$tools/$name" || exit 0
+  trace 3 "$tools/$name" || exit 0
   echo "---- $name"
   cat "$dir/out"
   for want in "$@"; do
