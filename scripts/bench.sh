@@ -8,12 +8,27 @@
 # library (peer_tickwheel_c: what C, Python, Node and Rust users run). One
 # command:
 #
+#   scripts/bench.sh all        every mode below in turn (the full suite,
+#                               capi, scaling, python, node, delay, model):
+#                               what the published figures come from. About
+#                               15 minutes on 2 cores (the full suite's last
+#                               run took 654 s, the others 13-60 s each)
 #   scripts/bench.sh            install what is missing (Debian packages, as
 #                               root), build Release (the `release` preset),
 #                               run everything, write docs/bench/results.json,
 #                               docs/bench/README.md and the PNG plots
 #   scripts/bench.sh --quick    the same with small sizes and 2 repetitions,
-#                               to check the machinery (figures not valid)
+#                               to check the machinery (figures not valid),
+#                               into build/bench-quick (not docs/bench) unless
+#                               BENCH_OUT says otherwise
+#
+# Every mode ends by recording its command, commit and machine in its data
+# file (scripts/figures.py --stamp) and, when it wrote docs/bench and was
+# not --quick, by publishing: scripts/figures.py --write rebuilds
+# docs/bench/figures.json from the seven data files and rewrites every
+# figure and table the README and the site quote (docs/site/development.md,
+# "Publishing figures"). Into another folder (BENCH_OUT, --quick) it writes
+# that folder's figures.json only.
 #   scripts/bench.sh scaling [--quick] [--threads N]
 #                               the scaling workload only (issue 21), for
 #                               machines of any size: (a) 1..N producer
@@ -75,6 +90,27 @@
 #                               BENCH_NODE_BASE=<commit>: that commit's
 #                               binding too, on the same library
 #                               (node-base.json), for an A/B.
+#   scripts/bench.sh delay [--quick]
+#                               what can delay a timer (the concepts guide):
+#                               bench/delay_sources with 2 workers, 3 rounds
+#                               (BENCH_REPS; --quick: 1) of 0, 1, 2 and 4
+#                               callbacks blocking 500 ms before a 20 ms
+#                               timer, and a 5 ms periodic timer's largest
+#                               gap while a start/stop thread of its shard
+#                               is frozen in a signal handler (10 x 400 ms),
+#                               at nice 19 or SCHED_IDLE beside a spinning
+#                               thread (5 x 400 ms each); writes delay.json.
+#                               39 s on 2 cores after the build.
+#   scripts/bench.sh model [--quick]
+#                               the timer model's costs (the timer-model and
+#                               clocks guides): bench/model_bench wakeups
+#                               (100 K timers over 1 s, without and with
+#                               10 ms of leeway), group and query (1 M
+#                               pending; query also at 1 K), advance (1 M
+#                               timers over a simulated hour); --quick: 20 K
+#                               and 100 K (MODEL_TIMERS, MODEL_PENDING
+#                               override); writes model.json. 13 s on 2
+#                               cores after the build.
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
@@ -104,7 +140,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=0
-mode=all
+mode=full
 threads=${BENCH_THREADS:-}
 while (($#)); do
   case $1 in
@@ -113,9 +149,12 @@ while (($#)); do
     capi) mode=capi ;;
     node) mode=node ;;
     python) mode=python ;;
+    delay) mode=delay ;;
+    model) mode=model ;;
+    all) mode=all ;;
     --threads) threads=${2:?--threads needs a number}; shift ;;
     --threads=*) threads=${1#--threads=} ;;
-    *) echo "usage: scripts/bench.sh [scaling|capi|node|python] [--quick] [--threads N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [all|scaling|capi|node|python|delay|model] [--quick] [--threads N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -128,8 +167,51 @@ if [[ $mode == capi && -n $base_bin && ! -x $base_bin ]]; then
   exit 2
 fi
 
-out=${BENCH_OUT:-$root/docs/bench}
+# ---- all: every mode in turn (each publishes its figures as it ends) -----------------------
+if [[ $mode == all ]]; then
+  pass=()
+  ((quick)) && pass+=(--quick)
+  [[ -n $threads ]] && pass+=(--threads "$threads")
+  failed=()
+  t0=$(date +%s)
+  for m in full capi scaling python node delay model; do
+    printf '[bench all] %s\n' "$m" >&2
+    if [[ $m == full ]]; then "$0" "${pass[@]}" || failed+=("$m")
+    else "$0" "$m" "${pass[@]}" || failed+=("$m"); fi
+  done
+  printf '[bench all] done in %d s%s\n' $(( $(date +%s) - t0 )) "${failed[*]:+; failed: ${failed[*]}}" >&2
+  ((${#failed[@]} == 0))
+  exit
+fi
+
+if ((quick)); then out=${BENCH_OUT:-$root/build/bench-quick}; else out=${BENCH_OUT:-$root/docs/bench}; fi
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+# The command that reproduces this run, as the data files record it: the
+# variables that change what is measured, then the script and its arguments.
+bench_cmd=""
+for v in BENCH_OPS BENCH_REPS BENCH_THREADS SCALING_REPS SCALING_OPS SCALING_PENDING SCALING_TIMERS \
+         MODEL_TIMERS MODEL_PENDING BENCH_BASE_BUILD_DIR; do
+  [[ -n ${!v:-} ]] && bench_cmd+="$v=${!v} "
+done
+bench_cmd+="scripts/bench.sh"
+[[ $mode != full ]] && bench_cmd+=" $mode"
+((quick)) && bench_cmd+=" --quick"
+[[ $mode == scaling && -n $threads && -z ${BENCH_THREADS:-} ]] && bench_cmd+=" --threads $threads"
+# publish <mode> <data file>: its run's command, commit and machine into it,
+# then figures.json (and, into docs/bench unless --quick, the pages)
+publish() {
+  python3 "$root/scripts/figures.py" --stamp "$2" --mode "$1" --command "$bench_cmd" || return 1
+  if [[ $out == "$root/docs/bench" ]] && ((!quick)); then
+    log "publishing: scripts/figures.py --write (docs/bench/figures.json, the README and the site's figures)"
+    if ! python3 "$root/scripts/figures.py" --write; then
+      log "scripts/figures.py --write found the problems above: the docs are not consistent yet"
+      return 1
+    fi
+  else
+    python3 "$root/scripts/figures.py" --write --bench "$out" --partial --no-pages $( ((quick)) && echo --allow-quick)
+  fi
+}
 t_start=$(date +%s)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 log() { printf '[bench %4ds] %s\n' $(( $(date +%s) - t_start )) "$*" >&2; }
@@ -169,7 +251,7 @@ if [[ $mode == node ]]; then
     echo "$want" >"$stamp"
   fi
   if ((quick)); then nargs=(--ops 20000 --rounds 3 --warmup 1); else nargs=(--ops "${BENCH_OPS:-200000}" --rounds "${BENCH_REPS:-15}" --warmup 3); fi
-  cmd="scripts/bench.sh node$( ((quick)) && echo ' --quick' || true)"
+  cmd=$bench_cmd
   log "bench/peers/peer_node.js ${nargs[*]}"
   TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$pkg" "${nargs[@]}" --out "$out/node.json" --command "$cmd"
   # A/B: BENCH_NODE_BASE=<commit> also runs that commit's binding (its
@@ -186,6 +268,7 @@ if [[ $mode == node ]]; then
     TICKWHEEL_LIB=$lib node bench/peers/peer_node.js --binding "$base" "${nargs[@]}" --out "$out/node-base.json" \
       --command "BENCH_NODE_BASE=$BENCH_NODE_BASE $cmd"
   fi
+  publish node "$out/node.json" || exit 1
   log "done in $(( $(date +%s) - t_start )) s"
   exit 0
 fi
@@ -208,13 +291,64 @@ if [[ $mode == python ]]; then
     cmake --build "$build" --target tickwheel_python >&2
   fi
   py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
-  cmd="scripts/bench.sh python"
-  ((quick)) && cmd+=" --quick"
-  args=(--binding "$build/python" --json "$out/python.json" --command "$cmd")
+  args=(--binding "$build/python" --json "$out/python.json" --command "$bench_cmd")
   ((quick)) && args+=(--quick)
   log "bench/python_percall_bench.py ${args[*]}"
   "${py:-python3}" "$root/bench/python_percall_bench.py" "${args[@]}"
+  publish python "$out/python.json" || exit 1
   log "done: $out/python.json (load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg))"
+  exit 0
+fi
+
+# ---- delay, model: the guides' figures (bench/delay_sources, bench/model_bench) ----------
+# Only the release build of one program each; no peers.
+if [[ $mode == delay || $mode == model ]]; then
+  prog=$([[ $mode == delay ]] && echo delay_sources || echo model_bench)
+  if ((no_build)); then
+    build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
+  elif [[ -n "${BENCH_BUILD_DIR:-}" ]]; then
+    build=$BENCH_BUILD_DIR
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc \
+          -DCMAKE_CXX_COMPILER=g++ -DTICKWHEEL_BUILD_TESTS=OFF >&2
+  else
+    build=$root/build/release
+    log "configuring the release preset"
+    cmake --preset release >/dev/null
+  fi
+  if ((!no_build)); then
+    log "building bench/$prog"
+    cmake --build "$build" --target "$prog" >&2
+  fi
+  raw=$(mktemp)
+  trap 'rm -f "$raw"' EXIT
+  if [[ $mode == delay ]]; then
+    # each round: 0, 1, W and 2W callbacks blocking 500 ms before a 20 ms
+    # timer (W = 2 workers), then a start/stop thread frozen 10 x 400 ms, at
+    # nice 19 and at SCHED_IDLE beside a spinning thread 5 x 400 ms each
+    rounds=$( ((quick)) && echo 1 || echo "${BENCH_REPS:-3}")
+    params="\"rounds\": $rounds, \"workers\": 2"
+    log "bench/delay_sources --workers 2 --rounds $rounds"
+    timeout --kill-after=5 600 "$build/bench/delay_sources" --workers 2 --rounds "$rounds" >"$raw"
+  else
+    # the timer model's costs: leeway's wake-ups (100 K timers over 1 s),
+    # stop_group and query at 1 M pending, advance() of a manual clock
+    if ((quick)); then n=20000; pend=100000; else n=100000; pend=1000000; fi
+    n=${MODEL_TIMERS:-$n}; pend=${MODEL_PENDING:-$pend}
+    params="\"timers\": $n, \"pending\": $pend"
+    for args in "wakeups $n" "group $pend" "query 1000" "query $pend" "advance $pend"; do
+      log "bench/model_bench $args"
+      # shellcheck disable=SC2086  # (the arguments, split)
+      timeout --kill-after=5 300 "$build/bench/model_bench" $args >>"$raw"
+    done
+  fi
+  t_end=$(date +%s)
+  load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+  meta=$(printf '{"quick": %s, %s, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "command": "%s"}' \
+    "$( ((quick)) && echo true || echo false)" "$params" "$t_start" $((t_end - t_start)) "$load_before" "$load_after" \
+    "$bench_cmd")
+  python3 "$root/scripts/figures.py" --collect "$raw" --mode "$mode" --meta "$meta" --out "$out/$mode.json"
+  publish "$mode" "$out/$mode.json" || exit 1
+  log "done: $out/$mode.json in $(( t_end - t_start )) s (load average before: $load_before, after: $load_after)"
   exit 0
 fi
 
@@ -347,9 +481,10 @@ if [[ $mode == scaling ]]; then
   export SC_QUICK=$quick SC_REPS=$SR SC_THREADS=$N SC_COUNTS="${counts[*]}" SC_BUILD=$build SC_OPS=$SOPS \
          SC_PENDING=$SPENDING SC_TIMERS=$STIMERS SC_START=$t_start SC_BUILD_S=$((t_built - t_start)) \
          SC_TOTAL_S=$((t_end - t_start)) SC_LOAD_BEFORE=$load_before SC_LOAD_AFTER=$load_after \
-         SC_FAILURES="${failures[*]:-}" SC_SKIPPED=$skipped_list
+         SC_FAILURES="${failures[*]:-}" SC_SKIPPED=$skipped_list SC_COMMAND=$bench_cmd
   log "writing $out (scaling)"
   python3 bench/suite/scaling_report.py --mt "$raw" --probe "$probe_raw" --out "$out"
+  publish scaling "$out/scaling.json" || exit 1
   log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
   if ((${#failures[@]})); then
     log "failed: ${failures[*]}"
@@ -399,11 +534,12 @@ if [[ $mode == capi ]]; then
   t_end=$(date +%s)
   load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   meta=$(mktemp)
-  printf '{"quick": %s, "reps": %d, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "failures": "%s"}\n' \
+  printf '{"quick": %s, "reps": %d, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "failures": "%s", "command": "%s"}\n' \
     "$( ((quick)) && echo true || echo false)" "$CR" "$t_start" $((t_end - t_start)) "$load_before" "$load_after" \
-    "${failures[*]:-}" >"$meta"
+    "${failures[*]:-}" "$bench_cmd" >"$meta"
   python3 bench/suite/report.py --capi --raw "$raw" --meta "$meta" --out "$out"
   rm -f "$meta"
+  publish capi "$out/capi.json" || exit 1
   log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
   ((${#failures[@]} == 0)) || { log "failed: ${failures[*]}"; exit 1; }
   exit 0
@@ -570,13 +706,14 @@ json.dump({
   "started_unix": $t_start, "build_s": $((t_built - t_start)), "total_s": $((t_end - t_start)),
   "load_before": "$load_before", "load_after": "$load_after",
   "ffi_status": "$ffi_status", "failures": "${failures[*]:-}".split(),
-  "ffi_pending": $FFI_PENDING, "ffi_ops": $FFI_OPS, "unavailable": unavailable,
+  "ffi_pending": $FFI_PENDING, "ffi_ops": $FFI_OPS, "unavailable": unavailable, "command": "$bench_cmd",
 }, open(sys.argv[1], "w"))
 EOF
 rm -f "$unav"
 log "writing $out"
 python3 bench/suite/report.py --raw "$raw" --probe "$probe_raw" --meta "$meta" --out "$out"
 rm -f "$meta"
+publish full "$out/results.json" || failures+=("publishing the figures")
 log "done in $(( $(date +%s) - t_start )) s (load before: $load_before, after: $load_after)"
 if ((${#failures[@]})); then
   log "failed: ${failures[*]}"

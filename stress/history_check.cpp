@@ -395,6 +395,19 @@ struct Checker {
         std::int64_t early_lb = 0, early_shi = 0;
     };
 
+    // How long the wall clock must stay past a wall-clock timer's deadline
+    // before a run is owed: the re-clock pass and the slack, and every delay
+    // the run is allowed (injected into the runtime's threads, the machine's
+    // stalls) over [from, t]. A step back within that time restarts the wait,
+    // as it may for the library: a driver held back by an injected delay
+    // until after the step finds the deadline not reached (before, the hold
+    // was the pass and the slack alone, and such a run was reported LATE by
+    // the delays it was allowed: seed 3 at load 14, 4 timers).
+    std::int64_t reach_hold(std::int64_t from, std::int64_t t) const {
+        const std::int64_t to = t >= kInf ? from + 60'000'000'000 : t;
+        return cfg.slack_ns + kReclockNs + inj.total(from, to) + stalls.total(from, to);
+    }
+
     // The bounds for a run (or, for the final check, a virtual run) at
     // entry time `t`, given runs[0..j) before it.
     Bound bounds(std::uint32_t key, const std::vector<const Event*>& arms, const std::vector<const Event*>& runs,
@@ -446,7 +459,7 @@ struct Checker {
             if (i_min == 0) {  // it may be the arming's first run
                 lb = lb0;
                 ub_mono = ub0 >= kInf ? kInf
-                          : std::max(a.t1, realtime(key) ? shifts.first_reach(ub0, off, a.t0, cfg.slack_ns + kReclockNs) + kReclockNs
+                          : std::max(a.t1, realtime(key) ? shifts.first_reach(ub0, off, a.t0, reach_hold(a.t0, t)) + kReclockNs
                                                          : ub0 - off);
             }
             if (periodic && i_max >= 1) {  // it may be a later one

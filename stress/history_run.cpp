@@ -67,8 +67,8 @@
 // Faults on the callers (the producers; never the runtime's threads):
 //   freeze   one producer, from a random time in 15..60 % of the load, picks
 //            a schedule point among those it has passed so far (by the seed;
-//            --freeze-site C forces one: 'T' a caller holding its shard's
-//            driver token, 'E' one holding a queue's mutex, ... site_name()
+//            --freeze-site C forces one: 'u' a caller holding a queue's
+//            mutex, 'E' an eventfd read, ... site_name()
 //            lists them) and parks there for good at its next passage: a
 //            caller preempted for ever, stopped at a breakpoint or inside a
 //            signal handler, whatever it holds. Its call never returns: the
@@ -1578,7 +1578,7 @@ const char* site_name(char c) {
         case 'i': return "a start with the timer indexed, its Insert not queued";
         case 'q': return "a bound stop/reset before the queue's mutex, or a queue create";
         case 'u': return "a bound stop/reset holding the queue's mutex, or a parker's wake";
-        case 'T': return "a caller holding its shard's driver token";
+        case 'T': return "a caller holding its shard's driver token (1.5; no such point since 1.7)";
         case 'p': return "a parker about to sleep";
         case 'e': return "an eventfd write";
         case 'E': return "an eventfd read";

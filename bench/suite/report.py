@@ -2,15 +2,24 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Turns the benchmark suite's raw JSON lines into docs/bench/:
 
-  results.json   {"meta": {...}, "results": [one object per (run, metric)]}
-  README.md      the goals table (met / not met), one table per workload
-                 (median [min-max] and ratios against tickwheel), the machine
-                 and package versions, and the plots
-  *.png          plots drawn with gnuplot (pngcairo)
+  results.json   {"meta": {...}, "environment": {...}, "goals": [...],
+                 "results": [one object per (run, metric)]}
+  README.md      the report for users: the run, the machine and package
+                 versions, one table per workload (median [min-max] and
+                 ratios against tickwheel) and the plots. The goals (met /
+                 not met) stay in results.json; the development page
+                 docs/site/design/performance.md shows them (scripts/figures.py)
+  *.png          plots drawn with gnuplot (pngcairo), each stamped with the
+                 run's id (a PNG tEXt chunk "tickwheel-run", read back by
+                 scripts/figures.py --check: a plot must come from the run of
+                 the tables beside it)
 
 Standard library only. Called by scripts/bench.sh:
   report.py --raw <json lines> --meta <meta json> --out docs/bench
-Re-render from a previous results.json:  report.py --results docs/bench/results.json --out docs/bench
+Re-render from a previous results.json (the plots too, from the same data):
+  report.py --results docs/bench/results.json --out docs/bench
+--no-plots renders the Markdown only (as if the plots had been drawn):
+scripts/figures.py --check compares it with the committed report.
 """
 
 import argparse
@@ -19,8 +28,10 @@ import json
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import sys
+import zlib
 
 PEERS = ["tickwheel", "tickwheel-capi", "tickwheel-wheel", "asio-1t", "asio-2t", "libuv", "libevent", "dpdk-timer", "mutex-map",
          "mutex-map-2w"]
@@ -39,12 +50,66 @@ PEER_TEXT = {
                   "rte_timer_manage() every 1 ms (EAL without NIC or hugepages)",
     "mutex-map": "mutex + std::map + condition variable, 1 worker",
     "mutex-map-2w": "mutex + std::map + condition variable, 2 workers",
-    "python-binding": "Python binding (bindings/python, the compiled extension since 1.5): rt.start() + Timer.stop()",
+    "python-binding": "Python binding (bindings/python): rt.start() + Timer.stop()",
     "python-ctypes": "bare ctypes: tw_timer_start() + tw_timer_stop()",
     "python-binding-batch": "Python binding, batch calls: rt.start_many() + rt.stop_many(), 64 pairs per call",
 }
 ASIO = ["asio-1t", "asio-2t"]
 STARTSTOP_N = [1000, 100000, 1000000, 10000000]
+
+
+# ---- the run's id, and the plots stamped with it ---------------------------------------------
+def utc(ts, fmt="%Y-%m-%d %H:%M UTC"):
+    return datetime.datetime.fromtimestamp(int(ts or 0), datetime.timezone.utc).strftime(fmt)
+
+
+def run_id(mode, started_unix):
+    """The id of one run of scripts/bench.sh: its mode (full, capi, scaling,
+    python, node) and the second it started, e.g. full-20261124T220442Z.
+    scripts/figures.py computes the same from each data file."""
+    return "%s-%s" % (mode, utc(started_unix, "%Y%m%dT%H%M%SZ"))
+
+
+RUN_ID = None       # set by main(): every plot drawn is stamped with it
+DRAW_PLOTS = True   # --no-plots: the Markdown only, every plot taken as drawn
+PNG_KEY = b"tickwheel-run"
+
+
+def png_chunks(data):
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG file")
+    at = 8
+    while at + 8 <= len(data):
+        n, kind = struct.unpack(">I4s", data[at:at + 8])
+        yield at, kind, data[at + 8:at + 8 + n]
+        at += 12 + n
+
+
+def png_run(path):
+    """The run id a plot was stamped with (None: no stamp)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    for _, kind, body in png_chunks(data):
+        if kind == b"tEXt" and body.startswith(PNG_KEY + b"\0"):
+            return body[len(PNG_KEY) + 1:].decode("latin-1")
+    return None
+
+
+def stamp_png(path, rid):
+    """Writes rid into the PNG as a tEXt chunk "tickwheel-run" (replacing one
+    there), before IEND."""
+    with open(path, "rb") as f:
+        data = f.read()
+    out = bytearray(data[:8])
+    for at, kind, body in png_chunks(data):
+        if kind == b"tEXt" and body.startswith(PNG_KEY + b"\0"):
+            continue
+        if kind == b"IEND":
+            text = PNG_KEY + b"\0" + rid.encode("latin-1")
+            out += struct.pack(">I", len(text)) + b"tEXt" + text + struct.pack(">I", zlib.crc32(b"tEXt" + text))
+        out += data[at:at + 12 + len(body)]
+    with open(path, "wb") as f:
+        f.write(out)
 
 
 # ---- loading and looking up ------------------------------------------------------------
@@ -131,6 +196,17 @@ def short_n(n):
 
 
 # ---- environment ----------------------------------------------------------------------------
+def git_commit():
+    """HEAD's short hash, "(with uncommitted changes)" where the tree differs
+    from it outside docs/ (the suite's own output lands in docs/bench)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    head = sh("git -C '%s' rev-parse --short HEAD 2>/dev/null" % here)
+    if not head:
+        return None
+    dirty = sh("git -C '%s' status --porcelain -- ':/' ':(exclude,top)docs' 2>/dev/null" % here)
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
 def sh(cmd):
     try:
         return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=20).stdout.strip()
@@ -166,12 +242,19 @@ def environment():
         "kernel": platform.release(),
         "compiler": sh("g++ --version | head -1"),
         "packages": pkgs,
-        "git": sh("git rev-parse --short HEAD") + (" (with uncommitted changes)" if sh("git status --porcelain") else ""),
+        "git": git_commit(),
     }
 
 
 # ---- plots (gnuplot) --------------------------------------------------------------------------
-def gnuplot(script, out_dir):
+def gnuplot(script, out_dir, png=None):
+    """Runs the script (it writes png into out_dir) and stamps png with
+    RUN_ID; with DRAW_PLOTS off, draws nothing and answers as if drawn."""
+    if not DRAW_PLOTS:
+        return True
+    if RUN_ID:  # the run, small, in the bottom right corner
+        script = script.replace("\nset title ", "\nset label 'run %s' at screen 0.99, screen 0.015 right font ',8' "
+                                "textcolor rgb '#777777'\nset title " % RUN_ID, 1)
     if not shutil.which("gnuplot"):
         print("report: gnuplot not found, no plots", file=sys.stderr)
         return False
@@ -179,6 +262,8 @@ def gnuplot(script, out_dir):
     if p.returncode != 0:
         print("report: gnuplot failed:\n" + p.stderr, file=sys.stderr)
         return False
+    if png and RUN_ID:
+        stamp_png(os.path.join(out_dir, png), RUN_ID)
     return True
 
 
@@ -212,7 +297,7 @@ def plot_lines(out_dir, png, title, xlabel, ylabel, series, logx=True, logy=True
         s += datablock(gp_id(label), pts)
     s += "plot " + ", \\\n     ".join(
         "$%s using 1:2:3:4 with yerrorlines lw 2 title '%s'" % (gp_id(label), label) for label, _ in series) + "\n"
-    return png if gnuplot(s, out_dir) else None
+    return png if gnuplot(s, out_dir, png) else None
 
 
 def plot_bars(out_dir, png, title, ylabel, bars, logy=False):
@@ -222,12 +307,14 @@ def plot_bars(out_dir, png, title, ylabel, bars, logy=False):
         return None
     s = "set terminal pngcairo size 900,480 font ',10'\nset output '%s'\n" % png
     s += "set title '%s'\nset ylabel '%s'\nset grid y\nset style fill solid 0.6\nset boxwidth 0.6\n" % (title, ylabel)
-    s += "set xtics rotate by -25\nunset key\nset yrange [%s:*]\n" % ("1" if logy else "0")
+    s += "set xtics rotate by -25\nunset key\nset yrange [%s:*]\nset xrange [-0.6:%g]\n" % (
+        "1" if logy else "0", len(bars) - 0.4)
     if logy:
         s += "set logscale y\n"
     s += datablock("bars", [(i, b[1], b[2], b[3], '"%s"' % b[0]) for i, b in enumerate(bars)])
-    s += "plot $bars using 1:2:3:4:xtic(5) with boxerrorbars lc rgb '#4472c4'\n"
-    return png if gnuplot(s, out_dir) else None
+    # 5 columns: x y ylow yhigh xdelta (with 4, gnuplot reads the 4th as the box's half-width)
+    s += "plot $bars using 1:2:3:4:(0.3):xtic(5) with boxerrorbars lc rgb '#4472c4'\n"
+    return png if gnuplot(s, out_dir, png) else None
 
 
 # Issue 21 states its start+stop goals as tickwheel through the C ABI and
@@ -306,9 +393,11 @@ def expiry_goals(groups, goal):
          None if not groups else early == 0)
 
 
-def capi_section(R, md, goal):
+def capi_section(R, md, goal, users=False):
     """Section 1a and issue 21's goals: tickwheel through the C ABI and the
-    shared library next to the static C++ peer and libuv."""
+    shared library next to the static C++ peer and libuv. users: the full
+    report's section (no goal or verdict columns, no A/B against a base
+    build: those are for capi.md and the development pages)."""
     rows = []
     for n, limit in CAPI_VS_LIBUV.items():
         c = R.get("startstop", "tickwheel-capi", "wall_ns_per_pair", pending=n)
@@ -316,8 +405,8 @@ def capi_section(R, md, goal):
         u = R.get("startstop", "libuv", "wall_ns_per_pair", pending=n)
         q = ratio_value(c, u)
         qs = "n/a" if q is None else "%.2f×" % q
-        rows.append([short_n(n), cell(c, bold=True), cell(t), cell(u), qs, "≤ %g×" % limit,
-                     "not measured" if q is None else ("**met**" if q <= limit else "**not met**")])
+        rows.append([short_n(n), cell(c, bold=True), cell(t), cell(u), qs] + ([] if users else [
+            "≤ %g×" % limit, "not measured" if q is None else ("**met**" if q <= limit else "**not met**")]))
         goal("start+stop through the C ABI (shared library), %s pending: ≤ %g× libuv's wall ns/pair (issue 21)" % (
             short_n(n), limit), "%s ns vs libuv %s ns: %s" % (cell(c), cell(u), qs), None if q is None else q <= limit)
     mt = []
@@ -335,10 +424,10 @@ def capi_section(R, md, goal):
            "Workload 1 (and 3) with tickwheel driven through `tickwheel.h` (`tw_timer_start` / `tw_timer_stop`) and "
            "linked to `libtickwheel.so.1` (`bench/peers/peer_tickwheel_c`), as C, Python, Node and Rust users "
            "run it, next to the C++ API of the static library and libuv, same run. Wall ns per pair until "
-           "drained, median [min–max]; ×: the C ABI's median ÷ libuv's (below 1: cheaper than libuv); the "
-           "limits are issue 21's goals.\n\n"]
-    sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv", "goal", "verdict"],
-                     rows))
+           "drained, median [min–max]; ×: the C ABI's median ÷ libuv's (below 1: cheaper than libuv)%s.\n\n" % (
+               "" if users else "; the limits are issue 21's goals")]
+    sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv"] +
+                     ([] if users else ["goal", "verdict"]), rows))
     # Process CPU (all threads): what a pair costs whatever else the machine
     # runs (a preempted caller's wall time grows, its CPU time does not).
     cpu = [[short_n(n)] + [cell(R.get("startstop", p, "cpu_ns_per_pair", pending=n))
@@ -349,9 +438,9 @@ def capi_section(R, md, goal):
     sec.append(table(["pending", "C ABI, shared", "C++ API, static", "libuv", "C ABI ÷ libuv"], cpu))
     if mt:
         sec.append("\n**Producers (workload 3), 100K pending: aggregate pairs/s until drained** (×: C ABI ÷ "
-                   "C++ static; issue 21's goal for 2 producers: ≥ 8 M)\n\n")
+                   "C++ static%s)\n\n" % ("" if users else "; issue 21's goal for 2 producers: ≥ 8 M"))
         sec.append(table(["producers", "C ABI, shared", "C++ API, static", "×"], mt))
-    if "tickwheel-capi-base" in R.peers("startstop") + R.peers("mt"):
+    if "tickwheel-capi-base" in R.peers("startstop") + R.peers("mt") and not users:
         base = []
         for n in CAPI_VS_LIBUV:
             for metric, what in [("wall_ns_per_pair", "wall ns/pair"), ("cpu_ns_per_pair", "process CPU ns/pair")]:
@@ -401,13 +490,14 @@ def build_capi(R, meta, env):
     """`scripts/bench.sh capi`: issue 21's start+stop goals only (section 1a)."""
     md, goals = [], []
     capi_section(R, md, lambda text, figure, ok: goals.append((text, figure, verdict(ok))))
-    when = datetime.datetime.utcfromtimestamp(meta.get("started_unix", 0)).strftime("%Y-%m-%d %H:%M UTC")
+    when = utc(meta.get("started_unix", 0))
     head = ["# tickwheel through the C ABI: issue 21's start+stop goals\n\n",
             "Generated by `scripts/bench.sh capi`: each program run once per round, %s rounds, interleaved "
             "(C ABI, C++ static, libuv; then the producers); figures pooled over the rounds, median [min–max]. "
             "Raw figures: [`capi.json`](capi.json).\n\n" % meta.get("reps", "?"),
-            "Run: %s, %s s, %s CPUs, tickwheel %s. Load average (1, 5, 15 min) before: %s; after: %s.\n" % (
-                when, meta.get("total_s", "?"), env.get("nproc"), env.get("git", "?"), meta.get("load_before", "?"),
+            "Run `%s` (`%s`): %s, %s s, %s CPUs, tickwheel %s. Load average (1, 5, 15 min) before: %s; after: "
+            "%s.\n" % (run_id("capi", meta.get("started_unix", 0)), meta.get("command", "scripts/bench.sh capi"),
+                      when, meta.get("total_s", "?"), env.get("nproc"), env.get("git", "?"), meta.get("load_before", "?"),
                 meta.get("load_after", "?"))]
     if meta.get("quick"):
         head.append("\n> **--quick run:** small sizes and 2 rounds; the figures are not valid.\n")
@@ -518,8 +608,8 @@ def build(res, meta, env, out_dir):
          "%s (%s ns at 10M; CPU %s)" % (ratio(tw10, tw1), cell(tw10), ratio(tw10c, tw1c)),
          None if g is None else g <= 2)
 
-    # ---- 1a. the C ABI through the shared library (issue 21's goals) --------------------------
-    capi_section(R, md, goal)
+    # ---- 1a. the C ABI through the shared library ------------------------------------------------
+    capi_section(R, md, goal, users=True)
 
     # ---- 2. re-arm ---------------------------------------------------------------------------------
     rp = R.peers("rearm")
@@ -788,23 +878,21 @@ def build(res, meta, env, out_dir):
     # ---- 7. memory ---------------------------------------------------------------------------------------
     mp_ = R.peers("memory")
     mns = R.values("memory", "pending")
-    mns = [n for n in mns if n >= 1000000] or mns
     if mp_:
         sec = ["## 7. memory\n\n",
                "RSS growth of the process per pending timer, from before the preload of workload 1 (the benchmark's "
                "own handle array excluded) to after each of its repetitions (median [min–max]), and right after "
-               "the preload. Everything the peer needs per timer counts: timer objects, handler allocations, "
-               "queues, records.\n\n"]
+               "the preload of the most timers. Everything the peer needs per timer counts: timer objects, handler "
+               "allocations, queues, records, and what the process maps once (at %s pending that is most of "
+               "it).\n\n" % short_n(mns[0])]
         rows = []
         for p in mp_:
             row = [p]
             for n in mns:
                 row.append(cell(R.get("memory", p, "rss_bytes_per_timer", pending=n), bold=p == "tickwheel"))
-                row.append(cell(R.get("memory", p, "rss_bytes_per_timer_after_preload", pending=n)))
+            row.append(cell(R.get("memory", p, "rss_bytes_per_timer_after_preload", pending=mns[-1])))
             rows.append(row)
-        hdr = ["peer"]
-        for n in mns:
-            hdr += ["B/timer at %s" % short_n(n), "after preload"]
+        hdr = ["peer"] + ["B/timer at %s" % short_n(n) for n in mns] + ["after the preload of %s" % short_n(mns[-1])]
         sec.append(table(hdr, rows))
         md.append((7, "".join(sec) + "\n"))
     for n in [1000000, 10000000]:
@@ -813,7 +901,7 @@ def build(res, meta, env, out_dir):
 
     # ---- 9. FFI --------------------------------------------------------------------------------------------
     fp = R.peers("ffi")
-    sec = ["## 9. FFI overhead (Python ctypes → C ABI)\n\n"]
+    sec = ["## 9. From Python (the binding and bare ctypes → C ABI)\n\n"]
     if fp:
         fr = R.get("ffi", fp[0], "wall_ns_per_pair")
         n = fr["params"]["pending"]
@@ -828,7 +916,7 @@ def build(res, meta, env, out_dir):
         sec.append(table(["path", "wall ns/pair", "CPU ns/pair", "× C++"], rows))
     else:
         sec.append(table(["path", "wall ns/pair"],
-                         [["Python ctypes → C ABI", "TODO — %s" % meta.get("ffi_status", "not measured")]]))
+                         [["Python → C ABI", meta.get("ffi_status", "not measured")]]))
     md.append((9, "".join(sec) + "\n"))
 
     # ---- assemble --------------------------------------------------------------------------------------------
@@ -837,10 +925,12 @@ def build(res, meta, env, out_dir):
             "median of %s repetitions with [min–max]; every ratio (×) compares medians measured in the same run and says "
             "how many times better tickwheel's figure is (the peer's cost ÷ tickwheel's, or tickwheel's rate ÷ the "
             "peer's): below 1× the peer is better. Raw figures: [`results.json`](results.json).\n" % meta.get("reps", 5)]
-    when = datetime.datetime.utcfromtimestamp(meta.get("started_unix", 0)).strftime("%Y-%m-%d %H:%M UTC")
-    head.append("\nRun: %s, %s s in all (build %s s). Load average (1, 5, 15 min) before: %s; after: %s.\n" % (
-        when, meta.get("total_s", "?"), meta.get("build_s", "?"), meta.get("load_before", "?"),
-        meta.get("load_after", "?")))
+    head.append("\nRun `%s` (`%s`): %s, %s s in all (build %s s). Load average (1, 5, 15 min) "
+                "before: %s; after: %s. The commit it measured: `results.json` (environment) and the development "
+                "page.\n" % (
+                    run_id("full", meta.get("started_unix", 0)), meta.get("command", "scripts/bench.sh"),
+                    utc(meta.get("started_unix", 0)), meta.get("total_s", "?"),
+                    meta.get("build_s", "?"), meta.get("load_before", "?"), meta.get("load_after", "?")))
     try:
         lb = float(str(meta.get("load_before", "0")).split()[0])
         la = float(str(meta.get("load_after", "0")).split()[0])
@@ -852,19 +942,17 @@ def build(res, meta, env, out_dir):
                     "Re-run on a quiet machine for reference figures.\n")
     ss = next((r for r in R.records if r["workload"] == "startstop"), None)
     if ss and ss["params"].get("ops", 1000000) < 1000000 and not meta.get("quick"):
-        head.append("\nWorkloads 1–3 time %s operations per repetition, so each figure covers %s (the issue's "
-                    "1,000,000 pairs); 1,000,000 per repetition would take the suite past 10 minutes on 2 cores "
+        head.append("\nWorkloads 1–3 time %s operations per repetition, so each figure covers %s; "
+                    "1,000,000 per repetition would take the suite past 10 minutes on 2 cores "
                     "(`BENCH_OPS=1000000 scripts/bench.sh` does it).\n" % (
                         "{:,}".format(int(ss["params"]["ops"])), "{:,}".format(int(ss["params"]["ops"]) * int(meta.get("reps", 5)))))
     if meta.get("quick"):
         head.append("\n> **--quick run:** small sizes and 2 repetitions; the figures are not valid.\n")
     if meta.get("failures"):
         head.append("\n> Runs that failed or timed out: %s.\n" % ", ".join(meta["failures"]))
-    head.append("\n## Goals\n\n")
-    head.append(table(["goal", "figure", "verdict"], goals))
     head.append("\n## Machine\n\n")
     rows = [["CPUs (nproc)", env.get("nproc")], ["CPU model", env.get("cpu_model")], ["memory", env.get("memory")],
-            ["kernel", env.get("kernel")], ["compiler", env.get("compiler")], ["tickwheel commit", env.get("git")]]
+            ["kernel", env.get("kernel")], ["compiler", env.get("compiler")]]
     rows += [["package %s" % k, v] for k, v in sorted(env.get("packages", {}).items())]
     head.append(table(["", ""], rows))
     head.append("\n## Peers\n\n")
@@ -929,7 +1017,10 @@ def main():
     ap.add_argument("--probe", help="bench/expiry_probe's JSON lines (section 4b)")
     ap.add_argument("--capi", action="store_true",
                     help="issue 21's start+stop goals only (scripts/bench.sh capi): capi.json, capi.md")
+    ap.add_argument("--no-plots", action="store_true", help="the Markdown only (as if every plot had been drawn)")
     a = ap.parse_args()
+    global RUN_ID, DRAW_PLOTS
+    DRAW_PLOTS = not a.no_plots
     os.makedirs(a.out, exist_ok=True)
     if a.results:
         doc = json.load(open(a.results))
@@ -939,6 +1030,7 @@ def main():
         meta = json.load(open(a.meta)) if a.meta else {}
         env = environment()
     records = merge_rounds(records)
+    RUN_ID = run_id("capi" if a.capi else "full", meta.get("started_unix", 0))
     if a.capi:
         md, goals = build_capi(Results(records), meta, env)
         names = ("capi.json", "capi.md")

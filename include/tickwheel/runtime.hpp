@@ -25,7 +25,7 @@
 ///    CLOCK_MONOTONIC at most ~3 us above it (never below), which spares
 ///    the call the ordered clock read (environment TICKWHEEL_TSC=0: the
 ///    exact clock_gettime() reading instead).
-///  * Progress (since 1.6). The runtime's own threads -- the shards' drivers
+///  * Progress (since 1.7). The runtime's own threads -- the shards' drivers
 ///    and the workers -- never wait for a thread of yours, whatever its
 ///    priority or state: a caller preempted, at nice 19 or SCHED_IDLE,
 ///    stopped at a breakpoint or inside a signal handler, at any
@@ -236,7 +236,7 @@ public:
 /// years. Longer ones are errc::invalid_argument.
 inline constexpr Duration kMaxDelay{std::int64_t{1} << 60};
 
-/// The most grid deadlines a PeriodPolicy::burst timer owes (since 1.6;
+/// The most grid deadlines a PeriodPolicy::burst timer owes (since 1.7;
 /// the C API's TW_BURST_MAX_OWED): when a run finds more passed and not yet
 /// run, the oldest beyond this many are skipped and counted in
 /// TimerInfo::missed; the catch-up serves the latest ones.
@@ -447,7 +447,7 @@ enum class PeriodPolicy : std::uint32_t {
     /// than its period never catches up and keeps that worker: use skip);
     /// on a Queue each catch-up run counts against run()'s `max`, and the
     /// runs past it stay owed (the timer stays due) for the next run()
-    /// (since 1.6).
+    /// (since 1.7).
     burst = 2,
 };
 
@@ -522,7 +522,7 @@ struct TimerInfo {
     /// Runs begun so far, the one in progress included.
     std::uint64_t runs = 0;
     /// Grid deadlines skipped so far (PeriodPolicy::skip; burst: the owed
-    /// ones beyond kBurstMaxOwed, since 1.6; 0 for delay): runs + missed -
+    /// ones beyond kBurstMaxOwed, since 1.7; 0 for delay): runs + missed -
     /// 1 is the index, from 0, of the grid deadline the current (or last)
     /// run serves.
     std::uint64_t missed = 0;
@@ -804,7 +804,7 @@ public:
     /// their queue instead (run by Queue::run()). The clocks stop where any
     /// reading plus 2 x kMaxDelay still fits in an int64 (the wall clock at
     /// 2^63 - 2^61 ns after 1970, in 2189): an advance past it runs what is
-    /// due up to there and leaves them there (since 1.6; before, they
+    /// due up to there and leaves them there (since 1.7; before, they
     /// saturated at INT64_MAX, and a timer started then fired at once). Returns when those
     /// callbacks have returned, with how many it ran. One advance at a time
     /// (concurrent callers take turns); any thread may start/stop/reset
@@ -1118,7 +1118,7 @@ public:
     /// bounds the callbacks, whatever the timers: each run of a burst
     /// timer's catch-up counts as one, and those past `max` stay owed (the
     /// timer stays due, the fd readable) for the next calls, in their
-    /// deadline order (since 1.6). Each callback gives one lateness sample
+    /// deadline order (since 1.7). Each callback gives one lateness sample
     /// (QueueStats::run_*, Stats::lateness_*), from the deadline it serves.
     /// With none due it waits up to `timeout` (0: not at all; > 0: that
     /// long, up to Duration::max() -- one that reaches past the steady

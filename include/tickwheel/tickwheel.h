@@ -26,7 +26,7 @@
  *    clocks) by the caller of the start function.
  *    Deadlines are rounded UP to the runtime's resolution (default 1 ms); a
  *    timer fires about one tick plus scheduling noise after its deadline.
- *  * Progress (since 1.6). The runtime's own threads (the shards' drivers,
+ *  * Progress (since 1.7). The runtime's own threads (the shards' drivers,
  *    the workers) never wait for a thread of yours, whatever its priority
  *    or state: a caller preempted, at nice 19 or SCHED_IDLE, stopped at a
  *    breakpoint or inside a signal handler, at any instruction of any
@@ -192,7 +192,7 @@ extern "C" {
  *  36.5 years). Longer ones are TW_EINVAL. */
 #define TW_MAX_DELAY_NS (((uint64_t)1) << 60)
 
-/** The most grid deadlines a TW_PERIOD_BURST timer owes (since 1.6): when
+/** The most grid deadlines a TW_PERIOD_BURST timer owes (since 1.7): when
  *  a run finds more passed and not yet run, the oldest beyond this many
  *  are skipped and counted in tw_timer_info.missed; the catch-up serves
  *  the latest ones. */
@@ -417,7 +417,7 @@ typedef struct tw_timer_spec {
  *  than its period never catches up and keeps that worker (use
  *  TW_PERIOD_SKIP); on a delivery queue each catch-up run counts against
  *  tw_queue_run()'s max, and the runs past it stay owed (the timer stays
- *  due) for the next call (since 1.6). */
+ *  due) for the next call (since 1.7). */
 #define TW_PERIOD_BURST 2u
 /** @} */
 
@@ -623,7 +623,7 @@ typedef struct tw_timer_info {
     uint64_t group;       /**< as started; 0 = none */
     uint64_t runs;        /**< runs started so far, the one in progress included */
     /** Grid deadlines skipped so far (TW_PERIOD_SKIP; TW_PERIOD_BURST: the
-        owed ones beyond TW_BURST_MAX_OWED, since 1.6; 0 for
+        owed ones beyond TW_BURST_MAX_OWED, since 1.7; 0 for
         TW_PERIOD_DELAY): runs + missed - 1 is the index, from 0, of the
         grid deadline the current (or last) run serves. */
     uint64_t missed;
@@ -730,14 +730,14 @@ TW_API int tw_queue_fd(const tw_queue *q) TW_NOEXCEPT;
  *  max bounds the callbacks, whatever the timers: each run of a
  *  TW_PERIOD_BURST timer's catch-up counts as one, and those past max stay
  *  owed -- the timer stays due, the fd readable -- and run, in their
- *  deadline order, in the next calls (since 1.6; before, one due BURST
+ *  deadline order, in the next calls (since 1.7; before, one due BURST
  *  timer ran every owed deadline inside one call, past max). Each callback
  *  gives one lateness sample (tw_queue_stats.run_*, tw_stats.lateness_*),
  *  measured from the deadline it serves.
  *  With none due it waits up to timeout_ns: 0 = not at all; > 0 = that
  *  long, any value up to INT64_MAX (the whole timeout if nothing becomes
  *  due; one that reaches past CLOCK_MONOTONIC's range, ~292 years from
- *  boot, waits as < 0 does; since 1.6: before, a timeout above about
+ *  boot, waits as < 0 does; since 1.7: before, a timeout above about
  *  INT64_MAX - the clock's reading overflowed and returned 0 at once);
  *  < 0 = until one is due (also one started later by another thread) or
  *  the runtime shuts down.
@@ -885,7 +885,7 @@ TW_API uint64_t tw_runtime_now_ns(tw_runtime *rt, int clock) TW_NOEXCEPT;
  *  The clocks stop where any reading plus twice TW_MAX_DELAY_NS still fits
  *  in an int64_t (the wall clock at 2^63 - 2^61 ns after 1970, in the year
  *  2189; the others as far on): an advance past it runs what falls due up
- *  to there and leaves the clocks there (since 1.6; before, they saturated at
+ *  to there and leaves the clocks there (since 1.7; before, they saturated at
  *  INT64_MAX and "now + delay" overflowed: a timer started then fired at
  *  once).
  *  Queue-bound timers are delivered to their queue (tw_queue_run() runs

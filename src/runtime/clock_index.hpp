@@ -7,7 +7,7 @@
 // No lock (issue 31, the progress rule): 1.5 kept these in a GroupIndex
 // behind a mutex that clocked starts and the driver shared, so a caller
 // preempted inside its start's add held back every re-clock of the shard
-// (and 1.6's first cut, which only tried the lock, left wall-clock timers on
+// (and 1.7's first cut, which only tried the lock, left wall-clock timers on
 // stale ticks for as long). Now a start pushes its entry onto a lock-free
 // stack (one CAS; a node allocated by the start: its failure fails the
 // start, as before); the driver takes the whole stack with one exchange at

@@ -62,8 +62,8 @@
 // 11. Per-thread state (error details, the running callback, release-hook
 //     depth, stripe, hazard slot, thread names): the child has the forking
 //     thread's only, which is its own.
-// 12. Per-runtime locks and flags (the shard's driver token, shutdown and
-//     advance mutexes, delivery queues' and group indexes' mutexes, worker
+// 12. Per-runtime locks and flags (the shards' try-locks and callers' cells,
+//     shutdown and advance mutexes, delivery queues' and group indexes' mutexes, worker
 //     pools, the dispatcher's linger mutex, the inbox reserve, the C API's
 //     queues_mu): they belong to runtimes created before the fork, on which
 //     every call in the child fails with forked and whose destruction there

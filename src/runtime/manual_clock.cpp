@@ -2,8 +2,8 @@
 // A manual clock (Config::manual_clock): advance() and now().
 //
 // A manual runtime has no driver threads: the thread that calls advance()
-// is every shard's driver for the call (it holds each shard's driver token,
-// Shard::manual_step) and runs what falls due itself, in (deadline, start
+// is every shard's driver for the call (Shard::manual_step, serialised by
+// advance_mutex) and runs what falls due itself, in (deadline, start
 // order), through the worker's half (begin_run, run_begun: worker.cpp).
 // Its clocks are virtual (Clocks, clock.hpp): they move only here, to each
 // deadline served, then to the end of the window.

@@ -347,8 +347,8 @@ errc take_record(RuntimeCore& core, Shard& shard, Record*& r, std::uint32_t& ind
     return errc{};
 }
 
-/// Files a filled, published record: its Insert to the shard (applied at
-/// once under the driver token when it is free). errc{} and `id`, or
+/// Files a filled, published record: its Insert posted to the shard's inbox
+/// (the driver applies it at its next pass; it never waits for us). errc{} and `id`, or
 /// no_memory with the timer taken back whole (its callable back in `cb`).
 errc file_started(RuntimeCore& core, Shard& shard, Record& r, std::uint32_t shard_index, std::uint32_t index,
                   std::uint32_t gen, tick_t file_at, detail::Callback& cb, std::uint64_t& id) noexcept {
