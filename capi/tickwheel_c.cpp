@@ -92,10 +92,10 @@ static_assert(TW_BURST_MAX_OWED == tickwheel::kBurstMaxOwed);
 // their end, and these sizes (the minimum a caller may pass) never change.
 constexpr std::uint32_t kConfigSizeV1 = 32;
 constexpr std::uint32_t kConfigSizeV15 = 40;  // 1.5 appended `name`
-constexpr std::uint32_t kConfigSizeV16 = 48;  // 1.6 appended `slot_reserve`
+constexpr std::uint32_t kConfigSizeV17 = 48;  // 1.7 appended `slot_reserve`
 constexpr std::uint32_t kSpecSizeV1 = 56;
 constexpr std::uint32_t kStatsSizeV1 = 136;
-constexpr std::uint32_t kStatsSizeV16 = 288;  // 1.6 appended the stages, saturation and memory
+constexpr std::uint32_t kStatsSizeV17 = 288;  // 1.7 appended the stages, saturation and memory
 constexpr std::uint32_t kQueueStatsSizeV12 = 112;  // tw_queue_stats, new in 1.2
 constexpr std::uint32_t kSpecSizeV12 = 64;
 constexpr std::uint32_t kSpecSizeV13 = 88;
@@ -104,7 +104,7 @@ constexpr std::uint32_t kMaxStructSize = 4096;
 #if UINTPTR_MAX == UINT64_MAX
 static_assert(offsetof(tw_config, max_timers) == 24 && offsetof(tw_config, name) == 32 &&
               kConfigSizeV15 == 40);  // 1.5
-static_assert(offsetof(tw_config, slot_reserve) == 40 && sizeof(tw_config) == kConfigSizeV16);  // 1.6
+static_assert(offsetof(tw_config, slot_reserve) == 40 && sizeof(tw_config) == kConfigSizeV17);  // 1.7
 static_assert(offsetof(tw_timer_spec, release) == 48 && kSpecSizeV1 == 56);
 static_assert(offsetof(tw_timer_spec, queue) == 56 && kSpecSizeV12 == 64);  // 1.2
 static_assert(sizeof(tw_timer_spec) == kSpecSizeV13 && offsetof(tw_timer_spec, period_policy) == 64 &&
@@ -121,9 +121,9 @@ static_assert(TW_TIMER_PENDING == static_cast<int>(tickwheel::TimerStatus::pendi
               TW_TIMER_RUNNING == static_cast<int>(tickwheel::TimerStatus::running));
 static_assert(sizeof(tw_queue_stats) == kQueueStatsSizeV12 && offsetof(tw_queue_stats, run_samples) == 104);
 static_assert(offsetof(tw_stats, lateness_samples) == 128 && kStatsSizeV1 == 136);
-static_assert(sizeof(tw_stats) == kStatsSizeV16 && offsetof(tw_stats, driver_lateness_p50_ns) == 136 &&
+static_assert(sizeof(tw_stats) == kStatsSizeV17 && offsetof(tw_stats, driver_lateness_p50_ns) == 136 &&
               offsetof(tw_stats, run_duration_samples) == 232 && offsetof(tw_stats, workers_busy) == 240 &&
-              offsetof(tw_stats, resident_bytes) == 280);  // 1.6
+              offsetof(tw_stats, resident_bytes) == 280);  // 1.7
 #endif
 
 /// The C callback, argument and release hook as a timer callable.

@@ -1182,7 +1182,7 @@ TEST(CApiShutdown, OneRuntimesCallbackMayDestroyAnother) {
 TEST(CApiStats, BadInput) {
     RtPtr rt = make_runtime();
     EXPECT_EQ(tw_runtime_stats(rt.get(), nullptr), TW_EINVAL);
-    // (128: below the ABI-1 size, 136; since 1.6 tw_stats is larger.)
+    // (128: below the ABI-1 size, 136; since 1.7 tw_stats is larger.)
     for (std::uint32_t size : {0u, 4u, 128u, 4097u, 0xFFFFFFFFu}) {
         tw_stats st;
         std::memset(&st, 0xCD, sizeof st);

@@ -121,7 +121,7 @@ void expect_matches_stats(const prom::Exposition& e, tw_runtime* rt, const tw_st
     }
     EXPECT_EQ(inbox, st.inbox);
     EXPECT_EQ(e.value("tickwheel_shard_pending", {{"shard", std::to_string(st.shards)}}), std::nullopt);
-    // Since 1.6: the stages (driver and wait have a sample per run, run one
+    // Since 1.7: the stages (driver and wait have a sample per run, run one
     // per run that returned), the saturation gauges (idle at quiescence),
     // the memory gauges.
     EXPECT_EQ(u64(e, "tickwheel_callback_stage_seconds_count", {{"stage", "driver"}}), st.lateness_samples);
@@ -261,7 +261,7 @@ TEST(MetricsFormat, HistogramBucketsCountValuesAtMostTheirBoundExactly) {
 }
 
 // The export bucket from the log-linear one (a table and a compare, on every
-// record since 1.6) is the bound search's, at and around every bound.
+// record since 1.7) is the bound search's, at and around every bound.
 TEST(MetricsFormat, ExportBucketFromTheLogLinearBucketIsTheBoundSearchs) {
     using H = tickwheel::rt::LatencyHistogram;
     std::vector<std::uint64_t> values = {0, 1, 7, 8, 9, 4999, 5000, 5001, ~std::uint64_t{0}};
@@ -281,7 +281,7 @@ TEST(MetricsFormat, FamiliesHaveThePinnedNamesAndTypes) {
         {"tickwheel_timers_live", "gauge"},            {"tickwheel_timers_pending", "gauge"},
         {"tickwheel_timer_slots", "gauge"},            {"tickwheel_shard_pending", "gauge"},
         {"tickwheel_shard_inbox", "gauge"},            {kHist, "histogram"},
-        // since 1.6 (issue 34)
+        // since 1.7 (issue 34)
         {"tickwheel_callback_stage_seconds", "histogram"}, {"tickwheel_workers_busy", "gauge"},
         {"tickwheel_waiting_for_worker", "gauge"},     {"tickwheel_callbacks_running", "gauge"},
         {"tickwheel_oldest_callback_age_seconds", "gauge"}, {"tickwheel_timer_resident_bytes", "gauge"},

@@ -145,14 +145,14 @@ TEST(RuntimeAbi, StatsRefusesAStructSmallerThanVersion1) {
     tw::Runtime rt(tw_test::small_config());
     tw::Stats st;
     try {
-        (rt.*member(StatsSized{}))(&st, 144);  // below 1.0's 152 (since 1.6 the struct is larger)
+        (rt.*member(StatsSized{}))(&st, 144);  // below 1.0's 152 (since 1.7 the struct is larger)
         ADD_FAILURE() << "a too small Stats was accepted";
     } catch (const tw::Error& e) {
         EXPECT_EQ(e.code(), tw::errc::invalid_argument);
     }
 }
 
-// 1.6 appended the stages, saturation and memory fields (issue 34): a caller
+// 1.7 appended the stages, saturation and memory fields (issue 34): a caller
 // built against the 1.0-1.5 header passes 152 bytes and gets exactly its
 // fields; the bytes past them stay as the caller left them.
 TEST(RuntimeAbi, StatsForA15CallerFillsItsFieldsAndNotTheNewOnes) {

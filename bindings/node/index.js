@@ -387,7 +387,7 @@ const STAT_FIELDS = {
   lateness_p999_ns: 'uint64_t',
   lateness_max_ns: 'uint64_t',
   lateness_samples: 'uint64_t',
-  // 1.6 (issue 34): lateness by stage, the callbacks' duration, saturation, memory.
+  // 1.7 (issue 34): lateness by stage, the callbacks' duration, saturation, memory.
   driver_lateness_p50_ns: 'uint64_t',
   driver_lateness_p99_ns: 'uint64_t',
   driver_lateness_p999_ns: 'uint64_t',

@@ -288,14 +288,14 @@ struct Config {
     /// metrics() (and name() returns it). Empty (default) = a name made up
     /// at construction, unique in the process: "tickwheel-1",
     /// "tickwheel-2", ... in creation order (C++ cannot tell "" from unset;
-    /// the C API keeps an empty tw_config.name, since 1.6). Any bytes:
+    /// the C API keeps an empty tw_config.name, since 1.7). Any bytes:
     /// label values are escaped, and bytes that are not valid UTF-8 are
-    /// each replaced by U+FFFD in the metrics (since 1.6; name() and error
+    /// each replaced by U+FFFD in the metrics (since 1.7; name() and error
     /// messages keep them); copied. Two runtimes may be given the same name
     /// (their metrics then collide: don't). Since 1.5 (tw_config.name).
     std::string name;
     /// Free timer records (64 bytes each) every shard keeps resident when it
-    /// gives memory back after a peak (since 1.6, tw_config.slot_reserve).
+    /// gives memory back after a peak (since 1.7, tw_config.slot_reserve).
     /// A shard whose free records exceed what its live timers need by more
     /// than this gives the surplus back to the kernel (MADV_DONTNEED of the
     /// records' pages) once it has been quiet for about 200 ms -- from its
@@ -305,7 +305,7 @@ struct Config {
     /// free; a page holding a live timer, or a record a thread keeps for its
     /// next start, stays. 0 (default) = kDefaultSlotReserve (32767, one
     /// 2 MiB chunk per shard); kKeepAllSlots = never give memory back (as
-    /// before 1.6). Records given back are made again, on a start that finds
+    /// before 1.7). Records given back are made again, on a start that finds
     /// no free one, at the cost of the first touch of their pages.
     std::size_t slot_reserve = 0;
 };
@@ -320,7 +320,7 @@ struct Stats {
     std::vector<std::size_t> inbox_per_shard;    ///< requests queued to each shard (approx.)
     std::uint64_t live = 0;              ///< started and not yet released (callable not yet destroyed)
     /// timer records resident now, 64 bytes each: those ever allocated,
-    /// less those given back to the kernel after a peak (since 1.6; before,
+    /// less those given back to the kernel after a peak (since 1.7; before,
     /// the high-water mark)
     std::size_t slots = 0;
     /// timers started (start calls that succeeded)
@@ -351,7 +351,7 @@ struct Stats {
     std::uint64_t lateness_samples = 0;
     /// @}
 
-    /// @name Lateness by stage (since 1.6)
+    /// @name Lateness by stage (since 1.7)
     /// Where each run's lateness comes from, in two stages that add up to
     /// it: *driver* = deadline (rounded up to the tick) to the moment the
     /// timer's shard handed it over -- to the workers, or to its Queue --
@@ -399,7 +399,7 @@ struct Stats {
     std::uint64_t run_duration_samples = 0;
     /// @}
 
-    /// @name Saturation (since 1.6)
+    /// @name Saturation (since 1.7)
     /// Gauges, read now (each a recent value, not one instant).
     /// @{
 
@@ -416,7 +416,7 @@ struct Stats {
     Duration oldest_run_age{0};
     /// @}
 
-    /// @name Memory (since 1.6)
+    /// @name Memory (since 1.7)
     /// @{
 
     /// bytes of the timer records and their side arrays resident now (an
@@ -943,7 +943,7 @@ public:
     /// For one text where each family appears once, use
     /// metrics(std::span<const Runtime* const>).
     ///
-    /// Since 1.6 (issue 34): the histogram family
+    /// Since 1.7 (issue 34): the histogram family
     /// `tickwheel_callback_stage_seconds{stage="driver"|"wait"|"run"}` (the
     /// lateness's two stages and the callbacks' duration, as Stats has
     /// them), and `tickwheel_queue_callback_stage_seconds{queue,stage}` per

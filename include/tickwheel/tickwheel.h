@@ -244,22 +244,22 @@ typedef struct tw_config {
         the string need not outlive the call. NULL (default) = a name the
         runtime makes up, unique in the process: "tickwheel-1",
         "tickwheel-2", ... in creation order; an empty string "" is kept
-        as it is (the label runtime="", since 1.6; 1.5 made a name up for it
+        as it is (the label runtime="", since 1.7; 1.5 made a name up for it
         too). Any bytes: label values are escaped, and bytes that are not
-        valid UTF-8 are each replaced by U+FFFD (since 1.6), so the
+        valid UTF-8 are each replaced by U+FFFD (since 1.7), so the
         exposition stays valid UTF-8 whatever the name holds; error
         messages show the bytes as given. Give two runtimes of one process
         different names, or their metrics collide. A caller built against an
         older header (a smaller size) gets the made-up name. */
     const char *name;
-    /** Since 1.6. Free timer records (64 bytes each) every shard keeps
+    /** Since 1.7. Free timer records (64 bytes each) every shard keeps
         resident when it gives memory back to the kernel after a peak: a
         shard whose free records exceed what its live timers need by more
         than this gives the surplus back (MADV_DONTNEED, whole 4 KiB pages
         of 64 free records) once it has been quiet for about 200 ms, from its
         own thread, never on a start or a stop. 0 (default) = 32767 (one
         2 MiB chunk per shard); UINT64_MAX = never give memory back (as
-        before 1.6). A caller built against an older header gets the
+        before 1.7). A caller built against an older header gets the
         default. */
     uint64_t slot_reserve;
 } tw_config;
@@ -281,7 +281,7 @@ TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
 /** Creates a runtime and starts its threads; cfg NULL = all defaults.
  *  Returns, checked in this order:
  *  @retval TW_EINVAL  out is NULL; cfg->size is below sizeof(tw_config) of ABI 1 (32),
- *              between it and the 1.5 size (40) or between that and the 1.6
+ *              between it and the 1.5 size (40) or between that and the 1.7
  *              size (48), above that with a non-zero
  *              byte past the fields this library knows, or above 4096;
  *              unknown flags; shards > 256; workers > 4096; resolution_ns
@@ -930,7 +930,7 @@ typedef struct tw_stats {
     /** callback runs measured (the histogram's sample count) */
     uint64_t lateness_samples;
     /** @} */
-    /** @name Lateness by stage (since 1.6)
+    /** @name Lateness by stage (since 1.7)
      *  Where each run's lateness comes from, in two stages that add up to
      *  it -- driver: deadline (rounded up to the tick) to the moment the
      *  timer's shard handed it over, to the workers or to its delivery
@@ -955,7 +955,7 @@ typedef struct tw_stats {
     uint64_t run_duration_max_ns;     /**< the longest callback */
     uint64_t run_duration_samples;    /**< callbacks that returned */
     /** @} */
-    /** @name Saturation and memory (since 1.6): gauges, read now */
+    /** @name Saturation and memory (since 1.7): gauges, read now */
     /** @{ */
     uint64_t workers_busy;          /**< callbacks running now on the runtime's workers */
     uint64_t waiting_for_worker;    /**< due timers handed to the workers and not taken by one yet */
@@ -1022,7 +1022,7 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  tickwheel_queue_runners, tickwheel_queue_delivered_total,
  *  tickwheel_queue_ran_total and the p99 and max of its signal and run
  *  lateness (tickwheel_queue_{signal,run}_lateness_{p99,max}_seconds);
- *  and tickwheel_build_info{runtime="...",version="1.5.0"} 1. Since 1.6:
+ *  and tickwheel_build_info{runtime="...",version="1.5.0"} 1. Since 1.7:
  *  the histogram family tickwheel_callback_stage_seconds{stage="driver"|
  *  "wait"|"run"} (the lateness's two stages and the callbacks' duration,
  *  as tw_stats has them) and tickwheel_queue_callback_stage_seconds{queue,

@@ -349,7 +349,7 @@ std::string format_metrics(const MetricsSnapshot* const* snaps, std::size_t n) {
     constexpr std::string_view kHist = "tickwheel_callback_lateness_seconds";
     family(w, src, kHist, "histogram", "Callback start minus the timer's deadline (rounded up to the tick).",
            [&](S s, const std::string& l) { histogram_samples(w, kHist, l, s.lateness); });
-    // ---- lateness by stage, and the callbacks' duration (since 1.6) ----
+    // ---- lateness by stage, and the callbacks' duration (since 1.7) ----
     constexpr std::string_view kStages = "tickwheel_callback_stage_seconds";
     family(w, src, kStages, "histogram",
            "A callback's lateness by stage -- driver: deadline to its shard's hand-over; wait: hand-over to the "
@@ -382,7 +382,7 @@ std::string format_metrics(const MetricsSnapshot* const* snaps, std::size_t n) {
     per_queue(w, src, "tickwheel_queue_run_lateness_max_seconds", "gauge",
               "Deadline to the callback's start on the queue's thread: the largest.",
               [](Q q) { return seconds_of_ns(q.run_max_ns); });
-    // The queues' runs by stage (since 1.6): wait is delivery to the start
+    // The queues' runs by stage (since 1.7): wait is delivery to the start
     // of the callback in the queue's run call.
     constexpr std::string_view kQueueStages = "tickwheel_queue_callback_stage_seconds";
     bool any_queue = false;

@@ -70,8 +70,8 @@ Error::~Error() = default;  // the key function: Error's vtable and typeinfo liv
 // so that every growth changes sizeof; the 1.0 size stays the minimum).
 // The released sizes: abi_sizes.hpp.
 namespace {
-static_assert(sizeof(Config) == kConfigSizeV16, "a new Config size: add it to read_config");
-static_assert(sizeof(Stats) == kStatsSizeV16, "a new Stats size: add its fields to write_stats");
+static_assert(sizeof(Config) == kConfigSizeV17, "a new Config size: add it to read_config");
+static_assert(sizeof(Stats) == kStatsSizeV17, "a new Stats size: add its fields to write_stats");
 static_assert(sizeof(StartOptions) == kStartOptionsSizeV13, "a new StartOptions size: add it to read_start_options");
 static_assert(sizeof(TimerInfo) == kTimerInfoSizeV13 && std::is_trivially_copyable_v<TimerInfo>);
 static_assert(sizeof(Config) >= kConfigSizeV1 && sizeof(StartOptions) >= kStartOptionsSizeV1 &&
@@ -126,7 +126,7 @@ static_assert(offsetof(Stats, driver_lateness_p50) == 152 && offsetof(Stats, wai
               offsetof(Stats, run_duration_p50) == 216 && offsetof(Stats, run_duration_samples) == 248 &&
               offsetof(Stats, workers_busy) == 256 && offsetof(Stats, waiting_for_worker) == 264 &&
               offsetof(Stats, callbacks_running) == 272 && offsetof(Stats, oldest_run_age) == 280 &&
-              offsetof(Stats, resident_bytes) == 288);  // 1.6
+              offsetof(Stats, resident_bytes) == 288);  // 1.7
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -146,7 +146,7 @@ void copy_within(T& to, const T& from, std::size_t size, M T::*... members) {
 
 Config read_config(const Config* p, std::size_t size) {
     if (p == nullptr ||
-        (size != kConfigSizeV1 && size != kConfigSizeV13 && size != kConfigSizeV15 && size != kConfigSizeV16)) {
+        (size != kConfigSizeV1 && size != kConfigSizeV13 && size != kConfigSizeV15 && size != kConfigSizeV17)) {
         rt::set_error_detail(errc::invalid_argument,
                              "Config of %zu bytes: not a size of a released 1.x layout (64, 72, 104, 112; a "
                              "header newer than the library?)",

@@ -303,7 +303,7 @@ test('after close() every batch call is TW_ESHUTDOWN or false', async () => {
   assert.deepEqual(c.resetMany(timers, 1), [false]);
 });
 
-test('stats() shows lateness by stage and a busy loop as wait (since 1.6)', async () => {
+test('stats() shows lateness by stage and a busy loop as wait (since 1.7)', async () => {
   const rt = new Runtime({ workers: 1 });
   let ran = 0;
   for (let i = 0; i < 5; i++) rt.start(1, () => { ran++; });

@@ -737,7 +737,7 @@ public:
         d["lateness_p999_ns"] = static_cast<std::uint64_t>(st.lateness_p999.count());
         d["lateness_max_ns"] = static_cast<std::uint64_t>(st.lateness_max.count());
         d["lateness_samples"] = st.lateness_samples;
-        // Since 1.6 (issue 34): lateness by stage, the callbacks' duration,
+        // Since 1.7 (issue 34): lateness by stage, the callbacks' duration,
         // saturation and memory (the C tw_stats fields of the same names).
         const auto ns = [](tw::Duration v) { return static_cast<std::uint64_t>(v.count()); };
         d["driver_lateness_p50_ns"] = ns(st.driver_lateness_p50);

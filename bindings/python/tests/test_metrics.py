@@ -62,7 +62,7 @@ def parse(text):
         if fam["type"] == "counter":
             assert name.endswith("_total"), name
         if fam["type"] == "histogram":
-            # One series per label set other than le (since 1.6, e.g. the
+            # One series per label set other than le (since 1.7, e.g. the
             # stage label of tickwheel_callback_stage_seconds).
             series = {}
             for (s, l), v in fam["samples"].items():
@@ -127,7 +127,7 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(fams["tickwheel_callback_lateness_seconds"]["type"], "histogram")
             self.assertAlmostEqual(value(fams, "tickwheel_callback_lateness_max_seconds"),
                                    st["lateness_max_ns"] / 1e9)
-            # Since 1.6 (issue 34): the stages, saturation and memory.
+            # Since 1.7 (issue 34): the stages, saturation and memory.
             for stage in ("driver", "wait"):
                 self.assertEqual(value(fams, "tickwheel_callback_stage_seconds_count", (("stage", stage),)),
                                  st["lateness_samples"])

@@ -1334,7 +1334,7 @@ class Runtime:
     # -- observation ----------------------------------------------------------------------
     def stats(self) -> dict:
         """A snapshot of the runtime's counters (the C tw_stats fields). Since
-        1.6 also where the lateness comes from -- ``driver_lateness_*_ns``
+        1.7 also where the lateness comes from -- ``driver_lateness_*_ns``
         (deadline to the shard's hand-over), ``wait_lateness_*_ns`` (to the
         callback's start; this binding's callbacks run on its loop thread, so
         a busy loop shows here) -- the callbacks' duration
