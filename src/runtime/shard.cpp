@@ -179,11 +179,13 @@ bool Shard::take_back_and_recycle(CallerCells::Cell& c, Record& r, std::uint32_t
     // A take-back posts nothing: after a burst that a cell held, a driver in
     // a long sleep would never look at the records freed. Every
     // kTakeBackWakeEvery take-backs of this thread, if the table holds
-    // enough records for a trim, it is woken for a pass (issue 34).
+    // enough free records for a trim, it is woken for a pass (issue 34).
     [[gnu::tls_model("initial-exec")]] constinit thread_local std::uint32_t taken_back = 0;
     if (++taken_back >= kTakeBackWakeEvery) [[unlikely]] {
         taken_back = 0;
-        if (slot_reserve_ != kNeverTrim && table_.resident_slots() >= slot_reserve_ + kTrimMinRecords)
+        // (Only with a surplus to give back: a steady churn beside many
+        // pending timers wakes nobody.)
+        if (slot_reserve_ != kNeverTrim && table_.resident_slots() >= pending() + slot_reserve_ + kTrimMinRecords)
             wake_for(0, true);
     }
     return true;
