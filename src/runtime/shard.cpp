@@ -686,8 +686,13 @@ bool Shard::maybe_trim(tick_t now, std::int64_t now_ns) noexcept {
     // Quiet for kTrimQuietNs: no record taken fresh (a burst of starts
     // grows the high-water mark) and few messages drained (a burst of stops
     // posts Cancels) since the last look.
+    // (Nor while due timers wait for the workers: an expiry burst's
+    // callbacks are running and freeing records; a trim then would take the
+    // driver's core from them, and the records it gives back would be
+    // faulted in again by the next burst.)
     const std::uint32_t hw = table_.high_water();
-    if (trim_quiet_since_ns_ == 0 || hw != trim_hw_ || last_drained_ >= kTrimBusyMessages) {
+    if (trim_quiet_since_ns_ == 0 || hw != trim_hw_ || last_drained_ >= kTrimBusyMessages ||
+        dispatcher_.waiting() != 0) {
         trim_hw_ = hw;
         trim_quiet_since_ns_ = now_ns;
         return true;
