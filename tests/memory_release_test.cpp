@@ -261,6 +261,35 @@ TEST(MemoryRelease, ARecordAThreadActsOnKeepsItsPage) {
     EXPECT_EQ(rt.stats().live, 0u);  // the parked stop acted on nothing
 }
 
+TEST(MemoryRelease, NothingGoesBackWhileDueTimersWaitForAWorker) {
+    // An expiry burst's callbacks still running: a trim then would take the
+    // driver's core from them (and the next burst would fault its pages in
+    // again). The free records wait until no due timer waits for a worker.
+    tickwheel::Config cfg = tw_test::small_config(1, 1);
+    cfg.slot_reserve = 1;
+    Runtime rt(cfg);
+    tw_test::Gate gate;
+    tw_test::OpenOnExit open_on_exit{gate};
+    const std::size_t n = 3 * kChunk;
+    std::vector<std::uint64_t> ids(n);
+    for (std::size_t i = 0; i < n; ++i) ids[i] = rt.start(hours(1), [] {}).id();
+    // The one worker blocked in a callback; the second due timer waits for it.
+    std::atomic<int> ran{0};
+    rt.start(milliseconds(1), [&] {
+        ran.fetch_add(1);
+        EXPECT_TRUE(gate.wait(seconds(60)));
+    });
+    ASSERT_TRUE(wait_until([&] { return ran.load() == 1; }));
+    rt.start(milliseconds(1), [&] { ran.fetch_add(1); });
+    ASSERT_TRUE(wait_until([&] { return rt.stats().waiting_for_worker == 1; }));
+    for (const std::uint64_t id : ids) ASSERT_TRUE(rt.stop(id));  // a surplus of 3 chunks
+    std::this_thread::sleep_for(milliseconds(800));  // several quiet periods
+    EXPECT_EQ(table_of(rt, 0).released_records(), 0u) << "records given back while a due timer waited for a worker";
+    gate.open();
+    EXPECT_TRUE(wait_until([&] { return ran.load() == 2; }));
+    EXPECT_TRUE(slots_back_to(rt, 4096, tw_test::kWait)) << "slots " << rt.stats().slots;
+}
+
 TEST(MemoryRelease, KeepAllSlotsGivesNothingBack) {
     tickwheel::Config cfg = tw_test::small_config(1, 1);
     cfg.slot_reserve = tickwheel::kKeepAllSlots;
