@@ -62,7 +62,16 @@ Shard::Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispa
     // nothing): a driver in a long sleep wakes for one pass, whose
     // maybe_trim() then keeps it on the housekeeping cadence until it may
     // give the surplus back (issue 34). Once per 2 MiB chunk.
-    table_.on_grow([](void* self) noexcept { static_cast<Shard*>(self)->wake_for(0, true); }, this);
+    // Only once there may be enough to give back (no extra pass for a
+    // small runtime's first chunks).
+    table_.on_grow(
+        [](void* self) noexcept {
+            Shard& s = *static_cast<Shard*>(self);
+            if (s.slot_reserve_ != kNeverTrim &&
+                s.table_.resident_slots() + HandleTable::kChunkSize >= s.slot_reserve_ + kTrimMinRecords)
+                s.wake_for(0, true);
+        },
+        this);
 }
 
 Shard::~Shard() { stop_and_join(); }
