@@ -451,44 +451,9 @@ TEST(Cells, ARuntimeDestroyedBeforeTheThreadExits) {
     EXPECT_EQ(mine.n.load(), 0);
 }
 
-// The driver's work per timer is O(1): a scan reads a chunk only when it
-// takes at least a quarter of what it saw there, or takes it all. A chunk
-// of long timers beside one short timer due at each scan (a connection's
-// 30 s timeout beside its retransmits): the long ones leave the cell at the
-// first scan that finds the chunk so sparse in due entries, instead of
-// being read again at every scan (before: 100 scans read all 1,023 of them
-// 100 times).
-TEST(CellScan, ALongTimerIsNotReadAtEveryScan) {
-    tw::rt::HandleTable table;
-    tw::rt::CallerCells cells(table);
-    tw::rt::CallerCells::Cell& c = cells.cell(0);
-    using Cells = tw::rt::CallerCells;
-    constexpr std::uint32_t kLong = Cells::kChunkSlots - 1;
-    const auto place = [&](tw::tick_t due) {
-        std::uint32_t index = 0, gen = 0;
-        ASSERT_NE(table.allocate(index, gen), nullptr);
-        const std::uint32_t pos = cells.reserve(c);
-        ASSERT_NE(pos, Cells::kNoPosition);
-        ASSERT_TRUE(cells.place(c, pos, index, gen, due));
-    };
-    for (std::uint32_t i = 0; i < kLong; ++i) place(1'000'000);  // long: due at tick 1,000,000
-    std::uint64_t long_taken_at_scan[2] = {0, 0};
-    for (tw::tick_t now = 0; now < 100; ++now) {
-        place(now);  // a short one, due now
-        std::uint64_t taken = 0;
-        cells.scan(c, now, [&](std::uint64_t) { ++taken; });
-        EXPECT_GE(taken, 1u) << "the due entry was not taken at scan " << now;
-        if (now < 2) long_taken_at_scan[now] = taken - 1;
-    }
-    // Scan 0 saw 1,024 entries and 1 due: it took all of them.
-    EXPECT_EQ(long_taken_at_scan[0], kLong);
-    EXPECT_EQ(long_taken_at_scan[1], 0u);
-    EXPECT_EQ(cells.waiting(), 0u);
-}
-
-// A scan that takes a quarter or more of a chunk leaves the rest in the
-// cell (a dense chunk of short timers keeps its later ones there).
-TEST(CellScan, ADenseReadLeavesTheLaterEntries) {
+// A scan takes what is due by its horizon and leaves the rest in the cell
+// (their stops stay on the owner's core), the earliest of them noted.
+TEST(CellScan, AReadLeavesTheLaterEntries) {
     tw::rt::HandleTable table;
     tw::rt::CallerCells cells(table);
     tw::rt::CallerCells::Cell& c = cells.cell(0);

@@ -39,12 +39,19 @@
 //     owner_min for kNever first (entries placed after that lower it
 //     again), takes (by CAS) every entry due within kTakeAheadNs and files
 //     it into the wheel by its word's deadline, like an Insert, and keeps
-//     the minimum of the rest as driver_min. A chunk (1,024 positions)
-//     whose read would take under a quarter of the entries it holds gives
-//     up all of them to the wheel: each read of a chunk is paid for by the
-//     entries it takes, so the driver's work per timer stays O(1) (else a
-//     long timer beside short ones is read at every scan of its chunk,
-//     once per kTakeAheadNs for its whole life). A position it empties is
+//     the minimum of the rest as driver_min. Cost: a chunk (kChunkSlots
+//     positions) is read only when its min_due is due, and min_due is
+//     exact after each read (the rest's minimum) or lowered by a place; so
+//     every read is paid for by an entry due by then that it takes (or
+//     that its owner took back): at most kChunkSlots loads per timer,
+//     amortized, and one sequential pass per 1,024 positions. Entries not
+//     yet due stay in the cell however often their chunk is read -- that
+//     is what keeps a stop of a long timer on its owner's core. (Taking
+//     a sparse chunk's entries all at once was tried: at 100 K pending with
+//     deadlines in [1 ms, 100 s] it moved the long timers into the wheel
+//     and their stops to the driver: 665 ns of process CPU a pair, against
+//     307 without it and 315-325 for 1.5.0 in the same rounds;
+//     `scripts/bench.sh capi` with BENCH_BASE_BUILD_DIR, 2026-11-28.) A position it empties is
 //     marked in its chunk's `emptied` bitmap, which the owner harvests
 //     when it runs out of free positions;
 //   * a Refile (a reset to an earlier deadline) of a record the driver finds
@@ -206,9 +213,7 @@ public:
     }
     /// Scans `c` (the driver, when earliest(c) is due): takes every entry due
     /// by `horizon` and calls take(entry) for each, leaving driver_min the
-    /// earliest due tick of the rest. A chunk read that would take under a
-    /// quarter of the entries it saw takes all of them (O(1) reads per
-    /// timer, amortized).
+    /// earliest due tick of the rest.
     template <class Take>
     void scan(Cell& c, tick_t horizon, Take&& take) noexcept;
     /// Takes the entry at `code` if it still holds `e` (the driver: a Refile
@@ -287,40 +292,20 @@ void CallerCells::scan(Cell& c, tick_t horizon, Take&& take) noexcept {
         }
         (void)ch->min_due.exchange(~tick_t{0}, std::memory_order_acq_rel);
         tick_t chunk_rest = ~tick_t{0};
-        std::uint32_t seen = 0, took = 0;
-        const auto take_slot = [&](std::uint32_t i, std::uint64_t e) {
-            Slot& s = ch->slot[i];
-            if (!s.e.compare_exchange_strong(e, 0, std::memory_order_acq_rel, std::memory_order_relaxed)) return;
-            ch->emptied[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_release);
-            ++took;
-            take(e);
-        };
         for (std::uint32_t i = 0; i < kChunkSlots; ++i) {
             Slot& s = ch->slot[i];
-            const std::uint64_t e = s.e.load(std::memory_order_acquire);
+            std::uint64_t e = s.e.load(std::memory_order_acquire);
             if (e == 0) continue;
-            ++seen;
             const tick_t d = s.due.load(std::memory_order_relaxed);
             if (d > horizon) {
                 if (d < chunk_rest) chunk_rest = d;
                 continue;
             }
-            take_slot(i, e);
+            if (!s.e.compare_exchange_strong(e, 0, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
+            ch->emptied[i / 64].fetch_or(std::uint64_t{1} << (i % 64), std::memory_order_release);
+            ++taken;
+            take(e);
         }
-        // O(1) per timer: a read of the chunk that took under a quarter of
-        // the entries it saw takes the rest too (they join the wheel by
-        // their own deadlines, never early). Otherwise a long timer beside
-        // short ones would be read again at every scan, once per
-        // kTakeAheadNs for its whole life; now each read is paid for by the
-        // entries it takes (at least a quarter of those it saw, or all).
-        if (took * 4 < seen) {
-            for (std::uint32_t i = 0; i < kChunkSlots; ++i) {
-                const std::uint64_t e = ch->slot[i].e.load(std::memory_order_acquire);
-                if (e != 0) take_slot(i, e);
-            }
-            chunk_rest = ~tick_t{0};  // (what the owner places meanwhile lowers min_due itself)
-        }
-        taken += took;
         lower(ch->min_due, chunk_rest);  // (with what the owner placed meanwhile)
         if (chunk_rest < rest) rest = chunk_rest;
     }
