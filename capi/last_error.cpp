@@ -30,6 +30,7 @@
 #include <pthread.h>
 
 #include "capi_impl.hpp"
+#include "runtime/per_thread.hpp"
 
 namespace tickwheel::capi {
 
@@ -60,31 +61,19 @@ struct LastError {
     LastError& operator=(const LastError&) = delete;
     ~LastError() { clear(); }
 };
-// Allocated on the thread's first error and freed (cleared) at its exit: the
-// library's thread-locals stay a few bytes (some are initial-exec, so the
-// whole block comes from glibc's small static TLS surplus when the library
-// is loaded by dlopen, as Python and Node do).
-struct LastErrorOwner {
-    LastError* e = nullptr;
-    ~LastErrorOwner() {
-        delete e;
-        e = nullptr;
-    }
-};
-thread_local LastErrorOwner t_last;
+// Allocated on the thread's first error and freed (cleared) at its exit
+// (runtime/per_thread.hpp).
+thread_local rt::PerThread<LastError> t_last;
 /// This thread's record; created if `create` (nullptr: none yet, or no
 /// memory for it: the error code is returned without a message).
-LastError* this_thread_error(bool create) noexcept {
-    if (t_last.e == nullptr && create) t_last.e = new (std::nothrow) LastError;
-    return t_last.e;
-}
+LastError* this_thread_error(bool create) noexcept { return t_last.get(create); }
 }  // namespace
 
 namespace {
 // fork.cpp, rule 8: in a fork() child, only the forking thread's message can
 // still be set (the other threads are gone, their counts with them).
 void messages_in_child() noexcept {
-    const LastError* e = t_last.e;
+    const LastError* e = t_last.get(false);
     __atomic_store_n(&g_messages_set.n, e != nullptr && e->set ? 1u : 0u, __ATOMIC_RELAXED);
 }
 [[maybe_unused]] const int registered_fork_handler = pthread_atfork(nullptr, nullptr, messages_in_child);
@@ -127,9 +116,8 @@ void set_detail(int code, const char* fmt, ...) noexcept {
     LastError& e = *ep;
     va_list ap;
     va_start(ap, fmt);
-    const int n = std::vsnprintf(e.detail, sizeof e.detail, fmt, ap);
+    (void)rt::format_into(e.detail, sizeof e.detail, fmt, ap);
     va_end(ap);
-    if (n < 0) e.detail[0] = '\0';
     e.code = code;
     e.mark();
 }

@@ -47,24 +47,12 @@
 
 #include <poll.h>
 
+#include "test_support/fuzz_input.hpp"
 #include "tickwheel/tickwheel.h"
 
 namespace {
 
-struct Input {
-    const std::uint8_t* p;
-    std::size_t n;
-    bool empty() const { return n == 0; }
-    std::uint8_t u8() {
-        if (n == 0) return 0;
-        --n;
-        return *p++;
-    }
-    std::uint64_t u64() {
-        std::uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) v = v << 8 | u8();
-        return v;
-    }
+struct Input : tw_test::FuzzInput {
     // Mostly small values, sometimes anything (huge, MAX, beyond TW_MAX_DELAY_NS).
     std::uint64_t delay() {
         switch (u8() % 8) {
@@ -154,7 +142,7 @@ void on_release(void* arg) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    Input in{data, size};
+    Input in{{data, size}};
     std::vector<Ctx*> ctxs;          // every context handed to a start_ex (owned here)
     std::vector<tw_timer> ids;       // ids we got (valid at some point)
     std::vector<tw_timer> qids;      // the queue-bound ones among them

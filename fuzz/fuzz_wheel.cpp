@@ -25,6 +25,7 @@
 #include <sstream>
 #include <string>
 
+#include "test_support/fuzz_input.hpp"
 #include "tickwheel/wheel.hpp"
 
 namespace {
@@ -39,25 +40,7 @@ constexpr tick_t kRange = Wheel::kLevelRange;
 constexpr unsigned kMaxPool = 64;
 constexpr int kMaxOps = 4096;
 
-struct Input {
-    const std::uint8_t* p;
-    std::size_t n;
-    bool empty() const { return n == 0; }
-    std::uint8_t u8() {
-        if (n == 0) return 0;
-        --n;
-        return *p++;
-    }
-    std::uint64_t u16() {
-        const std::uint64_t hi = u8();
-        return hi << 8 | u8();
-    }
-    std::uint64_t u64() {
-        std::uint64_t v = 0;
-        for (int i = 0; i < 8; ++i) v = v << 8 | u8();
-        return v;
-    }
-};
+using Input = tw_test::FuzzInput;
 
 // Clamps an exact (128-bit) result into tick_t.
 tick_t sat(__int128 v) { return v < 0 ? 0 : v > static_cast<__int128>(kMax) ? kMax : static_cast<tick_t>(v); }

@@ -84,22 +84,14 @@ void hook_fuzz(char site);
 #define TICKWHEEL_CORO_TEST_HOOK_DECIDED(state) ::stress::coro_history::hook_fuzz('d')
 #define TICKWHEEL_CORO_TEST_HOOK_REPOST(state) ::stress::coro_history::hook_fuzz('r')
 #define TICKWHEEL_CORO_TEST_HOOK_GONE(state) ::stress::coro_history::hook_fuzz('g')
+#include "handle_queue.hpp"
+#include "test_support/sanitizers.hpp"
 #include "tickwheel/coro.hpp"
 
 #if TW_CORO_HISTORY_ASIO
 #include <asio.hpp>
 #endif
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TW_CH_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TW_CH_SANITIZED 1
-#endif
-#endif
-#ifndef TW_CH_SANITIZED
-#define TW_CH_SANITIZED 0
-#endif
 
 using namespace std::chrono_literals;
 
@@ -320,19 +312,8 @@ struct Tracked {
 };
 
 // ---- executors ---------------------------------------------------------------
-struct DequeExecutor {  // a user executor: one thread (real) or the main thread (manual) drains it
-    std::mutex m;
-    std::condition_variable cv;
-    std::deque<std::coroutine_handle<>> q;
-    bool quit = false;
-    static void post(void* self, std::coroutine_handle<> h) noexcept {
-        auto* e = static_cast<DequeExecutor*>(self);
-        {
-            std::lock_guard<std::mutex> lk(e->m);
-            e->q.push_back(h);
-        }
-        e->cv.notify_one();
-    }
+struct DequeExecutor : HandleQueue {  // a user executor: one thread (real) or the main thread (manual) drains it
+    static void post(void* self, std::coroutine_handle<> h) noexcept { static_cast<DequeExecutor*>(self)->push(h); }
     // Runs what is queued, one at a time (a handle stays in the deque until
     // it runs, so that a destroyer can take it out); false if nothing was.
     bool drain_once() {
@@ -856,6 +837,19 @@ void real_driver(Run& run, int d, std::atomic<bool>& quit, std::uint64_t seed) {
     }
 }
 
+// Starts hour-long timers (held) until the runtime refuses one: its
+// max_timers are all taken.
+void hold_every_slot(Run& run, std::vector<tickwheel::Timer>& held) {
+    std::error_code ec;
+    for (;;) {
+        tickwheel::StartOptions o;
+        o.delay = 1h;
+        const tickwheel::Timer t = run.rt->start(o, tickwheel::detail::Callback([] {}), ec);
+        if (ec) break;
+        held.push_back(t);
+    }
+}
+
 // Fills the runtime up to max_timers, holds it there 1..4 ms, lets go.
 void real_ballast(Run& run, std::atomic<bool>& quit, std::uint64_t seed) {
     t_where = Where{};
@@ -867,14 +861,7 @@ void real_ballast(Run& run, std::atomic<bool>& quit, std::uint64_t seed) {
         if (run.ending.load()) continue;
         Span s;
         s.t0 = run.now();
-        std::error_code ec;
-        for (;;) {
-            tickwheel::StartOptions o;
-            o.delay = 1h;
-            const tickwheel::Timer t = run.rt->start(o, tickwheel::detail::Callback([] {}), ec);
-            if (ec) break;
-            held.push_back(t);
-        }
+        hold_every_slot(run, held);
         std::this_thread::sleep_for(std::chrono::microseconds(1000 + rng() % 3000));
         for (auto& t : held) run.rt->stop(t);
         held.clear();
@@ -979,6 +966,22 @@ void manual_drain(Run& run) {
     }
 }
 
+// One manual advance by `size_ns` and the drain of what it made due,
+// recorded (run.advances) for the checker.
+void advance_recorded(Run& run, std::int64_t size_ns) {
+    Advance a;
+    a.size_ns = size_ns;
+    t_where.in_advance = true;
+    a.t0 = run.now();
+    run.rt->advance(Duration(a.size_ns));
+    a.t1 = run.now();
+    t_where.in_advance = false;
+    manual_drain(run);
+    a.drained = run.now();
+    a.vt_end = run.rt->now(TimerClock::monotonic).count();
+    run.advances.push_back(a);
+}
+
 void run_manual(Run& run) {
     tickwheel::Config c;
     c.manual_clock = true;
@@ -1000,17 +1003,7 @@ void run_manual(Run& run) {
         if ((it & 63) == 0 && std::chrono::steady_clock::now() > end) break;
         const unsigned x = unsigned(rng() % 100);
         if (x < 30) {
-            Advance a;
-            a.size_ns = sizes[rng() % (sizeof sizes / sizeof sizes[0])];
-            t_where.in_advance = true;
-            a.t0 = run.now();
-            run.rt->advance(Duration(a.size_ns));
-            a.t1 = run.now();
-            t_where.in_advance = false;
-            manual_drain(run);
-            a.drained = run.now();
-            a.vt_end = run.rt->now(TimerClock::monotonic).count();
-            run.advances.push_back(a);
+            advance_recorded(run, sizes[rng() % (sizeof sizes / sizeof sizes[0])]);
         } else if (x < 45) {
             if (Rec* r = run.current(std::uint32_t(rng() % n))) run.stop(*r);
         } else if (x < 60) {
@@ -1022,14 +1015,7 @@ void run_manual(Run& run) {
         } else if (x < 78) {
             if (held.empty()) {
                 hold.t0 = run.now();
-                std::error_code ec;
-                for (;;) {
-                    tickwheel::StartOptions o;
-                    o.delay = 1h;
-                    const tickwheel::Timer t = run.rt->start(o, tickwheel::detail::Callback([] {}), ec);
-                    if (ec) break;
-                    held.push_back(t);
-                }
+                hold_every_slot(run, held);
             } else {
                 for (auto& t : held) run.rt->stop(t);
                 held.clear();
@@ -1050,17 +1036,7 @@ void run_manual(Run& run) {
     run.ending.store(true);
     // Let the short waits end (a few advances), then shut down.
     for (int i = 0; i < 5; ++i) {
-        Advance a;
-        a.size_ns = 10'000'000;
-        t_where.in_advance = true;
-        a.t0 = run.now();
-        run.rt->advance(Duration(a.size_ns));
-        a.t1 = run.now();
-        t_where.in_advance = false;
-        manual_drain(run);
-        a.drained = run.now();
-        a.vt_end = run.rt->now(TimerClock::monotonic).count();
-        run.advances.push_back(a);
+        advance_recorded(run, 10'000'000);
     }
     t_where.in_shutdown = true;
     run.shutdown.t0 = run.now();
@@ -1078,7 +1054,7 @@ int run_one(const Options& opt) {
     run.manual = opt.manual;
     const unsigned slots = opt.slots != 0 ? opt.slots : (opt.manual ? 96u : 192u);
     for (unsigned i = 0; i < slots; ++i) run.slots.push_back(std::make_unique<Slot>());
-    run.cap = opt.manual ? 150'000 : (TW_CH_SANITIZED ? 100'000 : 250'000);
+    run.cap = opt.manual ? 150'000 : (tw_test::kSanitized ? 100'000 : 250'000);
     run.recs = std::make_unique<Rec[]>(run.cap);
     g = &run;
     t_fuzz.seed(std::uint32_t(opt.seed));
@@ -1094,7 +1070,7 @@ int run_one(const Options& opt) {
     History h;
     h.manual = opt.manual;
     h.resolution_ns = run.res_ns;
-    h.late_ns = TW_CH_SANITIZED ? 4'000'000'000 : 2'500'000'000;
+    h.late_ns = tw_test::kSanitized ? 4'000'000'000 : 2'500'000'000;
     // Coroutines still suspended now were never resumed: destroy them (the
     // checker reports them LOST) so that the run ends clean.
     long stuck = 0;

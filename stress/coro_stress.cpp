@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "handle_queue.hpp"
 #include "tickwheel/coro.hpp"
 
 using namespace std::chrono_literals;
@@ -45,20 +46,9 @@ void fail(const char* what, long idx) {
 }
 
 // A user-supplied executor: one thread draining a deque.
-struct Executor {
-    std::mutex m;
-    std::condition_variable cv;
-    std::deque<std::coroutine_handle<>> q;
-    bool quit = false;
+struct Executor : stress::HandleQueue {
     std::thread th;
-    static void post(void* self, std::coroutine_handle<> h) noexcept {
-        auto* e = static_cast<Executor*>(self);
-        {
-            std::lock_guard<std::mutex> lk(e->m);
-            e->q.push_back(h);
-        }
-        e->cv.notify_one();
-    }
+    static void post(void* self, std::coroutine_handle<> h) noexcept { static_cast<Executor*>(self)->push(h); }
     void start() {
         th = std::thread([this] {
             t_ctx = kExecCtx;

@@ -297,6 +297,16 @@ std::int64_t clock_raw(clockid_t c) {
     return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 std::int64_t mono() { return clock_raw(CLOCK_MONOTONIC); }
+/// An event of `kind` on timer `key` (its id and flags if known); the
+/// caller fills in the rest.
+Event event_of(std::uint8_t kind, std::uint32_t key, std::uint64_t id = 0, std::uint8_t flags = 0) {
+    Event e;
+    e.kind = kind;
+    e.key = key;
+    e.id = id;
+    e.flags = flags;
+    return e;
+}
 std::int64_t own_raw(int clock) {
     return clock_raw(clock == TW_CLOCK_BOOTTIME ? CLOCK_BOOTTIME : clock == TW_CLOCK_REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC);
 }
@@ -722,9 +732,7 @@ std::mt19937_64& rng() {
 
 void on_release(void* arg) {
     TM* t = static_cast<TM*>(arg);
-    Event e;
-    e.kind = kRelease;
-    e.key = t->key;
+    Event e = event_of(kRelease, t->key);
     e.t0 = mono();
     e.in_op = t_op;
     t->released.fetch_add(1);
@@ -742,11 +750,7 @@ struct InOp {
 
 // tw_timer_query on `id` (of timer t), recorded with its answer.
 void do_query(World& w, TM* t, std::uint64_t id, std::uint8_t flags) {
-    Event e;
-    e.kind = kQuery;
-    e.key = t->key;
-    e.id = id;
-    e.flags = flags;
+    Event e = event_of(kQuery, t->key, id, flags);
     tw_timer_info info;
     tw_timer_info_init(&info);
     e.own0 = own_raw(t->info.clock);
@@ -770,15 +774,24 @@ void do_query(World& w, TM* t, std::uint64_t id, std::uint8_t flags) {
     record(e);
 }
 
+/// A reset of `t` (`id`) by its own callback, `delay_ns` from now, recorded.
+void reset_in_callback(World& w, TM* t, std::uint64_t id, std::int64_t delay_ns) {
+    Event a = event_of(kReset, t->key, id, kInCb);
+    a.arg = delay_ns;
+    a.own0 = own_raw(t->info.clock);
+    a.t0 = mono();
+    a.result = tw_timer_reset(w.rt, id, static_cast<std::uint64_t>(a.arg));
+    a.t1 = mono();
+    a.own1 = own_raw(t->info.clock);
+    record(a);
+}
+
 void on_run(void* arg, tw_timer id) {
     TM* t = static_cast<TM*>(arg);
     World& w = *g_world;
     const bool saved_cb = t_in_cb;
     t_in_cb = true;
-    Event e;
-    e.kind = kRun;
-    e.key = t->key;
-    e.id = id;
+    Event e = event_of(kRun, t->key, id);
     e.t0 = mono();
     e.own0 = own_raw(t->info.clock);
     std::mt19937_64& r = rng();
@@ -787,37 +800,11 @@ void on_run(void* arg, tw_timer id) {
     if ((w.features & kFQuery) && r() % 16 == 0) do_query(w, t, id, kInCb);
     if (t->info.period == 0 && t->rearms > 0) {
         --t->rearms;  // runs of one timer never overlap: no race on rearms
-        Event a;
-        a.kind = kReset;
-        a.key = t->key;
-        a.id = id;
-        a.flags = kInCb;
-        a.arg = static_cast<std::int64_t>(r() % 3 == 0 ? r() % 2'000'000 : r() % 40'000'000);
-        a.own0 = own_raw(t->info.clock);
-        a.t0 = mono();
-        a.result = tw_timer_reset(w.rt, id, static_cast<std::uint64_t>(a.arg));
-        a.t1 = mono();
-        a.own1 = own_raw(t->info.clock);
-        record(a);
+        reset_in_callback(w, t, id, static_cast<std::int64_t>(r() % 3 == 0 ? r() % 2'000'000 : r() % 40'000'000));
     } else if (t->self_reset && r() % 2 == 0) {
-        Event a;
-        a.kind = kReset;
-        a.key = t->key;
-        a.id = id;
-        a.flags = kInCb;
-        a.arg = 1'000'000;
-        a.own0 = own_raw(t->info.clock);
-        a.t0 = mono();
-        a.result = tw_timer_reset(w.rt, id, 1'000'000);
-        a.t1 = mono();
-        a.own1 = own_raw(t->info.clock);
-        record(a);
+        reset_in_callback(w, t, id, 1'000'000);
     } else if (t->self_stop && r() % 8 == 0) {
-        Event a;
-        a.kind = kStop;
-        a.key = t->key;
-        a.id = id;
-        a.flags = static_cast<std::uint8_t>(kInCb | (r() % 2 ? kSync : 0));
+        Event a = event_of(kStop, t->key, id, static_cast<std::uint8_t>(kInCb | (r() % 2 ? kSync : 0)));
         a.t0 = mono();
         {
             InOp in(kStop);
@@ -835,6 +822,17 @@ void on_run(void* arg, tw_timer id) {
     t_in_cb = saved_cb;
     record(e);
 }
+
+/// A spec for `t` with the harness's callback and release hook.
+tw_timer_spec spec_of(TM* t) {
+    tw_timer_spec spec;
+    tw_timer_spec_init(&spec);
+    spec.callback = on_run;
+    spec.release = on_release;
+    spec.arg = t;
+    return spec;
+}
+
 
 // A callback that waits in tw_queue_run(q, 1, -1) of a queue nothing is due on
 // (nest): its worker is held (a delay of a runtime thread) until shutdown ends the wait.
@@ -920,11 +918,7 @@ TM* make_spec(World& w, std::mt19937_64& r, tw_timer_spec& spec, Event& e) {
 }
 
 void op_stop_of(World& w, TM* t, std::uint8_t flags = 0) {
-    Event e;
-    e.kind = kStop;
-    e.key = t->key;
-    e.id = t->id.load();
-    e.flags = flags;
+    Event e = event_of(kStop, t->key, t->id.load(), flags);
     e.t0 = mono();
     open_calls(&e, 1);
     {
@@ -1162,24 +1156,15 @@ void probe(World& w, std::mt19937_64& r, std::int64_t until) {
         }
         TM* t = new_tm(w);
         t->info.probe = true;
-        tw_timer_spec spec;
-        tw_timer_spec_init(&spec);
-        spec.callback = on_run;
-        spec.release = on_release;
-        spec.arg = t;
-        Event e;
-        e.kind = kStart;
-        e.key = t->key;
+        tw_timer_spec spec = spec_of(t);
+        Event e = event_of(kStart, t->key);
         const std::int64_t d = static_cast<std::int64_t>(1'000'000 + r() % 7'000'000);
         const bool via_reset = r() % 2 == 0;
         e.arg = via_reset ? 10'000'000'000 : d;
         spec.delay_ns = static_cast<std::uint64_t>(e.arg);
         const std::uint64_t id = start_one(w, r, t, spec, e);
         if (id != 0 && via_reset) {
-            Event a;
-            a.kind = kReset;
-            a.key = t->key;
-            a.id = id;
+            Event a = event_of(kReset, t->key, id);
             a.arg = d;
             a.own0 = own_raw(TW_CLOCK_MONOTONIC);
             a.t0 = mono();
@@ -1206,14 +1191,8 @@ void probe(World& w, std::mt19937_64& r, std::int64_t until) {
 void op_reset_race(World& w, std::mt19937_64& r, bool probe) {
     TM* t = new_tm(w);
     t->info.probe = probe;
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.callback = on_run;
-    spec.release = on_release;
-    spec.arg = t;
-    Event e;
-    e.kind = kStart;
-    e.key = t->key;
+    tw_timer_spec spec = spec_of(t);
+    Event e = event_of(kStart, t->key);
     e.arg = static_cast<std::int64_t>(1'000'000 + r() % 2'000'000);
     spec.delay_ns = static_cast<std::uint64_t>(e.arg);
     const std::uint64_t id = start_one(w, r, t, spec, e);
@@ -1233,10 +1212,7 @@ void op_reset_race(World& w, std::mt19937_64& r, bool probe) {
             while (mono() < gap) {
             }
         }
-        Event a;
-        a.kind = kReset;
-        a.key = t->key;
-        a.id = id;
+        Event a = event_of(kReset, t->key, id);
         a.arg = i == 0 ? static_cast<std::int64_t>(150'000'000 + r() % 100'000'000) : 0;
         a.own0 = own_raw(TW_CLOCK_MONOTONIC);
         a.t0 = mono();
@@ -1411,19 +1387,13 @@ void destroyer(World& w, unsigned long seed, std::atomic<bool>* done) {
         next = next >= 30000 ? 16 : next + 2;
         TM* t = new_tm(w);
         t->info.queue = di;
-        tw_timer_spec spec;
-        tw_timer_spec_init(&spec);
+        tw_timer_spec spec = spec_of(t);
         spec.delay_ns = r() % 3'000'000;
         spec.queue = d;
-        spec.callback = on_run;
-        spec.release = on_release;
-        spec.arg = t;
         g_hold.store(0);
         std::thread starter([&w, t, &spec] {
             t_kind = kProducer;
-            Event e;
-            e.kind = kStart;
-            e.key = t->key;
+            Event e = event_of(kStart, t->key);
             e.arg = static_cast<std::int64_t>(spec.delay_ns);
             tw_timer id = 0;
             e.own0 = own_raw(TW_CLOCK_MONOTONIC);

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.hpp"
 #include "tickwheel/runtime.hpp"
 
 namespace stress {
@@ -37,36 +38,13 @@ inline std::int64_t now_ns() { return duration_cast<nanoseconds>(Clock::now().ti
 /// whether it held. The timeout is reached only when a check fails.
 template <class Pred>
 bool wait_for(Pred pred, nanoseconds timeout) {
-    const auto end = Clock::now() + timeout;
-    while (!pred()) {
-        if (Clock::now() >= end) return pred();
-        std::this_thread::sleep_for(microseconds(100));
-    }
-    return true;
+    return tw_test::wait_until(pred, timeout);
 }
 
-/// Shut until open()ed: a callback blocks in wait() until the harness has
-/// seen what it wanted to see while the callback was blocked. wait() gives up
-/// after `timeout` (returns false) so that a failure still ends.
-class Gate {
-public:
-    void open() {
-        {
-            std::lock_guard<std::mutex> lk(m_);
-            open_ = true;
-        }
-        cv_.notify_all();
-    }
-    bool wait(nanoseconds timeout) {
-        std::unique_lock<std::mutex> lk(m_);
-        return cv_.wait_for(lk, timeout, [this] { return open_; });
-    }
-
-private:
-    std::mutex m_;
-    std::condition_variable cv_;
-    bool open_ = false;
-};
+/// Shut until open()ed (tests/test_support.hpp): a callback blocks in
+/// wait() until the harness has seen what it wanted to see while the
+/// callback was blocked.
+using tw_test::Gate;
 
 struct Track {
     bool periodic = false;

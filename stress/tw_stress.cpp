@@ -87,6 +87,7 @@
 
 #include "coro_history.hpp"
 #include "history.hpp"
+#include "test_support/sanitizers.hpp"
 #include "tracker.hpp"
 
 using namespace std::chrono;
@@ -96,29 +97,8 @@ using stress::Tracker;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
-#else
-constexpr bool kTsan = false;
-#endif
-constexpr bool kSanitized = kAsan || kTsan;
+using tw_test::kAsan;
+using tw_test::kSanitized;
 // tw_stress history: the machine's slack of the timeliness bound (measured:
 // history_run.cpp's header, docs/site/development.md).
 constexpr long kHistorySlackMs = 50;
@@ -227,11 +207,16 @@ void run_producers(unsigned threads, Body body) {
     std::this_thread::sleep_for(milliseconds(100));
 }
 
+/// A default runtime configuration with the tick `resolution`.
+tickwheel::Config with_resolution(microseconds resolution) {
+    tickwheel::Config cfg;
+    cfg.resolution = resolution;
+    return cfg;
+}
+
 // ---- accounting ---------------------------------------------------------------
 bool run_accounting(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(500);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(500)));
     Tracker tr;
     const unsigned threads = opt.threads ? opt.threads : 2 * cpus();
     std::atomic<long> stale_ok{0}, stale_wrong{0};
@@ -283,9 +268,7 @@ bool run_accounting(const Options& opt) {
 
 // ---- batch ------------------------------------------------------------------------
 bool run_batch(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(500);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(500)));
     Tracker tr;
     const unsigned threads = opt.threads ? opt.threads : 2 * cpus();
     std::atomic<long> started{0}, stopped{0}, single_stopped{0}, rearmed{0}, stale_ok{0}, stale_wrong{0}, batches{0};
@@ -410,9 +393,7 @@ bool run_batch(const Options& opt) {
 
 // ---- groups ---------------------------------------------------------------------
 bool run_groups(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(200);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(200)));
     Tracker tr;
     constexpr std::uint64_t kGroups = 8;
     const unsigned threads = opt.threads ? opt.threads : 2;
@@ -500,9 +481,7 @@ bool run_groups(const Options& opt) {
 
 // ---- deadline races -------------------------------------------------------------
 bool run_deadline(const Options& opt) {
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(100);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(100)));
     Tracker tr;
     const unsigned threads = opt.threads ? opt.threads : cpus();
     const long rounds = opt.ops / 100;
@@ -1282,9 +1261,7 @@ private:
 bool run_queue(const Options& opt) {
     using namespace q;
     Watchdog watchdog("queue", seconds(300));
-    tickwheel::Config cfg;
-    cfg.resolution = microseconds(200);
-    tickwheel::Runtime rt(cfg);
+    tickwheel::Runtime rt(with_resolution(microseconds(200)));
     Tracker tr;
     Shared sh;
     sh.rt = &rt;

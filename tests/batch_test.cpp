@@ -27,6 +27,7 @@
 
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -36,23 +37,13 @@ using tw_test::wait_until;
 
 namespace {
 
-constexpr std::uint64_t kMs = 1000000;
-
-struct RtDeleter {
-    void operator()(tw_runtime* rt) const { EXPECT_EQ(tw_runtime_destroy(rt), TW_OK); }
-};
-using RtPtr = std::unique_ptr<tw_runtime, RtDeleter>;
+using namespace tw_test::capi;
 
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint64_t max_timers = 0, std::uint32_t flags = 0) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = shards;
-    cfg.workers = 2;
+    tw_config cfg = c_config(shards, 2);
     cfg.max_timers = max_timers;
     cfg.flags = flags;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
-    return RtPtr(rt);
+    return RtPtr(create_runtime(cfg));
 }
 
 /// One timer's observable life.
@@ -71,14 +62,8 @@ void probe_cb(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_timer_spec spec_of(Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0, std::int32_t shard = -1) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.period_ns = period_ns;
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
     s.shard = shard;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
     return s;
 }
 
@@ -209,6 +194,18 @@ TEST(CApiBatch, StartNIsNeverEarlyAgainstAReadingTakenBeforeTheCall) {
 }
 
 namespace {
+/// Starts one timer per probe with one tw_timer_start_n, due `delay_ns` from
+/// now, spread round-robin over `shards` shards; their ids in `ids`.
+/// Returns what tw_timer_start_n returned.
+int start_spread(tw_runtime* rt, std::deque<Probe>& probes, std::uint64_t delay_ns, int shards,
+                 std::vector<tw_timer>& ids) {
+    std::vector<tw_timer_spec> specs;
+    for (std::size_t i = 0; i < probes.size(); ++i)
+        specs.push_back(spec_of(probes[i], delay_ns, 0, static_cast<std::int32_t>(i % static_cast<std::size_t>(shards))));
+    ids.assign(probes.size(), 0);
+    return tw_timer_start_n(rt, specs.data(), specs.size(), ids.data());
+}
+
 /// n specs of `stride` bytes (a multiple of 8) in an aligned buffer, each
 /// the first `stride` bytes of a spec for probes[i] (zero beyond ours).
 std::vector<std::uint64_t> specs_of_stride(std::deque<Probe>& probes, std::uint32_t stride) {
@@ -337,11 +334,8 @@ TEST(CApiBatch, StopNOfAMixedBatchOverEveryShardGivesEachElementTheSingleCallsCo
     std::deque<Probe> pending(12);
     Probe fired_p, stopped_p;
     RtPtr rt = make_runtime(4);
-    std::vector<tw_timer_spec> specs;
-    for (std::size_t i = 0; i < pending.size(); ++i)
-        specs.push_back(spec_of(pending[i], 10000 * kMs, 0, static_cast<std::int32_t>(i % 4)));
-    std::vector<tw_timer> p(pending.size());
-    ASSERT_EQ(tw_timer_start_n(rt.get(), specs.data(), specs.size(), p.data()), 12);
+    std::vector<tw_timer> p;
+    ASSERT_EQ(start_spread(rt.get(), pending, 10000 * kMs, 4, p), 12);
     tw_timer fired = 0, stopped = 0;
     tw_timer_spec s = spec_of(fired_p, 0);
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &fired), TW_OK);
@@ -409,12 +403,7 @@ void gated_release(void* arg) { static_cast<Gated*>(arg)->released.fetch_add(1);
 TEST(CApiBatch, StopNOfRunningTimersIsTheSingleStopsAnswerAndReleasesAfterTheRun) {
     Gated periodic, oneshot;
     RtPtr rt = make_runtime(2);
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = gated_cb;
-    s.release = gated_release;
-    s.arg = &periodic;
-    s.period_ns = 1 * kMs;
+    tw_timer_spec s = c_spec(gated_cb, &periodic, gated_release, 0, 1 * kMs);
     tw_timer ids[2] = {0, 0};
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &ids[0]), TW_OK);
     s.arg = &oneshot;
@@ -471,11 +460,8 @@ TEST(CApiBatch, StopNCancelsAreNeverLost) {
 TEST(CApiBatch, ResetNMovesEveryDeadlineNeverEarlyAndAnswersTheOthersEnoent) {
     std::deque<Probe> probes(9);
     RtPtr rt = make_runtime(3);
-    std::vector<tw_timer_spec> specs;
-    for (std::size_t i = 0; i < probes.size(); ++i)
-        specs.push_back(spec_of(probes[i], 60000 * kMs, 0, static_cast<std::int32_t>(i % 3)));
-    std::vector<tw_timer> ids(probes.size());
-    ASSERT_EQ(tw_timer_start_n(rt.get(), specs.data(), specs.size(), ids.data()), 9);
+    std::vector<tw_timer> ids;
+    ASSERT_EQ(start_spread(rt.get(), probes, 60000 * kMs, 3, ids), 9);
     tw_stats st;
     st.size = sizeof st;
     ASSERT_TRUE(wait_until([&] { return tw_runtime_stats(rt.get(), &st) == TW_OK && st.pending == 9; }));

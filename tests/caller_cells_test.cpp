@@ -30,14 +30,8 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-namespace tw = tickwheel;
+using namespace tw_test::names;
 namespace hooks = tickwheel::rt::test_hooks;
-using tw::Clock;
-using tw::TimePoint;
-using tw_test::kSanitized;
-using tw_test::kWait;
-using tw_test::wait_until;
 
 // How late a timer may be on a loaded 2-core machine when nothing is lost
 // (a lost wake-up makes it as late as the far timers below: seconds).

@@ -5,6 +5,7 @@
 #include "tickwheel/tickwheel.h"
 
 #include "test_support.hpp"  // the documented id layout; forcing a slot's reuse
+#include "test_support/capi.hpp"
 
 #include <gtest/gtest.h>
 #include <time.h>
@@ -29,25 +30,12 @@
 
 namespace {
 
-constexpr std::uint64_t kMs = 1000000;
-
-struct RtDeleter {
-    void operator()(tw_runtime* rt) const {
-        EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
-    }
-};
-using RtPtr = std::unique_ptr<tw_runtime, RtDeleter>;
+using namespace tw_test::capi;
 
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint32_t workers = 2, std::uint64_t max_timers = 0) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = shards;
-    cfg.workers = workers;
+    tw_config cfg = c_config(shards, workers);
     cfg.max_timers = max_timers;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
-    EXPECT_NE(rt, nullptr);
-    return RtPtr(rt);
+    return RtPtr(create_runtime(cfg));
 }
 
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
@@ -90,14 +78,7 @@ void probe_release(void* arg) {
 }
 
 tw_timer_spec probe_spec(Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.period_ns = period_ns;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
-    return s;
+    return c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
 }
 
 // Ids that name no timer of a fresh 2-shard runtime with a few timers.
@@ -657,13 +638,7 @@ void slow_release(void* arg) {
 TEST(CApiStop, StopSyncWaitsForTheRunningCallback) {
     RtPtr rt = make_runtime();
     Slow s;
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.delay_ns = 0;
-    spec.period_ns = 1 * kMs;
-    spec.callback = slow_cb;
-    spec.arg = &s;
-    spec.release = slow_release;
+    tw_timer_spec spec = c_spec(slow_cb, &s, slow_release, 0, 1 * kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return s.started.load() >= 1; }));
@@ -696,12 +671,7 @@ void held_release(void* arg) { slow_release(&static_cast<Held*>(arg)->s); }
 TEST(CApiStop, StopDoesNotWaitAndReleasesAfterTheRun) {
     RtPtr rt = make_runtime();
     Held h;
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.period_ns = 1 * kMs;
-    spec.callback = held_cb;
-    spec.arg = &h;
-    spec.release = held_release;
+    tw_timer_spec spec = c_spec(held_cb, &h, held_release, 0, 1 * kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return h.s.started.load() >= 1; }));
@@ -719,11 +689,7 @@ TEST(CApiStop, StopDoesNotWaitAndReleasesAfterTheRun) {
 TEST(CApiStop, StopOfARunningOneShotIsEnoentAndItStillReleases) {
     RtPtr rt = make_runtime();
     Slow s;
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.callback = slow_cb;
-    spec.arg = &s;
-    spec.release = slow_release;
+    tw_timer_spec spec = c_spec(slow_cb, &s, slow_release);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return s.started.load() == 1; }));
@@ -942,13 +908,8 @@ TEST(CApiRelease, ExactlyOnceUnderConcurrentStartStopAndShutdown) {
             for (int i = 0; i < kPerThread; ++i) {
                 Life& life = my_lives.emplace_back();
                 life.periodic = i % 3 == 0;
-                tw_timer_spec s;
-                tw_timer_spec_init(&s);
-                s.delay_ns = static_cast<std::uint64_t>((i * 7 + t) % 5) * 100000;
-                s.period_ns = life.periodic ? 200000 : 0;
-                s.callback = life_cb;
-                s.arg = &life;
-                s.release = life_release;
+                const std::uint64_t delay_ns = static_cast<std::uint64_t>((i * 7 + t) % 5) * 100000;
+                tw_timer_spec s = c_spec(life_cb, &life, life_release, delay_ns, life.periodic ? 200000 : 0);
                 tw_timer id = 0;
                 const int rc = tw_timer_start_ex(rt, &s, &id);
                 if (rc == TW_OK) {
@@ -1126,12 +1087,7 @@ TEST(CApiShutdown, DestroyFromAReleaseHookIsEdeadlk) {
     // Released inside tw_timer_stop on this thread ...
     ReleaseKill a;
     a.rt = rt;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = 10000 * kMs;
-    s.callback = nop_cb;
-    s.arg = &a;
-    s.release = release_kill;
+    tw_timer_spec s = c_spec(nop_cb, &a, release_kill, 10000 * kMs);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     EXPECT_EQ(tw_timer_stop(rt, id), TW_OK);

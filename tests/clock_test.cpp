@@ -351,16 +351,29 @@ TEST(Boottime, FiresAndIsNeverEarlyAgainstCLOCK_BOOTTIME) {
     EXPECT_GE(at2.load(), d2);
 }
 
+namespace {
+// A timer on CLOCK_REALTIME, `delay_ns` from now, whose callback stores
+// that clock's now in *at (a static of the test's: the callback may run
+// after a failed test returned).
+tw_timer_spec realtime_spec(std::uint64_t delay_ns, std::atomic<std::uint64_t>* at) {
+    tw_timer_spec spec;
+    tw_timer_spec_init(&spec);
+    spec.clock = TW_CLOCK_REALTIME;
+    spec.delay_ns = delay_ns;
+    spec.callback = [](void* arg, tw_timer) {
+        static_cast<std::atomic<std::uint64_t>*>(arg)->store(tw_now_ns_clock(TW_CLOCK_REALTIME));
+    };
+    spec.arg = at;
+    return spec;
+}
+}  // namespace
+
 TEST(Realtime, AFiftyMillisecondTimerFiresNotEarly) {
     tw_runtime* rt = nullptr;
     ASSERT_EQ(tw_runtime_create(nullptr, &rt), TW_OK);
     static std::atomic<std::uint64_t> at{0};
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.clock = TW_CLOCK_REALTIME;
-    spec.delay_ns = 50'000'000;
-    spec.callback = [](void*, tw_timer) { at = tw_now_ns_clock(TW_CLOCK_REALTIME); };
     const std::uint64_t t0 = tw_now_ns_clock(TW_CLOCK_REALTIME);
+    const tw_timer_spec spec = realtime_spec(50'000'000, &at);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return at.load() != 0; }));
@@ -371,15 +384,23 @@ TEST(Realtime, AFiftyMillisecondTimerFiresNotEarly) {
     EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
 }
 
+namespace {
+// Starts a timer on rt's realtime clock at `deadline` (ns) that stores that
+// clock's now in `at` when it runs.
+tw::Timer start_realtime_at(tw::Runtime& rt, std::int64_t deadline, std::atomic<std::int64_t>& at) {
+    tw::StartOptions o;
+    o.clock = tw::TimerClock::realtime;
+    o.deadline = tw::TimePoint(tw::Duration(deadline));
+    return rt.start(o, [&rt, &at] { at = rt.now(tw::TimerClock::realtime).count(); });
+}
+}  // namespace
+
 TEST(Realtime, ClockSetForwardPastTheDeadlineFiresThen) {
     ShiftGuard restore;
     tw::Runtime rt(tw_test::small_config(2, 1));
     std::atomic<std::int64_t> at{0};
-    tw::StartOptions o;
-    o.clock = tw::TimerClock::realtime;
     const std::int64_t d = rt.now(tw::TimerClock::realtime).count() + 3600'000'000'000;  // in an hour
-    o.deadline = tw::TimePoint(tw::Duration(d));
-    const tw::Timer t = rt.start(o, [&] { at = rt.now(tw::TimerClock::realtime).count(); });
+    const tw::Timer t = start_realtime_at(rt, d, at);
     std::this_thread::sleep_for(20ms);
     EXPECT_EQ(at.load(), 0);
     const auto stepped = std::chrono::steady_clock::now();
@@ -397,14 +418,11 @@ TEST(Realtime, ClockSetBackMakesPendingTimersWaitForTheirDeadlineAgain) {
     ShiftGuard restore;
     tw::Runtime rt(tw_test::small_config(1, 1));
     std::atomic<std::int64_t> at{0};
-    tw::StartOptions o;
-    o.clock = tw::TimerClock::realtime;
     // Two seconds out: far more than this thread can be delayed before it
     // steps the clock back (the timer must still be pending then).
     const std::int64_t d = rt.now(tw::TimerClock::realtime).count() + 2'000'000'000;
     const auto mono_deadline = std::chrono::steady_clock::now() + 2s;
-    o.deadline = tw::TimePoint(tw::Duration(d));
-    const tw::Timer t = rt.start(o, [&] { at = rt.now(tw::TimerClock::realtime).count(); });
+    const tw::Timer t = start_realtime_at(rt, d, at);
     // Several steps back and forth (each re-files it), ending an hour back.
     for (const std::int64_t shift : {-3600'000'000'000LL, -1800'000'000'000LL, -5400'000'000'000LL, -3600'000'000'000LL}) {
         tickwheel::rt::test_hooks::realtime_shift_ns.store(shift);
@@ -426,11 +444,7 @@ TEST(Realtime, ResetAtIsOnTheTimersClockAndUnknownClocksAreInvalid) {
     tw_runtime* rt = nullptr;
     ASSERT_EQ(tw_runtime_create(nullptr, &rt), TW_OK);
     static std::atomic<std::uint64_t> at{0};
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.clock = TW_CLOCK_REALTIME;
-    spec.delay_ns = 3600'000'000'000ull;
-    spec.callback = [](void*, tw_timer) { at = tw_now_ns_clock(TW_CLOCK_REALTIME); };
+    tw_timer_spec spec = realtime_spec(3600'000'000'000ull, &at);
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &spec, &id), TW_OK);
     const std::uint64_t d = tw_now_ns_clock(TW_CLOCK_REALTIME) + 30'000'000;

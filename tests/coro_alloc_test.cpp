@@ -18,17 +18,13 @@
 #include <new>
 #include <thread>
 
+#include "test_support/sanitizers.hpp"
 #include "tickwheel/coro.hpp"
 
 // The sanitizer runtimes define the global operator new/delete themselves
 // (a second definition does not link): there the counting is off and the
 // tests skip; they run in the release build.
-#if defined(__has_feature)
-#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#    define TW_NO_NEW_REPLACEMENT 1
-#  endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if TW_TEST_ASAN || TW_TEST_TSAN
 #  define TW_NO_NEW_REPLACEMENT 1
 #endif
 namespace {

@@ -29,6 +29,8 @@
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_record.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -41,48 +43,14 @@ using Id = tickwheel::rt::Id;
 
 namespace {
 
-/// A one-shot gate: wait() blocks until open().
-class Gate {
-public:
-    void open() {
-        {
-            std::lock_guard<std::mutex> l(m_);
-            open_ = true;
-        }
-        cv_.notify_all();
-    }
-    bool wait(std::chrono::milliseconds limit = 30s) {
-        std::unique_lock<std::mutex> l(m_);
-        return cv_.wait_for(l, limit, [&] { return open_; });
-    }
-    bool is_open() {
-        std::lock_guard<std::mutex> l(m_);
-        return open_;
-    }
+using namespace tw_test::capi;
 
-private:
-    std::mutex m_;
-    std::condition_variable cv_;
-    bool open_ = false;
-};
+using tw_test::Gate;
 
-/// Parks the thread that asked for it at the hook point `what`, once; opens
-/// `waiting` when that thread is about to wait in stop_sync ('W').
-struct Parking {
-    char what = 0;
-    Gate parked, go, waiting;
-};
-Parking* g_parking = nullptr;
-thread_local bool t_park_me = false;
-
-void park_hook(const void*, char what) {
-    if (!t_park_me || g_parking == nullptr) return;
-    if (what == 'W') g_parking->waiting.open();
-    if (what != g_parking->what) return;
-    t_park_me = false;
-    g_parking->parked.open();
-    g_parking->go.wait(120s);
-}
+using tw_test::HookGuard;
+using tw_test::Parking;
+using tw_test::t_park_me;
+using tw_test::Unpark;
 
 // Pushes of records onto a free stack (test_hooks::freed).
 std::atomic<std::uint64_t> g_pushes{0};
@@ -96,26 +64,6 @@ void push_hook(std::uint32_t top, std::uint32_t count) {
     g_freed_records.fetch_add(count);
 }
 
-struct HookGuard {
-    explicit HookGuard(Parking& p) {
-        g_parking = &p;
-        hooks::in_window.store(&park_hook);
-    }
-    ~HookGuard() {
-        hooks::in_window.store(nullptr);
-        g_parking = nullptr;
-    }
-};
-
-/// Joins a parked thread when the test ends, also on a failed ASSERT.
-struct Unpark {
-    Parking& p;
-    std::thread& t;
-    ~Unpark() {
-        p.go.open();
-        if (t.joinable()) t.join();
-    }
-};
 
 struct PushHook {
     PushHook() {
@@ -200,15 +148,7 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     std::atomic<int> a_runs{0};
     const Timer a = start_at(deadline, [&a_runs] { a_runs.fetch_add(1); });
     std::atomic<int> others_released{0};
-    struct Released {
-        std::atomic<int>* n;
-        explicit Released(std::atomic<int>* c) : n(c) {}
-        Released(Released&& o) noexcept : n(std::exchange(o.n, nullptr)) {}
-        ~Released() {
-            if (n != nullptr) n->fetch_add(1);
-        }
-        void operator()() const {}
-    };
+    using Released = tw_test::CountsRelease;
     const Timer others[2] = {rt.start(3h, Released(&others_released)), rt.start(3h, Released(&others_released))};
 
     Parking parking;
@@ -230,7 +170,7 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
         result.store(acted ? 1 : 0);
     });
     Unpark unpark{parking, t};
-    ASSERT_TRUE(parking.parked.wait());
+    ASSERT_TRUE(parking.parked.wait(30s));
 
     // Take A away from under the parked thread; the shard recycles its
     // slot at its next pass (a stop does not wake it: up to 100 ms).
@@ -360,9 +300,9 @@ TEST_P(StaleIdOnClocks, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant
     oa.clock = clock;
     const Timer a = rt.start(oa, [&] {
         in_a.open();
-        release_a.wait();
+        (void)release_a.wait(30s);
     });
-    ASSERT_TRUE(in_a.wait());
+    ASSERT_TRUE(in_a.wait(30s));
 
     Parking parking;
     parking.what = 'w';
@@ -373,11 +313,11 @@ TEST_P(StaleIdOnClocks, StopSyncRetryAfterItsWaitNeverActsOnTheSlotsNextOccupant
         result.store(rt.stop_sync(a.id()) ? 1 : 0);
     });
     Unpark unpark{parking, t};
-    ASSERT_TRUE(parking.waiting.wait());  // stop_sync waits for A's run; let the run end
+    ASSERT_TRUE(parking.waiting.wait(30s));  // stop_sync waits for A's run; let the run end
     release_a.open();
     // Parked once its wait is over ('w' comes also when A's run ended before
     // the thread slept: under load it may never sleep at all).
-    ASSERT_TRUE(parking.parked.wait());
+    ASSERT_TRUE(parking.parked.wait(30s));
 
     const std::uint32_t slot = Id::index(a.id());
     const std::uint32_t g0 = Id::gen(a.id());
@@ -463,10 +403,26 @@ struct BlockingHook {
     ~BlockingHook() {
         if (returned == nullptr) return;
         entered->open();
-        go->wait();
+        (void)go->wait(30s);
         returned->store(true);
     }
     void operator()() const {}
+};
+
+/// stop_sync(id) on a thread of its own: its answer (`result`), whether it
+/// returned, and whether the release hook had returned (`hook_returned`)
+/// when it did. The test joins `th`.
+struct SyncAside {
+    std::atomic<bool> returned{false};
+    bool saw_hook_returned = false;
+    bool result = false;
+    std::thread th;
+    SyncAside(Runtime& rt, std::uint64_t id, const std::atomic<bool>& hook_returned)
+        : th([this, &rt, id, &hook_returned] {
+              result = rt.stop_sync(id);
+              saw_hook_returned = hook_returned.load();
+              returned.store(true);
+          }) {}
 };
 }  // namespace
 
@@ -476,22 +432,16 @@ TEST(StopSyncWaitsForTheReleaseHook, OfAConcurrentStop) {
     std::atomic<bool> returned{false};
     const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
     std::thread stopper([&] { EXPECT_TRUE(rt.stop(t.id())); });
-    ASSERT_TRUE(entered.wait());  // the stop's release hook is running
-    std::atomic<bool> sync_returned{false};
-    bool saw_hook_returned = false;
-    std::thread syncer([&] {
-        rt.stop_sync(t.id());
-        saw_hook_returned = returned.load();
-        sync_returned.store(true);
-    });
+    ASSERT_TRUE(entered.wait(30s));  // the stop's release hook is running
+    SyncAside sync(rt, t.id(), returned);
     // stop_sync must not return while the hook runs. (If it wrongly returns,
     // it does so at once; this bound only delays the check.)
     std::this_thread::sleep_for(100ms);
-    EXPECT_FALSE(sync_returned.load()) << "stop_sync returned while the release hook was still running";
+    EXPECT_FALSE(sync.returned.load()) << "stop_sync returned while the release hook was still running";
     go.open();
     stopper.join();
-    syncer.join();
-    EXPECT_TRUE(saw_hook_returned) << "stop_sync returned before the release hook returned";
+    sync.th.join();
+    EXPECT_TRUE(sync.saw_hook_returned) << "stop_sync returned before the release hook returned";
 }
 
 TEST(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
@@ -500,20 +450,15 @@ TEST(StopSyncWaitsForTheReleaseHook, OfTheShutdownSweep) {
     std::atomic<bool> returned{false};
     const Timer t = rt.start(1h, BlockingHook(&entered, &go, &returned));
     std::thread shutter([&] { rt.shutdown(); });
-    ASSERT_TRUE(entered.wait());  // the sweep's release hook is running
-    bool saw_hook_returned = false;
-    std::atomic<bool> sync_returned{false};
-    std::thread syncer([&] {
-        EXPECT_FALSE(rt.stop_sync(t.id()));  // shutdown cancelled it, not this call
-        saw_hook_returned = returned.load();
-        sync_returned.store(true);
-    });
+    ASSERT_TRUE(entered.wait(30s));  // the sweep's release hook is running
+    SyncAside sync(rt, t.id(), returned);
     std::this_thread::sleep_for(100ms);
-    EXPECT_FALSE(sync_returned.load()) << "stop_sync returned while shutdown's release hook was still running";
+    EXPECT_FALSE(sync.returned.load()) << "stop_sync returned while shutdown's release hook was still running";
     go.open();
     shutter.join();
-    syncer.join();
-    EXPECT_TRUE(saw_hook_returned);
+    sync.th.join();
+    EXPECT_FALSE(sync.result);  // shutdown cancelled it, not this call
+    EXPECT_TRUE(sync.saw_hook_returned);
 }
 
 // ---- 3. shutdown and failing starts ------------------------------------------------------
@@ -588,12 +533,10 @@ void noop_cb(void*, tw_timer) {}
 }  // namespace
 
 TEST(ShutdownAndFailedStart, ReleaseHookTakingTheShutdownCallersLockDoesNotDeadlock) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
+    tw_config cfg = c_config(1, 0);
     cfg.max_timers = 1;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     tw_timer keep = 0;
     ASSERT_EQ(tw_timer_start(rt, 3600'000'000'000ull, 0, noop_cb, nullptr, &keep), TW_OK);
     Gate entered;
@@ -610,7 +553,7 @@ TEST(ShutdownAndFailedStart, ReleaseHookTakingTheShutdownCallersLockDoesNotDeadl
                 tw_timer id = 0;
                 EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_EAGAIN);  // limit: fails, calls the hook
             });
-            ASSERT_TRUE(entered.wait());  // the hook runs and waits for the lock we hold
+            ASSERT_TRUE(entered.wait(30s));  // the hook runs and waits for the lock we hold
             EXPECT_EQ(tw_runtime_shutdown(rt), TW_OK);
             app.unlock();
             starter.join();
@@ -696,7 +639,7 @@ TEST(InboxFailure, GroupStopBetweenIndexingAndAFailedInsertPostEndsTheTimerOnce)
             }
         });
         Unpark unpark{p, starter};
-        ASSERT_TRUE(p.parked.wait());
+        ASSERT_TRUE(p.parked.wait(30s));
         EXPECT_EQ(rt.stop_group(9), 1u) << "the parked start's timer is in its group";
         EXPECT_EQ(released.load(), 1);
         hooks::fail_inbox_posts.store(1);
@@ -769,11 +712,9 @@ TEST(InboxFailure, EarlierResetIsNeverLost) {
 
 // The C API's side of 5 and 8: TW_ENOMEM from a start calls the hook once.
 TEST(InboxFailure, CStartEnomemCallsTheReleaseHookOnce) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_config cfg = c_config(1, 0);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     static std::atomic<int> released{0};
     released = 0;
     tw_timer_spec s;

@@ -24,6 +24,7 @@
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/tickwheel.h"
 #include "tickwheel/wheel.hpp"
 
@@ -32,6 +33,8 @@ namespace hooks = tickwheel::rt::test_hooks;
 using tw_test::wait_until;
 
 namespace {
+
+using namespace tw_test::capi;
 
 // ---- parking one thread at one hook point ------------------------------------
 // The first thread that reaches window `what` parks there (once) until the
@@ -93,22 +96,12 @@ void probe_fire(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_runtime* make_runtime(unsigned shards = 1, unsigned workers = 2) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = shards;
-    cfg.workers = workers;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
-    return rt;
+    return create_runtime(c_config(shards, workers));
 }
 
 tw_timer start_at(tw_runtime* rt, std::uint64_t deadline, Probe& p) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
+    tw_timer_spec s = c_spec(probe_fire, &p, probe_release);
     s.deadline_ns = deadline;
-    s.callback = probe_fire;
-    s.release = probe_release;
-    s.arg = &p;
     p.not_before = deadline;
     tw_timer id = 0;
     EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
@@ -124,7 +117,6 @@ struct Destroy {
     }
 };
 
-
 // The pending gauge (stats' pending, the metrics' tickwheel_timers_pending)
 // never counts a timer whose callback may already have run: the driver
 // stores it before it hands a batch to the workers. With the driver parked
@@ -139,12 +131,7 @@ TEST(PendingGauge, ATimerHandedToTheWorkersIsNoLongerCountedPending) {
     ParkGuard guard(park, 'H');
     Probe p;
     tw_timer id = 0;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = 1'000'000;
-    s.callback = probe_fire;
-    s.release = probe_release;
-    s.arg = &p;
+    tw_timer_spec s = c_spec(probe_fire, &p, probe_release, 1'000'000);
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     ASSERT_TRUE(park.parked.wait(30s)) << "the driver never handed a batch over";
     ASSERT_TRUE(wait_until([&] { return p.released.load() == 1; })) << "the worker did not run and release it";

@@ -35,6 +35,8 @@
 #include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
+#include "test_support/fork_child.hpp"
 #include "tickwheel/tickwheel.h"
 
 extern char** environ;
@@ -96,13 +98,6 @@ void child_cb(void*, tw_timer) { g_child_fired.fetch_add(1); }
 std::atomic<int> g_parent_fired{0};
 void parent_cb(void*, tw_timer) { g_parent_fired.fetch_add(1); }
 
-#define CHILD_CHECK(cond)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            std::fprintf(stderr, "child: check failed at line %d: %s\n", __LINE__, #cond); \
-            return __LINE__ % 200 + 1;                                                     \
-        }                                                                                  \
-    } while (0)
 
 /// What every child does, in its only thread (the one that forked, wherever
 /// it was): a runtime, a timer that fires within 1 s of its start, and a
@@ -113,10 +108,7 @@ int child_body() {
     g_point.store(nullptr);
     hooks::schedule_point.store(nullptr);
     hooks::in_window.store(nullptr);
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    cfg.workers = 2;
+    const tw_config cfg = tw_test::capi::c_config(1, 2);
     tw_runtime* rt = nullptr;
     CHILD_CHECK(tw_runtime_create(&cfg, &rt) == TW_OK);
     const auto started = std::chrono::steady_clock::now();
@@ -168,31 +160,10 @@ pid_t fork_child() {
     return pid;
 }
 
-struct ChildResult {
-    int status = -1;  // exit status, 128 + signal if killed by one
-    bool hung = false;
-};
+using tw_test::ChildResult;
 
 /// Waits for `pid` at most kChildLimit; kills it (SIGKILL) after that.
-ChildResult wait_child(pid_t pid) {
-    ChildResult res;
-    const auto end = std::chrono::steady_clock::now() + kChildLimit;
-    int status = 0;
-    for (;;) {
-        const pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) return res;
-        if (std::chrono::steady_clock::now() >= end) {
-            res.hung = true;
-            kill(pid, SIGKILL);
-            (void)waitpid(pid, &status, 0);
-            return res;
-        }
-        std::this_thread::sleep_for(1ms);
-    }
-    res.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return res;
-}
+ChildResult wait_child(pid_t pid) { return tw_test::wait_child(pid, std::chrono::steady_clock::now() + kChildLimit); }
 
 // ---- forking at the n-th point ------------------------------------------------------
 enum class Who { Self, Other };
@@ -311,12 +282,7 @@ std::string round_forked_at(char at, int occ, Who who, Whose whose, char& forked
     fc::testing::reset();  // no other thread reads the clock: the last round's runtime is gone
     g_parent_fired = 0;
     Forker::arm(at, occ, who, whose, pred);
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    cfg.workers = 2;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = tw_test::capi::create_runtime(tw_test::capi::c_config(1, 2));
     if (rt == nullptr) return {};
     std::this_thread::sleep_for(std::chrono::nanoseconds(fc::kCalibrationNs) + 2ms);
     int started = 0;

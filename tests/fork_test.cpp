@@ -30,6 +30,8 @@
 
 #include "runtime/fork.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
+#include "test_support/fork_child.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -38,9 +40,12 @@ using tw_test::wait_until;
 
 namespace {
 
+using namespace tw_test::capi;
+
 std::atomic<int> g_fired{0};
 std::atomic<int> g_released{0};
-int g_report_fd = -1;  // in the child: where hooks and callbacks would say they ran
+using tw_test::ChildResult;
+using tw_test::g_report_fd;  // in the child: where hooks and callbacks would say they ran
 
 void count_cb(void*, tw_timer) {
     g_fired.fetch_add(1);
@@ -56,95 +61,22 @@ void count_release(void*) {
 /// it means a hang, not a slow machine.
 constexpr auto kChildLimit = tw_test::kSanitized ? 120s : 30s;
 
-struct ChildResult {
-    int status = -1;   // the child's exit status (128 + signal if killed; -1 if hung)
-    std::string said;  // what the child wrote to the report pipe
-    bool hung = false;
-};
-
-/// Runs `child` in a fork()ed child whose exit status is child()'s return
-/// value (0 = all checks passed), waiting at most `limit`: a child still
-/// running then is killed (SIGKILL) and reported hung, so a hang fails the
-/// test instead of hanging the suite.
+/// Runs `child` in a fork()ed child (test_support/fork_child.hpp), waiting
+/// at most `limit`.
 template <class F>
 ChildResult in_child(F child, std::chrono::steady_clock::duration limit = kChildLimit) {
-    ChildResult res;
-    int fds[2];
-    if (pipe(fds) != 0) {
-        ADD_FAILURE() << "pipe";
-        return res;
-    }
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        g_report_fd = fds[1];
-        const int rc = child();
-        close(fds[1]);
-        std::_Exit(rc);  // no atexit, no static destructors of the parent's state
-    }
-    close(fds[1]);
-    if (pid < 0) {
-        close(fds[0]);
-        ADD_FAILURE() << "fork failed";
-        return res;
-    }
-    const auto end = std::chrono::steady_clock::now() + limit;
-    auto ms_left = [&] {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-        return static_cast<int>(std::max<long long>(0, left.count()));
-    };
-    // The pipe first (a child must not block writing to it), then the exit.
-    char buf[64];
-    for (;;) {
-        pollfd p{fds[0], POLLIN, 0};
-        const int r = poll(&p, 1, ms_left());
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;  // deadline (or error): see below
-        const ssize_t n = read(fds[0], buf, sizeof buf);
-        if (n <= 0) break;  // EOF: the child closed it (it is exiting)
-        res.said.append(buf, static_cast<std::size_t>(n));
-    }
-    close(fds[0]);
-    int status = 0;
-    for (;;) {
-        const pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) {
-            ADD_FAILURE() << "waitpid";
-            return res;
-        }
-        if (ms_left() == 0) {
-            res.hung = true;
-            kill(pid, SIGKILL);
-            (void)waitpid(pid, &status, 0);
-            return res;
-        }
-        std::this_thread::sleep_for(1ms);
-    }
-    res.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return res;
+    return tw_test::in_child(child, limit);
 }
 
-#define CHILD_CHECK(cond)                                                              \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            std::fprintf(stderr, "child: check failed at line %d: %s\n", __LINE__, #cond); \
-            return __LINE__;                                                           \
-        }                                                                              \
-    } while (0)
 
 }  // namespace
 
 TEST(Fork, ChildGetsEforkedFromEveryCallAndDestroyRunsNoHook) {
     g_fired = 0;
     g_released = 0;
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 2;
-    cfg.workers = 2;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_config cfg = c_config(2, 2);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     // Pending timers with hooks (due during the child's life, so a wrongly
     // running runtime in the child would fire them), one periodic.
     tw_timer ids[8];
@@ -356,10 +288,7 @@ int child_runtime_works(unsigned workers = 2) {
     g_child_blocker_in = false;
     g_child_release_blocker = false;
     g_child_main = pthread_self();
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 2;
-    cfg.workers = workers;
+    const tw_config cfg = c_config(2, workers);
     tw_runtime* rt = nullptr;
     CHILD_CHECK(tw_runtime_create(&cfg, &rt) == TW_OK);
     tw_stats st;
@@ -409,16 +338,22 @@ void warm_up(tickwheel::Runtime& rt, int n = 32) {
 // spinning for work, or asleep).
 constexpr std::chrono::milliseconds kForkAfter[] = {0ms, 1ms, 10ms, 50ms, 200ms};
 
+/// Forks `after` the callbacks (the runtime's threads settled): the child's
+/// own runtime must work.
+void expect_child_runtime_works_after(std::chrono::milliseconds after) {
+    std::this_thread::sleep_for(after);
+    settle();
+    const ChildResult res = in_child([] { return child_runtime_works(); });
+    EXPECT_FALSE(res.hung) << "forked " << after.count()
+                           << " ms after the callbacks: the child hung (killed): its runtime never shut down";
+    EXPECT_EQ(res.status, 0) << "forked " << after.count() << " ms after the callbacks: the child's check failed";
+}
+
 TEST(Fork, ChildRuntimeFiresWhileTheWarmParentKeepsItsRuntime) {
     tickwheel::Runtime rt(tw_test::small_config());
     for (const auto after : kForkAfter) {
         warm_up(rt);
-        std::this_thread::sleep_for(after);
-        settle();
-        const ChildResult res = in_child([] { return child_runtime_works(); });
-        EXPECT_FALSE(res.hung) << "forked " << after.count()
-                               << " ms after the callbacks: the child hung (killed): its runtime never shut down";
-        EXPECT_EQ(res.status, 0) << "forked " << after.count() << " ms after the callbacks: the child's check failed";
+        expect_child_runtime_works_after(after);
     }
     warm_up(rt);  // the parent is unaffected
 }
@@ -429,12 +364,7 @@ TEST(Fork, ChildRuntimeFiresAfterTheWarmParentDestroyedItsRuntime) {
             tickwheel::Runtime rt(tw_test::small_config());
             warm_up(rt);
         }
-        std::this_thread::sleep_for(after);
-        settle();
-        const ChildResult res = in_child([] { return child_runtime_works(); });
-        EXPECT_FALSE(res.hung) << "forked " << after.count()
-                               << " ms after the callbacks: the child hung (killed): its runtime never shut down";
-        EXPECT_EQ(res.status, 0) << "forked " << after.count() << " ms after the callbacks: the child's check failed";
+        expect_child_runtime_works_after(after);
     }
 }
 
@@ -518,10 +448,7 @@ std::pair<int, int> fork_during_lifecycle_churn(bool warm, int forks) {
         const ChildResult res = in_child(
             [] {
                 g_child_fired = 0;
-                tw_config cfg;
-                tw_config_init(&cfg);
-                cfg.shards = 1;
-                cfg.workers = 2;
+                const tw_config cfg = c_config(1, 2);
                 tw_runtime* rt = nullptr;
                 CHILD_CHECK(tw_runtime_create(&cfg, &rt) == TW_OK);
                 tw_timer id = 0;

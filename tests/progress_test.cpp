@@ -43,12 +43,8 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-namespace tw = tickwheel;
+using namespace tw_test::names;
 namespace hooks = tickwheel::rt::test_hooks;
-using tw_test::kSanitized;
-using tw_test::kWait;
-using tw_test::wait_until;
 
 constexpr auto kFreeze = 1200ms;
 // The largest gap between two runs of the 5 ms monitor (or between the

@@ -30,6 +30,8 @@
 
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/tickwheel.h"
 
 // ---- interposed libc calls ------------------------------------------------------------
@@ -38,6 +40,9 @@
 // parks the armed thread on its first call after arming, until released,
 // and then does the real call with a raw system call.
 namespace {
+
+using namespace tw_test::capi;
+using tw_test::ThreadPark;
 struct LibcPark {
     std::atomic<std::thread::id> who{};
     std::atomic<bool> armed{false};
@@ -79,50 +84,14 @@ extern "C" int clock_gettime(clockid_t clk, struct timespec* ts) noexcept {
 
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
-#else
-constexpr bool kTsan = false;
-#endif
-
+using tw_test::kTsan;
 using tw_test::kWait;
 using tw_test::wait_until;
 
-constexpr std::uint64_t kMs = 1'000'000;
-
 tw_runtime* make_runtime(bool manual = false, std::uint32_t workers = 2) {
-    tw_config c;
-    tw_config_init(&c);
-    c.shards = 2;
-    c.workers = workers;
+    tw_config c = c_config(2, workers);
     if (manual) c.flags |= TW_CONFIG_MANUAL_CLOCK;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&c, &rt), TW_OK);
-    return rt;
-}
-
-tw_queue* make_queue(tw_runtime* rt) {
-    tw_queue* q = nullptr;
-    EXPECT_EQ(tw_queue_create(rt, &q), TW_OK);
-    return q;
-}
-
-bool readable(int fd, int ms = 0) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
-}
-
-tw_queue_stats queue_stats(tw_queue* q) {
-    tw_queue_stats st;
-    st.size = sizeof st;
-    EXPECT_EQ(tw_queue_get_stats(q, &st), TW_OK);
-    return st;
+    return create_runtime(c);
 }
 
 /// A timer's runs and release, and the order of runs among several.
@@ -141,12 +110,7 @@ void probe_cb(void* arg, tw_timer) {
 void probe_release(void* arg) { static_cast<Probe*>(arg)->released.fetch_add(1); }
 
 tw_timer_spec spec_for(Probe& p, tw_queue* q, std::uint64_t delay_ns) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, delay_ns);
     s.queue = q;
     return s;
 }
@@ -187,6 +151,44 @@ struct Async {
     }
 };
 
+/// Starts a timer whose callback waits in tw_queue_run(w.q, 1, -1), on
+/// `queue` (nullptr: on the workers), due `delay_ns` from now; 0 if the
+/// start failed.
+tw_timer start_waiting(tw_runtime* rt, Waiter& w, tw_queue* queue, std::uint64_t delay_ns = 0) {
+    tw_timer_spec s = c_spec(wait_in_run, &w, nullptr, delay_ns);
+    s.queue = queue;
+    tw_timer id = 0;
+    EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
+    return id;
+}
+
+/// Whether w's callback waits inside its run (w.q has that one runner).
+bool waiting_in_run(Waiter& w) { return w.entered.load() && queue_stats(w.q).runners == 1; }
+
+/// What shutdown_on_a_thread() saw: whether tw_runtime_shutdown returned
+/// (in time), and its answer (final: the shutdown's thread has ended).
+struct Shutdown {
+    bool returned;
+    int rc;
+};
+
+/// Shuts `rt` down on another thread. If the shutdown hangs (the test
+/// fails, saying it hung on `what`), destroys `unstick`, which wakes the
+/// run that holds it up: the caller must not destroy that queue again.
+Shutdown shutdown_on_a_thread(tw_runtime* rt, tw_queue* unstick, const char* what) {
+    std::atomic<int> rc{1000};
+    bool returned = false;
+    {
+        Async sd([&] { rc = tw_runtime_shutdown(rt); });
+        returned = sd.done();
+        EXPECT_TRUE(returned) << "tw_runtime_shutdown hung on " << what;
+        if (!returned) {
+            EXPECT_EQ(tw_queue_destroy(unstick), TW_OK);  // unstick: wakes the run
+        }
+    }
+    return {returned, rc.load()};
+}
+
 // ---- race 1: shutdown vs queue runs ----------------------------------------------------------
 // A worker's callback waits in tw_queue_run(q, 1, -1). Shutdown must close
 // the queue first (the run returns TW_ESHUTDOWN) and then wait for the
@@ -198,27 +200,12 @@ TEST(ShutdownVsQueueRuns, AWorkersCallbackWaitingInRunIsWokenAndShutdownReturns)
     tw_queue* q = make_queue(rt);
     Waiter w;
     w.q = q;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = wait_in_run;
-    s.arg = &w;
-    tw_timer id = 0;
-    ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);  // on the workers
-    ASSERT_TRUE(wait_until([&] { return w.entered.load() && queue_stats(q).runners == 1; }));
-    std::atomic<int> sd_rc{1000};
-    bool destroyed = false;
-    {
-        Async sd([&] { sd_rc = tw_runtime_shutdown(rt); });
-        const bool returned = sd.done();
-        EXPECT_TRUE(returned) << "tw_runtime_shutdown hung on a worker waiting in tw_queue_run(-1)";
-        if (!returned) {
-            EXPECT_EQ(tw_queue_destroy(q), TW_OK);  // unstick: wakes the run
-            destroyed = true;
-        }
-    }
-    EXPECT_EQ(sd_rc.load(), TW_OK);
+    ASSERT_NE(start_waiting(rt, w, nullptr), 0u);  // on the workers
+    ASSERT_TRUE(wait_until([&] { return waiting_in_run(w); }));
+    const Shutdown sd = shutdown_on_a_thread(rt, q, "a worker waiting in tw_queue_run(-1)");
+    EXPECT_EQ(sd.rc, TW_OK);
     EXPECT_EQ(w.rc.load(), TW_ESHUTDOWN);
-    if (!destroyed) {
+    if (sd.returned) {  // (else the queue that held it up was destroyed)
         EXPECT_TRUE(readable(tw_queue_fd(q)));
         EXPECT_EQ(tw_queue_run(q, 1, -1), TW_ESHUTDOWN);
         EXPECT_EQ(tw_queue_destroy(q), TW_OK);
@@ -236,32 +223,16 @@ TEST(ShutdownVsQueueRuns, ACallbackOfOneQueueWaitingInAnotherIsWoken) {
     tw_queue* q2 = make_queue(rt);
     Waiter w;
     w.q = q2;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = wait_in_run;
-    s.arg = &w;
-    s.queue = q1;
-    tw_timer id = 0;
-    ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
+    ASSERT_NE(start_waiting(rt, w, q1), 0u);
     std::atomic<int> outer_rc{1000};
     std::thread runner([&] { outer_rc = tw_queue_run(q1, 1, -1); });
-    ASSERT_TRUE(wait_until([&] { return w.entered.load() && queue_stats(q2).runners == 1; }));
-    std::atomic<int> sd_rc{1000};
-    bool destroyed = false;
-    {
-        Async sd([&] { sd_rc = tw_runtime_shutdown(rt); });
-        const bool returned = sd.done();
-        EXPECT_TRUE(returned) << "tw_runtime_shutdown hung on a callback of one queue waiting in another";
-        if (!returned) {
-            EXPECT_EQ(tw_queue_destroy(q2), TW_OK);  // unstick
-            destroyed = true;
-        }
-    }
+    ASSERT_TRUE(wait_until([&] { return waiting_in_run(w); }));
+    const Shutdown sd = shutdown_on_a_thread(rt, q2, "a callback of one queue waiting in another");
     runner.join();
-    EXPECT_EQ(sd_rc.load(), TW_OK);
+    EXPECT_EQ(sd.rc, TW_OK);
     EXPECT_EQ(w.rc.load(), TW_ESHUTDOWN);
     EXPECT_EQ(outer_rc.load(), 1);  // the outer run ran its one callback
-    if (!destroyed) {
+    if (sd.returned) {  // (else the queue that held it up was destroyed)
         EXPECT_EQ(tw_queue_destroy(q2), TW_OK);
     }
     EXPECT_EQ(tw_queue_destroy(q1), TW_OK);
@@ -278,38 +249,23 @@ TEST(ShutdownVsQueueRuns, AnAdvancesCallbackWaitingInRunIsWokenAndTheAdvanceEnds
     tw_queue* q = make_queue(rt);
     Waiter w;
     w.q = q;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = wait_in_run;
-    s.arg = &w;
-    s.delay_ns = kMs;
-    tw_timer id = 0;
-    ASSERT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
+    ASSERT_NE(start_waiting(rt, w, nullptr, kMs), 0u);
     Probe later;  // due after the first: the advance must not run it once shutdown began
     tw_timer_spec ls = spec_for(later, nullptr, 5 * kMs);
+    tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &ls, &id), TW_OK);
     std::atomic<int> adv_rc{1000};
     std::thread advancer([&] { adv_rc = tw_runtime_advance(rt, 10 * kMs); });
-    ASSERT_TRUE(wait_until([&] { return w.entered.load() && queue_stats(q).runners == 1; }));
-    std::atomic<int> sd_rc{1000};
-    bool destroyed = false;
-    {
-        Async sd([&] { sd_rc = tw_runtime_shutdown(rt); });
-        const bool returned = sd.done();
-        EXPECT_TRUE(returned) << "tw_runtime_shutdown hung on an advance's callback waiting in tw_queue_run(-1)";
-        if (!returned) {
-            EXPECT_EQ(tw_queue_destroy(q), TW_OK);  // unstick
-            destroyed = true;
-        }
-    }
+    ASSERT_TRUE(wait_until([&] { return waiting_in_run(w); }));
+    const Shutdown sd = shutdown_on_a_thread(rt, q, "an advance's callback waiting in tw_queue_run(-1)");
     advancer.join();
-    EXPECT_EQ(sd_rc.load(), TW_OK);
+    EXPECT_EQ(sd.rc, TW_OK);
     EXPECT_EQ(w.rc.load(), TW_ESHUTDOWN);
     EXPECT_GE(adv_rc.load(), 0);
     EXPECT_EQ(later.runs.load(), 0) << "the advance went on running callbacks after shutdown began";
     EXPECT_EQ(later.released.load(), 1);
     EXPECT_EQ(tw_runtime_advance(rt, kMs), TW_ESHUTDOWN);
-    if (!destroyed) {
+    if (sd.returned) {  // (else the queue that held it up was destroyed)
         EXPECT_EQ(tw_queue_destroy(q), TW_OK);
     }
     EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
@@ -403,33 +359,22 @@ TEST(QueueDeliveryItems, AResetTellsItsOwnQueueBeforeTheTimerCanChangeHands) {
     Probe a;
     const tw_timer ida = start_on(rt, q1, a, 0);
     ASSERT_TRUE(readable(tw_queue_fd(q1), 10000));
-    static std::atomic<std::thread::id> who{};
-    static std::atomic<bool> parked{false}, go{false}, seen_q{false};
-    parked = go = seen_q = false;
-    tickwheel::rt::test_hooks::in_window.store(+[](const void*, char w) {
-        if (std::this_thread::get_id() != who.load()) {
-            if (w == 'q') seen_q = true;
-            return;
-        }
-        if (w != 'u' || parked.load()) return;
-        parked = true;
-        while (!go.load()) std::this_thread::yield();
-    });
+    ThreadPark park('u', 'q');
     std::atomic<int> reset_rc{1000};
     std::thread resetter([&] {
-        who = std::this_thread::get_id();
+        ThreadPark::who = std::this_thread::get_id();
         reset_rc = tw_timer_reset(rt, ida, 3600 * 1000 * kMs);
     });
-    const bool was_parked = wait_until([] { return parked.load(); });
+    const bool was_parked = wait_until([] { return ThreadPark::parked.load(); });
     std::atomic<int> stop_rc{1000};
     std::atomic<bool> stop_done{false};
     std::thread stopper([&] {
         stop_rc = tw_timer_stop(rt, ida);
         stop_done = true;
     });
-    const bool stop_waits = wait_until([] { return seen_q.load(); });
+    const bool stop_waits = wait_until([] { return ThreadPark::seen.load(); });
     const bool stop_done_in_window = stop_done.load();
-    go = true;
+    ThreadPark::release();
     resetter.join();
     stopper.join();
     tickwheel::rt::test_hooks::in_window.store(nullptr);

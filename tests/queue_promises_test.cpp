@@ -33,43 +33,26 @@
 #include "runtime/clock.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
 namespace {
 
+using namespace tw_test::capi;
+using tw_test::ThreadPark;
+
 using namespace std::chrono_literals;
 using tw_test::wait_until;
 
-constexpr std::uint64_t kMs = 1'000'000;
 constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
 
-struct RtDeleter {
-    void operator()(tw_runtime* rt) const { EXPECT_EQ(tw_runtime_destroy(rt), TW_OK); }
-};
-using RtPtr = std::unique_ptr<tw_runtime, RtDeleter>;
-
 RtPtr make_runtime(bool manual, std::uint32_t shards = 1, std::uint64_t resolution_ns = 0) {
-    tw_config c;
-    tw_config_init(&c);
-    c.shards = shards;
-    c.workers = 2;
+    tw_config c = c_config(shards, 2);
     c.resolution_ns = resolution_ns;
     if (manual) c.flags |= TW_CONFIG_MANUAL_CLOCK;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&c, &rt), TW_OK);
-    return RtPtr(rt);
-}
-
-tw_queue* make_queue(tw_runtime* rt) {
-    tw_queue* q = nullptr;
-    EXPECT_EQ(tw_queue_create(rt, &q), TW_OK);
-    return q;
-}
-
-bool readable(int fd) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+    return RtPtr(create_runtime(c));
 }
 
 struct Count {
@@ -81,32 +64,12 @@ void count_release(void* arg) { static_cast<Count*>(arg)->released.fetch_add(1);
 
 tw_timer start(tw_runtime* rt, tw_queue* q, Count& c, std::uint64_t delay_ns, std::uint64_t period_ns = 0,
                std::uint32_t policy = TW_PERIOD_SKIP) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.period_ns = period_ns;
+    tw_timer_spec s = c_spec(count_cb, &c, count_release, delay_ns, period_ns);
     s.period_policy = policy;
-    s.callback = count_cb;
-    s.release = count_release;
-    s.arg = &c;
     s.queue = q;
     tw_timer id = 0;
     EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     return id;
-}
-
-tw_queue_stats queue_stats(tw_queue* q) {
-    tw_queue_stats st;
-    tw_queue_stats_init(&st);
-    EXPECT_EQ(tw_queue_get_stats(q, &st), TW_OK);
-    return st;
-}
-
-tw_stats rt_stats(tw_runtime* rt) {
-    tw_stats st;
-    tw_stats_init(&st);
-    EXPECT_EQ(tw_runtime_stats(rt, &st), TW_OK);
-    return st;
 }
 
 tw_timer_info query(tw_runtime* rt, tw_timer id) {
@@ -231,11 +194,7 @@ TEST(ManualClockEnd, AdvancesPastTheRangeStopTheClocksWhereADelayStillFits) {
     EXPECT_EQ(i.state, TW_TIMER_PENDING);
     EXPECT_GT(i.deadline_ns, tw_runtime_now_ns(rt.get(), TW_CLOCK_MONOTONIC));
     // Starts at the clock's end on every clock, up to TW_MAX_DELAY_NS away.
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = count_cb;
-    s.arg = &c;
-    s.release = count_release;
+    tw_timer_spec s = c_spec(count_cb, &c, count_release);
     for (const int clk : {TW_CLOCK_MONOTONIC, TW_CLOCK_BOOTTIME, TW_CLOCK_REALTIME}) {
         s.clock = clk;
         s.delay_ns = TW_MAX_DELAY_NS;
@@ -255,24 +214,15 @@ TEST(ManualClockEnd, AdvancesPastTheRangeStopTheClocksWhereADelayStillFits) {
 TEST(ManualClockEnd, AdvanceToNeverMovesTheClockBack) {
     tickwheel::rt::Clocks clocks(true);
     const std::int64_t base = clocks.mono();
-    static std::atomic<std::thread::id> who{};
-    static std::atomic<bool> parked{false}, go{false};
-    who = std::thread::id{};
-    parked = false;
-    go = false;
-    tickwheel::rt::test_hooks::in_window.store(+[](const void*, char w) {
-        if (w != 'V' || std::this_thread::get_id() != who.load() || parked.load()) return;
-        parked.store(true);
-        while (!go.load()) std::this_thread::yield();
-    });
+    ThreadPark park('V');
     std::thread t([&] {
-        who = std::this_thread::get_id();
+        ThreadPark::who = std::this_thread::get_id();
         clocks.advance_to(base + 200);
     });
-    ASSERT_TRUE(wait_until([] { return parked.load(); }));
+    ASSERT_TRUE(wait_until([] { return ThreadPark::parked.load(); }));
     clocks.advance_to(base + 300);  // (not parked: another thread)
     EXPECT_EQ(clocks.mono(), base + 300);
-    go = true;
+    ThreadPark::release();
     t.join();
     tickwheel::rt::test_hooks::in_window.store(nullptr);
     EXPECT_EQ(clocks.mono(), base + 300) << "the clock moved back by " << base + 300 - clocks.mono() << " ns";
@@ -514,28 +464,13 @@ TEST(StaleResetBeforeTheDeadlineLock, LeavesTheSlotsNextTimerAlone) {
         oa.deadline = tickwheel::TimePoint(rt.now(clock) + 1h);
         const tickwheel::Timer a = rt.start(oa, [] {});
 
-        static std::atomic<std::thread::id> who{};
-        static std::atomic<bool> parked{false}, go{false};
-        who = std::thread::id{};
-        parked = false;
-        go = false;
-        tickwheel::rt::test_hooks::in_window.store(+[](const void*, char w) {
-            if (w != 'O' || std::this_thread::get_id() != who.load() || parked.load()) return;
-            parked.store(true);
-            while (!go.load()) std::this_thread::yield();
-        });
-        struct Unhook {
-            ~Unhook() {
-                go = true;
-                tickwheel::rt::test_hooks::in_window.store(nullptr);
-            }
-        } unhook;
+        ThreadPark park('O');  // (its destructor releases and unhooks)
         std::atomic<int> result{-1};
         std::thread t([&] {
-            who = std::this_thread::get_id();
+            ThreadPark::who = std::this_thread::get_id();
             result.store(rt.reset(a.id(), 1ms) ? 1 : 0);
         });
-        ASSERT_TRUE(wait_until([] { return parked.load(); }));
+        ASSERT_TRUE(wait_until([] { return ThreadPark::parked.load(); }));
 
         // A stop through the inbox (a batch of one): the shard recycles A's
         // record onto the free stack (not the spare records a stop applied
@@ -573,7 +508,7 @@ TEST(StaleResetBeforeTheDeadlineLock, LeavesTheSlotsNextTimerAlone) {
             held);
         ASSERT_NE(b, 0u) << "A's slot was not reused";
 
-        go = true;
+        ThreadPark::release();
         t.join();
         EXPECT_EQ(result.load(), 0) << "a reset with A's id acted after A was stopped";
         const auto i = rt.query(b);

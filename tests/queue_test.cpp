@@ -26,42 +26,21 @@
 
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
 namespace {
 
+using namespace tw_test::capi;
+
 using namespace std::chrono_literals;
 using tw_test::kWait;
 using tw_test::wait_until;
 
-constexpr std::uint64_t kMs = 1'000'000;
-
-struct RtDeleter {
-    void operator()(tw_runtime* rt) const { EXPECT_EQ(tw_runtime_destroy(rt), TW_OK); }
-};
-using RtPtr = std::unique_ptr<tw_runtime, RtDeleter>;
-
 RtPtr make_runtime(std::uint32_t shards = 2, std::uint32_t workers = 2) {
-    tw_config c;
-    tw_config_init(&c);
-    c.shards = shards;
-    c.workers = workers;
-    tw_runtime* rt = nullptr;
-    EXPECT_EQ(tw_runtime_create(&c, &rt), TW_OK);
-    return RtPtr(rt);
-}
-
-tw_queue* make_queue(tw_runtime* rt) {
-    tw_queue* q = nullptr;
-    EXPECT_EQ(tw_queue_create(rt, &q), TW_OK);
-    return q;
-}
-
-/// Whether the fd polls readable within `ms` (0: now).
-bool readable(int fd, int ms = 0) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
+    return RtPtr(create_runtime(c_config(shards, workers)));
 }
 
 /// What a timer did, and where.
@@ -99,33 +78,13 @@ void probe_release(void* arg) {
 }
 
 tw_timer start_on(tw_runtime* rt, tw_queue* q, Probe& p, std::uint64_t delay_ns, std::uint64_t period_ns = 0) {
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = delay_ns;
-    s.period_ns = period_ns;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, delay_ns, period_ns);
     s.queue = q;
     if (p.home == std::thread::id{}) p.home = std::this_thread::get_id();
     p.deadline_ns = tw_now_ns() + delay_ns;
     tw_timer id = 0;
     EXPECT_EQ(tw_timer_start_ex(rt, &s, &id), TW_OK);
     return id;
-}
-
-tw_queue_stats queue_stats(tw_queue* q) {
-    tw_queue_stats st;
-    st.size = sizeof st;
-    EXPECT_EQ(tw_queue_get_stats(q, &st), TW_OK);
-    return st;
-}
-
-tw_stats rt_stats(tw_runtime* rt) {
-    tw_stats st;
-    st.size = sizeof st;
-    EXPECT_EQ(tw_runtime_stats(rt, &st), TW_OK);
-    return st;
 }
 
 // ---- bad input ------------------------------------------------------------------
@@ -156,11 +115,7 @@ TEST(QueueApi, BadInput) {
     // called (the call was rejected: arg is still the caller's).
     RtPtr other = make_runtime(1, 1);
     Probe p;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release);
     s.queue = q;
     tw_timer id = 7;
     EXPECT_EQ(tw_timer_start_ex(other.get(), &s, &id), TW_EINVAL);
@@ -318,12 +273,7 @@ TEST(QueueRun, ABlockedRunWakesForATimerStartedLaterByAnotherThread) {
     });
     ASSERT_TRUE(wait_until([&] { return queue_stats(q).runners == 1; }));
     while (p.home == std::thread::id{}) std::this_thread::yield();
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = 5 * kMs;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, 5 * kMs);
     s.queue = q;
     p.deadline_ns = tw_now_ns() + s.delay_ns;
     tw_timer id;
@@ -393,12 +343,7 @@ TEST(QueueReset, ADueTimerIsReArmed) {
     tw_queue* q = make_queue(rt.get());
     Probe p;
     p.home = std::this_thread::get_id();
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = kMs;
-    s.callback = probe_cb;
-    s.arg = &p;
-    s.release = probe_release;
+    tw_timer_spec s = c_spec(probe_cb, &p, probe_release, kMs);
     s.queue = q;
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
@@ -558,12 +503,7 @@ TEST(QueueDestroy, CancelsItsTimersOnceOnTheCallingThreadOthersGoOn) {
     start_on(rt.get(), keep, other, 20 * kMs);
     on_worker.home = std::this_thread::get_id();
     {
-        tw_timer_spec s;
-        tw_timer_spec_init(&s);
-        s.delay_ns = 20 * kMs;
-        s.callback = probe_cb;
-        s.arg = &on_worker;
-        s.release = probe_release;
+        tw_timer_spec s = c_spec(probe_cb, &on_worker, probe_release, 20 * kMs);
         tw_timer id;
         ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
     }
@@ -650,35 +590,10 @@ TEST(QueueShutdown, RuntimeDestroyFreesQueuesStillAlive) {
 // out of DISPATCHED of a bound timer is taken under its queue's transition
 // mutex (delivery_queue.hpp, issue 20): a thread parked at 'b' holds it (a
 // run), and so does one parked at 'c' or 'r' (a stop or reset of a bound
-// timer); the other side waits for its CAS.
-struct Park {
-    static inline std::atomic<std::thread::id> who{};
-    static inline std::atomic<char> what{0};
-    static inline std::atomic<bool> parked{false};
-    static inline std::atomic<bool> go{false};
-    // Another thread reached hook point 'q' (a stop or reset of a bound
-    // timer about to take its queue's transition mutex, before its CAS).
-    static inline std::atomic<bool> seen_q{false};
-    static void hook(const void*, char w) {
-        if (w == 'q' && std::this_thread::get_id() != who.load()) seen_q.store(true);
-        if (w != what.load() || std::this_thread::get_id() != who.load() || parked.load()) return;
-        parked.store(true);
-        while (!go.load()) std::this_thread::yield();
-    }
-    static void arm(std::thread::id t, char w) {
-        parked = false;
-        go = false;
-        seen_q = false;
-        what = w;
-        who = t;
-        tickwheel::rt::test_hooks::in_window.store(&Park::hook);
-    }
-    static void release() { go = true; }
-    ~Park() {
-        go = true;
-        tickwheel::rt::test_hooks::in_window.store(nullptr);
-    }
-};
+// timer); the other side waits for its CAS. Park::seen: another thread
+// reached hook point 'q' (a stop or reset of a bound timer about to take its
+// queue's transition mutex, before its CAS). (test_support/park.hpp)
+using Park = tw_test::ThreadPark;
 
 /// A queue with one timer due (not yet run), and a thread that parks at the
 /// hook point `what` inside `call` (a run, stop or reset) while the test
@@ -698,7 +613,7 @@ struct DueRace {
         // return before this thread armed the hook).
         Park::parked = false;
         parked = std::thread([this, what, call] {
-            Park::arm(std::this_thread::get_id(), what);
+            Park::arm(std::this_thread::get_id(), what, 'q');
             rc.store(call());
         });
         return wait_until([] { return Park::parked.load(); });
@@ -725,7 +640,7 @@ TEST(QueueRace, StopInsideARunsBeginWindowWaitsForTheRun) {
     ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
     std::atomic<int> stop_rc{1000};
     std::thread stopper([&] { stop_rc = tw_timer_stop(r.rt.get(), r.id); });
-    ASSERT_TRUE(wait_until([] { return Park::seen_q.load(); })) << "the stop reached its queue's mutex";
+    ASSERT_TRUE(wait_until([] { return Park::seen.load(); })) << "the stop reached its queue's mutex";
     r.release();
     stopper.join();
     EXPECT_EQ(r.rc.load(), 1);
@@ -767,7 +682,7 @@ TEST(QueueRace, ResetInsideARunsBeginWindowWaitsForTheRun) {
     ASSERT_TRUE(r.park_in('b', [&r] { return tw_queue_run(r.q, 8, 0); }));
     std::atomic<int> reset_rc{1000};
     std::thread resetter([&] { reset_rc = tw_timer_reset(r.rt.get(), r.id, 20 * kMs); });
-    ASSERT_TRUE(wait_until([] { return Park::seen_q.load(); })) << "the reset reached its queue's mutex";
+    ASSERT_TRUE(wait_until([] { return Park::seen.load(); })) << "the reset reached its queue's mutex";
     r.release();
     resetter.join();
     EXPECT_EQ(r.rc.load(), 1);

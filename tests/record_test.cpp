@@ -23,6 +23,7 @@
 #include "runtime/handle_table.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -35,6 +36,8 @@ using tickwheel::rt::HandleTable;
 using tickwheel::rt::Record;
 
 namespace {
+
+using namespace tw_test::capi;
 
 /// Runs and releases of one callable (its moved-from husks count neither).
 struct Tally {
@@ -193,19 +196,12 @@ TEST(RecordCallable, CapturingLambdasOfEverySizeRunTheirOwnCode) {
 }
 
 TEST(RecordCallable, CCallbackWithReleaseHookRunsOnceReleasesOnce) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
+    tw_config cfg = c_config(1, 0);
     cfg.flags = TW_CONFIG_MANUAL_CLOCK;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     CTally fired, stopped;
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = 1'000'000;
-    s.callback = c_run;
-    s.release = c_release;
-    s.arg = &fired;
+    tw_timer_spec s = c_spec(c_run, &fired, c_release, 1'000'000);
     tw_timer t1 = 0, t2 = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &s, &t1), TW_OK);
     s.arg = &stopped;

@@ -40,18 +40,7 @@ template struct Expose<StartSized, &tw::Runtime::start_sized>;
 template struct Expose<StatsSized, &tw::Runtime::stats_sized>;
 
 /// Counts its destruction (the timer's release hook).
-struct Probe {
-    std::atomic<int>* released;
-    explicit Probe(std::atomic<int>* r) noexcept : released(r) {}
-    Probe(Probe&& o) noexcept : released(o.released) { o.released = nullptr; }
-    Probe(const Probe&) = delete;
-    Probe& operator=(const Probe&) = delete;
-    Probe& operator=(Probe&&) = delete;
-    ~Probe() {
-        if (released != nullptr) released->fetch_add(1);
-    }
-    void operator()() const {}
-};
+using Probe = tw_test::CountsRelease;
 
 /// A caller's StartOptions followed by bytes a newer header would have.
 struct NewerStartOptions {

@@ -31,17 +31,7 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-namespace tw = tickwheel;
-using tw::Clock;
-using tw::Duration;
-using tw::TimePoint;
-
-using tw_test::kSanitized;
-using tw_test::kWait;
-using tw_test::small_config;
-using tw_test::wait_until;
-
+using namespace tw_test::names;
 
 // Busy-waits (yielding) until `t`: the racing threads need sub-tick precision.
 void spin_until(TimePoint t) {
@@ -210,6 +200,57 @@ std::uint64_t verify_cells(std::vector<Cell>& cells, std::size_t count, const ch
 
 // =============================================================================
 
+// The producer of the races below: starts cells[0..n) one after another,
+// `step` apart, each due 1-2 ms after its start (drawn from `seed`) --
+// start(c, i) starts it -- and publishes each once started (published = i + 1).
+template <class Start>
+std::thread produce(std::vector<Cell>& cells, Duration step, std::uint64_t seed, std::atomic<int>& published,
+                    Start start) {
+    return std::thread([&cells, step, seed, &published, start] {
+        std::mt19937_64 rng(seed);
+        const TimePoint base = Clock::now();
+        for (int i = 0; i < static_cast<int>(cells.size()); ++i) {
+            std::this_thread::sleep_until(base + step * i);
+            Cell& c = cells[static_cast<std::size_t>(i)];
+            c.first = 1ms + std::chrono::microseconds(rng() % 1000);
+            start(c, i);
+            published.store(i + 1, std::memory_order_release);
+        }
+    });
+}
+
+// A racer's wait for cell i: until it is published, then (spinning) until
+// its first deadline moved by a jitter in [-400, 400) us. Returns its id.
+std::uint64_t at_its_deadline(Cell& c, int i, const std::atomic<int>& published, std::mt19937_64& rng) {
+    while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();
+    const auto jitter = std::chrono::microseconds(static_cast<int>(rng() % 800) - 400);
+    spin_until(c.first_deadline() + jitter);
+    return c.id.load(std::memory_order_acquire);
+}
+
+// Two racers (seeds seed_base, seed_base + 1), each acting on every cell at
+// its deadline (at_its_deadline): act(cell, id, rng).
+template <class Act>
+std::vector<std::thread> race_at_deadlines(std::vector<Cell>& cells, const std::atomic<int>& published,
+                                           std::uint64_t seed_base, Act act) {
+    std::vector<std::thread> racers;
+    for (std::uint64_t s = 0; s < 2; ++s)
+        racers.emplace_back([&cells, &published, seed_base, act, s] {
+            std::mt19937_64 rng(seed_base + s);
+            for (int i = 0; i < static_cast<int>(cells.size()); ++i) {
+                Cell& c = cells[static_cast<std::size_t>(i)];
+                act(c, at_its_deadline(c, i, published, rng), rng);
+            }
+        });
+    return racers;
+}
+
+bool all_released(std::vector<Cell>& cells) {
+    for (auto& c : cells)
+        if (c.released.load() == 0) return false;
+    return true;
+}
+
 // Thousands of one-shots due 1-2 ms after their start; two threads each stop
 // every one of them right around its deadline (+-400 us). For every timer:
 // exactly one of {it ran, one stop() returned true}.
@@ -219,39 +260,17 @@ void stop_vs_fire(bool use_stop_sync) {
     std::vector<Cell> cells(static_cast<std::size_t>(n));  // outlives the runtime
     tw::Runtime rt(small_config());
     std::atomic<int> published{0};
-    std::thread producer([&] {
-        std::mt19937_64 rng(1);
-        const TimePoint base = Clock::now();
-        for (int i = 0; i < n; ++i) {
-            std::this_thread::sleep_until(base + step * i);
-            Cell& c = cells[static_cast<std::size_t>(i)];
-            c.first = 1ms + std::chrono::microseconds(rng() % 1000);
-            // Short busy callbacks so stop_sync sometimes has a run to wait for.
-            start_cell(rt, c, i % 2, nullptr, use_stop_sync ? Duration(20us) : Duration(0));
-            published.store(i + 1, std::memory_order_release);
-        }
+    std::thread producer = produce(cells, step, 1, published, [&](Cell& c, int i) {
+        // Short busy callbacks so stop_sync sometimes has a run to wait for.
+        start_cell(rt, c, i % 2, nullptr, use_stop_sync ? Duration(20us) : Duration(0));
     });
-    std::vector<std::thread> stoppers;
-    for (int s = 0; s < 2; ++s)
-        stoppers.emplace_back([&, s] {
-            std::mt19937_64 rng(100 + static_cast<std::uint64_t>(s));
-            for (int i = 0; i < n; ++i) {
-                while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();
-                Cell& c = cells[static_cast<std::size_t>(i)];
-                const auto jitter = std::chrono::microseconds(static_cast<int>(rng() % 800) - 400);
-                spin_until(c.first_deadline() + jitter);
-                const std::uint64_t id = c.id.load(std::memory_order_acquire);
-                const bool ok = use_stop_sync ? rt.stop_sync(id) : rt.stop(id);
-                record_stop(c, ok, use_stop_sync);
-            }
-        });
+    std::vector<std::thread> stoppers = race_at_deadlines(cells, published, 100, [&](Cell& c, std::uint64_t id, auto&) {
+        const bool ok = use_stop_sync ? rt.stop_sync(id) : rt.stop(id);
+        record_stop(c, ok, use_stop_sync);
+    });
     producer.join();
     for (auto& t : stoppers) t.join();
-    ASSERT_TRUE(wait_until([&] {
-        for (auto& c : cells)
-            if (c.released.load() == 0) return false;
-        return true;
-    })) << "some callables were never released";
+    ASSERT_TRUE(wait_until([&] { return all_released(cells); })) << "some callables were never released";
     const std::uint64_t cancelled = verify_cells(cells, cells.size(), use_stop_sync ? "stop_sync" : "stop");
     EXPECT_EQ(cancelled, 0u) << "timers that neither ran nor were stopped";
     int ran = 0, stopped = 0;
@@ -282,41 +301,19 @@ TEST(RuntimeRace, ResetVsFire) {
     tw::Runtime rt(small_config());
     std::atomic<int> published{0};
     std::atomic<int> reset_ok{0};
-    std::thread producer([&] {
-        std::mt19937_64 rng(7);
-        const TimePoint base = Clock::now();
-        for (int i = 0; i < n; ++i) {
-            std::this_thread::sleep_until(base + step * i);
-            Cell& c = cells[static_cast<std::size_t>(i)];
-            c.first = 1ms + std::chrono::microseconds(rng() % 1000);
-            start_cell(rt, c, i % 2, nullptr);
-            published.store(i + 1, std::memory_order_release);
+    std::thread producer =
+        produce(cells, step, 7, published, [&](Cell& c, int i) { start_cell(rt, c, i % 2, nullptr); });
+    auto reset_or_stop = [&](Cell& c, std::uint64_t id, auto& rng) {
+        if (rng() % 10 == 0) {
+            record_stop(c, rt.stop(id), false);
+            return;
         }
-    });
-    std::vector<std::thread> racers;
-    for (int s = 0; s < 2; ++s)
-        racers.emplace_back([&, s] {
-            std::mt19937_64 rng(200 + static_cast<std::uint64_t>(s));
-            for (int i = 0; i < n; ++i) {
-                while (published.load(std::memory_order_acquire) <= i) std::this_thread::yield();
-                Cell& c = cells[static_cast<std::size_t>(i)];
-                const auto jitter = std::chrono::microseconds(static_cast<int>(rng() % 800) - 400);
-                spin_until(c.first_deadline() + jitter);
-                const std::uint64_t id = c.id.load(std::memory_order_acquire);
-                if (rng() % 10 == 0) {
-                    record_stop(c, rt.stop(id), false);
-                    continue;
-                }
-                if (reset_one_shot(rt, c, id, std::chrono::microseconds(rng() % 2000))) reset_ok.fetch_add(1);
-            }
-        });
+        if (reset_one_shot(rt, c, id, std::chrono::microseconds(rng() % 2000))) reset_ok.fetch_add(1);
+    };
+    std::vector<std::thread> racers = race_at_deadlines(cells, published, 200, reset_or_stop);
     producer.join();
     for (auto& t : racers) t.join();
-    ASSERT_TRUE(wait_until([&] {
-        for (auto& c : cells)
-            if (c.released.load() == 0) return false;
-        return true;
-    })) << "some timers never ran nor were released";
+    ASSERT_TRUE(wait_until([&] { return all_released(cells); })) << "some timers never ran nor were released";
     EXPECT_EQ(verify_cells(cells, cells.size(), "reset vs fire"), 0u);
     for (auto& c : cells) EXPECT_EQ(c.runs.load() + c.stop_true.load(), 1);
     EXPECT_GT(reset_ok.load(), 0);

@@ -39,23 +39,15 @@
 
 namespace {
 
-using namespace std::chrono_literals;
-namespace tw = tickwheel;
-using tw::Clock;
-using tw::Duration;
-using tw::TimePoint;
+using namespace tw_test::names;
 
 using tw_test::Gate;
 using tw_test::id_gen;
 using tw_test::id_index;
 using tw_test::id_shard;
-using tw_test::kSanitized;
-using tw_test::kWait;
 using tw_test::make_id;
 using tw_test::OpenOnExit;
-using tw_test::small_config;
 using tw_test::start_on_the_slot_of;
-using tw_test::wait_until;
 
 // Loose lateness bound: a timer must have started within this after its deadline.
 constexpr Duration kLate = kSanitized ? Duration(5s) : Duration(2s);
@@ -79,17 +71,7 @@ void expect_error(F&& f, tw::errc e, const char* what) {
 }
 
 // Counts the destruction of the live object only (moves empty the source).
-struct Probe {
-    std::atomic<int>* counter = nullptr;
-    explicit Probe(std::atomic<int>* c) noexcept : counter(c) {}
-    Probe(Probe&& o) noexcept : counter(std::exchange(o.counter, nullptr)) {}
-    Probe(const Probe&) = delete;
-    Probe& operator=(const Probe&) = delete;
-    Probe& operator=(Probe&&) = delete;
-    ~Probe() {
-        if (counter != nullptr) counter->fetch_add(1, std::memory_order_acq_rel);
-    }
-};
+using Probe = tw_test::CountsRelease;
 
 // Everything a test wants to know about one timer's runs.
 struct Track {
@@ -1661,6 +1643,18 @@ TEST(RuntimeShutdown, NoCallbackRunsAfterShutdownReturns) {
     EXPECT_EQ(st.live, 0u);
 }
 
+namespace {
+// Whether rt's shutdown has begun: a start is refused with shutting_down
+// (the refused callable is released: `released` counts it).
+bool refuses_starts(tw::Runtime& rt, std::atomic<int>& released) {
+    std::error_code ec;
+    tw::StartOptions o;
+    o.delay = 30s;
+    rt.start(o, tw::detail::Callback([p = Probe(&released)] {}), ec);
+    return ec == code(tw::errc::shutting_down);
+}
+}  // namespace
+
 // Stats::live is "started and not yet released". A periodic timer stopped
 // while its run is in progress is released right after that run; if that run
 // ends while shutdown() is waiting for callbacks, it is still released.
@@ -1677,13 +1671,7 @@ TEST(RuntimeShutdown, LiveIsZeroAfterShutdownEvenIfAStoppedRunEndsDuringIt) {
     std::thread closer([&] { rt.shutdown(); });
     // Wait until shutdown has begun (start() is refused) ...
     // (EXPECT, not ASSERT: `closer` must be released and joined whatever happens.)
-    EXPECT_TRUE(wait_until([&] {
-        std::error_code ec;
-        tw::StartOptions o;
-        o.delay = 30s;
-        rt.start(o, tw::detail::Callback([p = Probe(&released)] {}), ec);
-        return ec == code(tw::errc::shutting_down);
-    }));
+    EXPECT_TRUE(wait_until([&] { return refuses_starts(rt, released); }));
     // ... and give it time to stop the shard threads (this only makes the
     // interesting interleaving likely; the assertions hold in every one).
     std::this_thread::sleep_for(50ms);
@@ -1709,13 +1697,7 @@ TEST(RuntimeShutdown, LiveIsZeroAfterShutdownEvenIfAStopLandsDuringIt) {
     ASSERT_TRUE(wait_until([&] { return started.load(); }));
     std::thread closer([&] { rt.shutdown(); });
     // (EXPECT, not ASSERT: `closer` must be released and joined whatever happens.)
-    EXPECT_TRUE(wait_until([&] {
-        std::error_code ec;
-        tw::StartOptions o;
-        o.delay = 30s;
-        rt.start(o, tw::detail::Callback([p = Probe(&released)] {}), ec);
-        return ec == code(tw::errc::shutting_down);
-    }));
+    EXPECT_TRUE(wait_until([&] { return refuses_starts(rt, released); }));
     std::this_thread::sleep_for(50ms);  // see above: makes the interleaving likely
     const bool stopped = rt.stop(pending);
     go.store(true);

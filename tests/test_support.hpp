@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Helpers shared by the runtime test programs: sanitizer detection (bounds
-// are looser under sanitizers), bounded waiting for a condition, a small
-// runtime configuration, a gate a callback can be held on, and the
-// documented id layout (with a helper that forces a stale id's slot to be
-// reused). Public API only (tickwheel/runtime.hpp): nothing from src/.
+// are looser under sanitizers; test_support/sanitizers.hpp), bounded
+// waiting for a condition, a small runtime configuration, a gate a callback
+// can be held on, and the documented id layout (with a helper that forces a
+// stale id's slot to be reused). Public API only (tickwheel/runtime.hpp):
+// nothing from src/. More in tests/test_support/ (docs/site/development.md).
 #pragma once
 
 #include <atomic>
@@ -15,21 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "test_support/sanitizers.hpp"
 #include "tickwheel/runtime.hpp"
 
 namespace tw_test {
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
 
 /// How long wait_until() polls by default before giving up (reached only
 /// when a test fails).
@@ -143,6 +133,21 @@ template <class Start>
     return reused ? got : 0;
 }
 
+/// A callable that does nothing and counts its release (the destruction of
+/// the live object; moves empty the source): move-only.
+struct CountsRelease {
+    std::atomic<int>* counter = nullptr;
+    explicit CountsRelease(std::atomic<int>* c) noexcept : counter(c) {}
+    CountsRelease(CountsRelease&& o) noexcept : counter(std::exchange(o.counter, nullptr)) {}
+    CountsRelease(const CountsRelease&) = delete;
+    CountsRelease& operator=(const CountsRelease&) = delete;
+    CountsRelease& operator=(CountsRelease&&) = delete;
+    ~CountsRelease() {
+        if (counter != nullptr) counter->fetch_add(1);
+    }
+    void operator()() const {}
+};
+
 /// A callable that counts its runs and its release (its destruction, which
 /// the runtime performs exactly once per started timer): move-only, so a
 /// copy cannot count twice.
@@ -159,5 +164,19 @@ struct Counted {
     }
     void operator()() const { ran->fetch_add(1); }
 };
+
+/// The names most runtime tests use unqualified, taken with one
+/// `using namespace tw_test::names;`.
+namespace names {
+using namespace std::chrono_literals;
+namespace tw = tickwheel;
+using tickwheel::Clock;
+using tickwheel::Duration;
+using tickwheel::TimePoint;
+using tw_test::kSanitized;
+using tw_test::kWait;
+using tw_test::small_config;
+using tw_test::wait_until;
+}  // namespace names
 
 }  // namespace tw_test

@@ -40,6 +40,8 @@
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
+#include "test_support/park.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -58,6 +60,8 @@ namespace hooks = tickwheel::rt::test_hooks;
 // the parked thread returns with the value it read before it was parked,
 // however the clock moves meanwhile.
 namespace {
+
+using namespace tw_test::capi;
 std::atomic<std::int64_t> g_wall_step{0};
 thread_local clockid_t t_park_clock = -1;
 thread_local int t_park_skip = 0;  // readings of t_park_clock to let pass before parking
@@ -193,37 +197,19 @@ struct UnparkClock {
     }
 };
 
-// ---- parking at a test hook (test_hooks::in_window) ----
-struct Parking {
-    char what = 0;
-    Gate parked, go;
-};
-Parking* g_parking = nullptr;
-thread_local bool t_park_me = false;
-void park_hook(const void*, char what) {
-    if (!t_park_me || g_parking == nullptr || what != g_parking->what) return;
-    t_park_me = false;
-    g_parking->parked.open();
-    (void)g_parking->go.wait(120s);
+/// Options of a start on the realtime clock at `deadline`.
+tw::StartOptions realtime_at(tw::TimePoint deadline) {
+    tw::StartOptions o;
+    o.clock = tw::TimerClock::realtime;
+    o.deadline = deadline;
+    return o;
 }
-struct HookGuard {
-    explicit HookGuard(Parking& p) {
-        g_parking = &p;
-        hooks::in_window.store(&park_hook);
-    }
-    ~HookGuard() {
-        hooks::in_window.store(nullptr);
-        g_parking = nullptr;
-    }
-};
-struct Unpark {
-    Parking& p;
-    std::thread& t;
-    ~Unpark() {
-        p.go.open();
-        if (t.joinable()) t.join();
-    }
-};
+
+// ---- parking at a test hook (test_hooks::in_window): test_support/park.hpp ----
+using tw_test::HookGuard;
+using tw_test::Parking;
+using tw_test::t_park_me;
+using tw_test::Unpark;
 
 // ---- records pushed back on a free stack (test_hooks::freed) ----
 std::atomic<std::uint32_t> g_pushes_of[4096];
@@ -555,18 +541,14 @@ TEST(StartDuringClockStep, AWallClockStartThatOverlapsAStepFollowsIt) {
     tw::Runtime rt(one_shard());
     std::atomic<int> probe_runs{0}, x_runs{0};
     std::atomic<std::int64_t> x_ran_at{0};
-    tw::StartOptions op;
-    op.clock = tw::TimerClock::realtime;
-    op.deadline = tw::TimePoint(rt.now(tw::TimerClock::realtime) + 5s);
+    const tw::StartOptions op = realtime_at(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 5s));
     const tw::Timer probe = rt.start(op, [&probe_runs] { probe_runs.fetch_add(1); });
     (void)probe;
 
     reset_clock_parking();
     const std::int64_t x_deadline = ns_of(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 30s));
     std::thread t([&] {
-        tw::StartOptions ox;
-        ox.clock = tw::TimerClock::realtime;
-        ox.deadline = tw::TimePoint(tw::Duration(x_deadline));
+        const tw::StartOptions ox = realtime_at(tw::TimePoint(tw::Duration(x_deadline)));
         t_park_clock = CLOCK_REALTIME;  // parked inside the start's wall-clock reading
         (void)rt.start(ox, [&] {
             x_ran_at.store(rt.now(tw::TimerClock::realtime).count());
@@ -603,9 +585,7 @@ TEST(ClockIndex, AStartInFlightKeepsItsEntryThroughACompaction) {
     reset_clock_parking();
     const std::int64_t x_deadline = ns_of(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 1h));
     std::thread t([&] {
-        tw::StartOptions ox;
-        ox.clock = tw::TimerClock::realtime;
-        ox.deadline = tw::TimePoint(tw::Duration(x_deadline));
+        const tw::StartOptions ox = realtime_at(tw::TimePoint(tw::Duration(x_deadline)));
         t_park_clock = CLOCK_REALTIME;
         t_park_skip = 1;  // its second wall-clock reading: publish_clocked's, after the index add
         (void)rt.start(ox, [&x_runs] { x_runs.fetch_add(1); });
@@ -614,9 +594,7 @@ TEST(ClockIndex, AStartInFlightKeepsItsEntryThroughACompaction) {
     ASSERT_TRUE(wait_clock_parked());
     std::vector<tw::Timer> others;
     for (int i = 0; i < 200; ++i) {
-        tw::StartOptions o;
-        o.clock = tw::TimerClock::realtime;
-        o.deadline = tw::TimePoint(rt.now(tw::TimerClock::realtime) + 2h);
+        const tw::StartOptions o = realtime_at(tw::TimePoint(rt.now(tw::TimerClock::realtime) + 2h));
         others.push_back(rt.start(o, [] {}));
     }
     unpark_clock();
@@ -805,11 +783,9 @@ TEST(StartClockReads, AtMostOneForADelayNoneForAMonotonicDeadline) {
 }
 
 TEST(StartClockReads, TheCApiReadsOnceForADelayAndNoneForAMonotonicDeadline) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_config cfg = c_config(1, 0);
+    tw_runtime* rt = create_runtime(cfg);
+    ASSERT_NE(rt, nullptr);
     const auto noop = [](void*, tw_timer) {};
     tw_timer a = 0, b = 0, c = 0;
     int before = t_mono_reads;

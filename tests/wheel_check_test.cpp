@@ -7,7 +7,7 @@
 // Each corruption test also restores the state and checks that check()
 // passes again, so the failure is due to the corruption alone.
 #include "tickwheel/wheel.hpp"
-#include "wheel_support.hpp"
+#include "test_support/wheel.hpp"
 
 #include <gtest/gtest.h>
 
@@ -48,16 +48,8 @@ struct WheelTestAccess {
 
 namespace {
 
-using wheel_test::hex;
-using wheel_test::kMax;
-using wheel_test::kNever;
-using wheel_test::kRange;
-using wheel_test::Rng;
-
-using tickwheel::tick_t;
-using tickwheel::Wheel;
+using namespace wheel_test;
 using tickwheel::WheelLink;
-using tickwheel::WheelNode;
 using A = tickwheel::WheelTestAccess;
 using Fault = Wheel::CheckResult::Fault;
 using List = Wheel::CheckResult::List;

@@ -18,7 +18,7 @@
 // e.g. TICKWHEEL_MODEL_OPS=20 for a long soak). Every failure message carries
 // the seed, the operation index and the last operations.
 #include "tickwheel/wheel.hpp"
-#include "wheel_support.hpp"
+#include "test_support/wheel.hpp"
 
 #include <gtest/gtest.h>
 
@@ -36,15 +36,7 @@
 
 namespace {
 
-using wheel_test::hex;
-using wheel_test::kMax;
-using wheel_test::kNever;
-using wheel_test::kRange;
-using wheel_test::Rng;
-
-using tickwheel::tick_t;
-using tickwheel::Wheel;
-using tickwheel::WheelNode;
+using namespace wheel_test;
 
 
 // Operations per seed at multiplier 1.0 (4 fixed seeds -> ~1.6 M ops).

@@ -11,7 +11,7 @@
 // also checks size(), earliest_deadline() (exact) and next_expiry() (the
 // start of the earliest non-empty slot, as the header documents).
 #include "tickwheel/wheel.hpp"
-#include "wheel_support.hpp"
+#include "test_support/wheel.hpp"
 
 #include <gtest/gtest.h>
 
@@ -28,15 +28,7 @@
 
 namespace {
 
-using wheel_test::hex;
-using wheel_test::kMax;
-using wheel_test::kNever;
-using wheel_test::kRange;
-using wheel_test::Rng;
-
-using tickwheel::tick_t;
-using tickwheel::Wheel;
-using tickwheel::WheelNode;
+using namespace wheel_test;
 
 
 // 64^k, k <= 10.

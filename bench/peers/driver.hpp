@@ -20,6 +20,7 @@
 //   void start_slow(Local&);        // a periodic 10 ms callback that blocks 100 ms
 //   void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done);
 //   void begin_idle();              // start firing machinery that waits for run (libuv)
+//   (run_stream and begin_idle: PacedPeer's, for a peer that fires on its own threads)
 //
 // Workloads (see docs/bench/README.md for the exact definitions):
 //   startstop  preload --pending timers due in [1 s, 100 s] (in deadline order,
@@ -451,6 +452,17 @@ inline void paced_stream(const std::function<bool()>& tick, const std::function<
     while (tick()) sleep_until_ns(now_ns() + 500 * kUs);
     while (!done()) sleep_until_ns(now_ns() + 10 * kMs);
 }
+
+/// run_stream() and begin_idle() of a peer whose timers fire on its own
+/// threads: the stream is paced by paced_stream(), and nothing waits for
+/// the idle workload to start it. Such a peer derives from PacedPeer.
+struct PacedPeer {
+    template <class Local>
+    void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
+        paced_stream(tick, done);
+    }
+    void begin_idle() {}
+};
 
 // ---- idle -----------------------------------------------------------------------------------
 template <class P>

@@ -26,7 +26,7 @@ using boost::system::error_code;
 
 namespace {
 
-struct AsioPeer {
+struct AsioPeer : PacedPeer {
     static constexpr bool kThreadSafe = true;
     static constexpr bool kHasDriver = true;
     using H = asio::steady_timer*;
@@ -117,10 +117,6 @@ struct AsioPeer {
         slow = std::make_unique<asio::steady_timer>(io);
         arm_slow(asio::steady_timer::clock_type::now() + std::chrono::milliseconds(10));
     }
-    void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
-        paced_stream(tick, done);
-    }
-    void begin_idle() {}
 
     // Expiry: n timers due over the window; the io_context is not running
     // while they are loaded; after the window has passed, --io-threads

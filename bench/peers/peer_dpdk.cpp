@@ -71,7 +71,7 @@ std::string allowed_cpus() {
     return s.empty() ? "0" : s;
 }
 
-struct DpdkPeer {
+struct DpdkPeer : PacedPeer {
     static constexpr bool kThreadSafe = true;
     static constexpr bool kHasDriver = true;
     using H = rte_timer*;
@@ -246,10 +246,6 @@ struct DpdkPeer {
                              [](rte_timer*, void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); },
                              nullptr);
     }
-    void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
-        paced_stream(tick, done);
-    }
-    void begin_idle() {}
 
     // Expiry: the manager is paused while n timers due over the window are
     // filed; once the window has passed it is woken and its next

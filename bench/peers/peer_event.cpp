@@ -36,7 +36,7 @@ timeval tv_of(std::int64_t d_ns) {
 
 void noop_cb(evutil_socket_t, short, void*) {}
 
-struct EventPeer {
+struct EventPeer : PacedPeer {
     static constexpr bool kThreadSafe = true;
     static constexpr bool kHasDriver = true;
     using H = event*;
@@ -134,10 +134,6 @@ struct EventPeer {
         const timeval tv{0, 10'000};
         event_add(slow, &tv);
     }
-    void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
-        paced_stream(tick, done);
-    }
-    void begin_idle() {}
 
     // Expiry: n timers due over the window, filed while no loop runs; once
     // the window has passed, this thread runs event_base_loop, which

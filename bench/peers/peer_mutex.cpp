@@ -103,7 +103,7 @@ private:
     std::vector<std::thread> workers_;
 };
 
-struct MutexPeer {
+struct MutexPeer : PacedPeer {
     static constexpr bool kThreadSafe = true;
     static constexpr bool kHasDriver = true;
     using H = TimerService::Key;
@@ -141,10 +141,6 @@ struct MutexPeer {
             arm_slow(n);
         });
     }
-    void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
-        paced_stream(tick, done);
-    }
-    void begin_idle() {}
 
     // Expiry: n timers loaded while no worker runs; after the window has
     // passed the worker(s) start and deliver the backlog.

@@ -23,7 +23,7 @@ tickwheel::Config make_config(const Opts& o) {
     return c;
 }
 
-struct TickwheelPeer {
+struct TickwheelPeer : PacedPeer {
     static constexpr bool kThreadSafe = true;
     static constexpr bool kHasDriver = true;
     using H = std::uint64_t;
@@ -88,10 +88,6 @@ struct TickwheelPeer {
     void start_slow(Local&) {
         rt.start_periodic(std::chrono::milliseconds(10), [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
     }
-    void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
-        paced_stream(tick, done);
-    }
-    void begin_idle() {}
 
     // Expiry: one tick of --resolution-us holds the window (tick_expiry_rep).
     ExpiryCtx ctx;

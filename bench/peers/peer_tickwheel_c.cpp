@@ -42,7 +42,7 @@ tw_runtime* create(const Opts& o) {
     return rt;
 }
 
-struct TickwheelCPeer {
+struct TickwheelCPeer : PacedPeer {
     static constexpr bool kThreadSafe = true;
     static constexpr bool kHasDriver = true;
     using H = tw_timer;
@@ -127,10 +127,6 @@ struct TickwheelCPeer {
                              nullptr, &id),
               "tw_timer_start (slow)");
     }
-    void run_stream(Local&, const std::function<bool()>& tick, const std::function<bool()>& done) {
-        paced_stream(tick, done);
-    }
-    void begin_idle() {}
 
     // Expiry: one tick of --resolution-us holds the window (tick_expiry_rep);
     // absolute deadlines through tw_timer_spec.deadline_ns.

@@ -13,12 +13,8 @@
 # missing or the npm registry cannot be reached.
 cmake_minimum_required(VERSION 3.16)
 
-foreach(_tool NODE NPM)
-  if(NOT ${_tool} OR NOT EXISTS "${${_tool}}")
-    message("TW-SKIP: node/npm not found (node: '${NODE}', npm: '${NPM}')")
-    return()
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/npm_setup.cmake")
+tw_node_tools_or_skip()
 
 # The binding refuses a library of another major version: keep them in step.
 file(READ "${SOURCE}/package.json" _pkg)
@@ -38,33 +34,7 @@ file(COPY "${SOURCE}/package.json" "${SOURCE}/package-lock.json" "${SOURCE}/inde
           "${SOURCE}/index.mjs" "${SOURCE}/promises.mjs" "${SOURCE}/index.d.ts" "${SOURCE}/test" "${SOURCE}/fixtures"
      DESTINATION "${WORK}")
 
-set(_stamp "${WORK}/node_modules/.tickwheel-lock")
-set(_fresh FALSE)
-if(EXISTS "${_stamp}")
-  file(SHA256 "${SOURCE}/package-lock.json" _want)
-  file(READ "${_stamp}" _have)
-  if(_want STREQUAL _have)
-    set(_fresh TRUE)
-  endif()
-endif()
-if(NOT _fresh)
-  message("npm ci in ${WORK}")
-  execute_process(
-    COMMAND "${NPM}" ci --no-audit --no-fund --prefer-offline
-    WORKING_DIRECTORY "${WORK}"
-    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out
-    TIMEOUT 240)
-  if(NOT _rc EQUAL 0)
-    if(_out MATCHES "ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network|timed out"
-       OR _rc MATCHES "timeout")
-      message("TW-SKIP: the npm registry is unreachable (npm ci: ${_rc}):\n${_out}")
-      return()
-    endif()
-    message(FATAL_ERROR "npm ci failed (${_rc}):\n${_out}")
-  endif()
-  file(SHA256 "${SOURCE}/package-lock.json" _want)
-  file(WRITE "${_stamp}" "${_want}")
-endif()
+tw_npm_ci_once("${WORK}" "${SOURCE}/package-lock.json")
 
 execute_process(
   COMMAND "${CMAKE_COMMAND}" -E env "TICKWHEEL_LIB=${LIB}" "${NODE}" --test

@@ -9,7 +9,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { runChild } = require('./support');
 
 const PKG = path.join(__dirname, '..');
 const LIB = process.env.TICKWHEEL_LIB;
@@ -18,22 +18,12 @@ const SONAME = 'libtickwheel.so.1';
 function run(dir, env) {
   const clean = { ...process.env };
   for (const k of ['TICKWHEEL_LIB', 'LD_LIBRARY_PATH', 'PKG_CONFIG_PATH', 'PKG_CONFIG_LIBDIR', 'NODE_PATH']) delete clean[k];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(dir, 'fixtures', 'child.js'), 'whichLibrary'], {
-      env: { ...clean, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  const script = path.join(dir, 'fixtures', 'child.js');
+  return runChild(script, ['whichLibrary'], { env: { ...clean, ...env }, killAfterMs: 30000 })
+    .then((r) => {
+      if (r.status !== 0) throw new Error(`child exited ${r.status}: ${r.stderr}`);
+      return JSON.parse(r.stdout);
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
-    child.on('error', reject);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      if (status !== 0) reject(new Error(`child exited ${status}: ${stderr}`));
-      else resolve(JSON.parse(stdout));
-    });
-  });
 }
 
 test('the prebuilds folder first, then the loader, pkg-config; the error names them all', { skip: !LIB && 'TICKWHEEL_LIB is not set' }, async (t) => {

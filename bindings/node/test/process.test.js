@@ -4,67 +4,51 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { runChild } = require('./support');
 
 const CHILD = path.join(__dirname, '..', 'fixtures', 'child.js');
 
 // Runs fixtures/child.js NAME; resolves with { status, signal, stdout, stderr, ms }.
-function run(name, env = {}) {
-  const t0 = Date.now();
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, name], {
-      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
-    child.on('error', reject);
-    child.on('close', (status, signal) => {
-      clearTimeout(timer);
-      const r = { status, signal, stdout, stderr, ms: Date.now() - t0 };
-      if (signal !== null) reject(new Error(`${name} was killed by ${signal} (stderr: ${stderr})`));
-      else resolve(r);
-    });
-  });
+async function run(name, env = {}) {
+  const r = await runChild(CHILD, [name], { env: { ...process.env, ...env }, killAfterMs: 30000 });
+  if (r.signal !== null) throw new Error(`${name} was killed by ${r.signal} (stderr: ${r.stderr})`);
+  return r;
+}
+
+// The child exited with status 0, having printed `stdout`.
+function assertExitedWith(r, stdout, message) {
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, stdout, message);
 }
 
 // Runs the scenario n times at once (an exit that races with runs queued by
 // the worker threads goes wrong only some of the time).
 const runs = (name, n) => Promise.all(Array.from({ length: n }, () => run(name)));
 
-test('a pending timer keeps the process alive until it fired', async () => {
-  const r = await run('ref');
-  assert.equal(r.status, 0, r.stderr);
-  assert.equal(r.stdout, 'fired true\n');
-});
+// Scenarios that end by themselves with status 0, printing what they say:
+// [test, scenario, how many at once, stdout].
+const cleanExits = [
+  ['a pending timer keeps the process alive until it fired', 'ref', 1, 'fired true\n'],
+  ['an open runtime without timers does not keep the process alive', 'open', 1, 'open true\n'],
+  ['an unref()ed runtime whose callbacks are due all the time lets the process exit', 'unrefBusy', 2, 'ran true\n'],
+  ['close() with runs queued, then the end of the script: a clean exit', 'closed', 3, 'closed\n'],
+  // Per-timer ref()/unref(), as Node's Timeout: a pending unref'd timer (60 s)
+  // must not keep the process alive (else run() kills it at 30 s: a failure).
+  ["a timer's unref() lets the process exit while it is pending; it never runs", 'timerUnref', 2, 'timer false runtime true active true\n'],
+  ["a ref'd timer beside an unref'd one keeps the process alive until it fired", 'timerRefBeside', 1, 'ref fired true\n'],
+  ['unref() then ref() keeps the process alive again; the re-armed timer fires', 'timerReref', 1, 'hasRef true\nfired\n'],
+  ["an unref'd timer fires while something else keeps the process alive; reset() keeps it unref'd", 'timerUnrefFires', 1, 'hasRef false\nunref fired\n'],
+];
+for (const [title, scenario, n, stdout] of cleanExits) {
+  test(title, async () => {
+    for (const r of await runs(scenario, n)) assertExitedWith(r, stdout);
+  });
+}
 
 test('an unref()ed runtime lets the process exit; its timers are cancelled', async () => {
   for (const r of await runs('unref', 6)) {
-    assert.equal(r.status, 0, r.stderr);
-    assert.equal(r.stdout, 'hasRef false\n');
+    assertExitedWith(r, 'hasRef false\n');
     assert.ok(r.ms < 15000, `took ${r.ms} ms`);
-  }
-});
-
-test('an unref()ed runtime whose callbacks are due all the time lets the process exit', async () => {
-  for (const r of await runs('unrefBusy', 2)) {
-    assert.equal(r.status, 0, r.stderr);
-    assert.equal(r.stdout, 'ran true\n');
-  }
-});
-
-test('an open runtime without timers does not keep the process alive', async () => {
-  const r = await run('open');
-  assert.equal(r.status, 0, r.stderr);
-  assert.equal(r.stdout, 'open true\n');
-});
-
-test('close() with runs queued, then the end of the script: a clean exit', async () => {
-  for (const r of await runs('closed', 3)) {
-    assert.equal(r.status, 0, r.stderr);
-    assert.equal(r.stdout, 'closed\n');
   }
 });
 
@@ -82,39 +66,10 @@ test('without an error listener, a callback exception is an uncaught exception',
   assert.match(f.stderr, /fatal boom/);
 });
 
-// Per-timer ref()/unref(), as Node's Timeout: a pending unref'd timer (60 s)
-// must not keep the process alive (else run() kills it at 30 s: a failure).
-test("a timer's unref() lets the process exit while it is pending; it never runs", async () => {
-  for (const r of await runs('timerUnref', 2)) {
-    assert.equal(r.status, 0, r.stderr);
-    assert.equal(r.stdout, 'timer false runtime true active true\n');
-  }
-});
-
-test("a ref'd timer beside an unref'd one keeps the process alive until it fired", async () => {
-  const r = await run('timerRefBeside');
-  assert.equal(r.status, 0, r.stderr);
-  assert.equal(r.stdout, 'ref fired true\n');
-});
-
-test('unref() then ref() keeps the process alive again; the re-armed timer fires', async () => {
-  const r = await run('timerReref');
-  assert.equal(r.status, 0, r.stderr);
-  assert.equal(r.stdout, 'hasRef true\nfired\n');
-});
-
-test("an unref'd timer fires while something else keeps the process alive; reset() keeps it unref'd", async () => {
-  const r = await run('timerUnrefFires');
-  assert.equal(r.status, 0, r.stderr);
-  assert.equal(r.stdout, 'hasRef false\nunref fired\n');
-});
-
 test("the promise API: { ref: false } lets the process exit with the promise pending; the default keeps it alive", async () => {
   const [u, k] = await Promise.all([run('promiseUnref'), run('promiseRef')]);
-  assert.equal(u.status, 0, u.stderr);
-  assert.equal(u.stdout, '', 'neither settled nor an unhandled rejection');
-  assert.equal(k.status, 0, k.stderr);
-  assert.equal(k.stdout, 'resolved x true\n');
+  assertExitedWith(u, '', 'neither settled nor an unhandled rejection');
+  assertExitedWith(k, 'resolved x true\n');
 });
 
 test('a missing TICKWHEEL_LIB is a clear LibraryLoadError', async () => {

@@ -6,28 +6,17 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
+const { runChild } = require('./support');
 
 const SCRIPT = path.join(__dirname, '..', 'fixtures', 'workers.js');
 
 // Runs fixtures/workers.js NAME; resolves with its exit status, signal and
 // the JSON it printed.
-function run(name) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SCRIPT, name], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
-    child.on('error', reject);
-    child.on('close', (status, signal) => {
-      clearTimeout(timer);
-      let out = null;
-      try { out = JSON.parse(stdout); } catch { /* reported below */ }
-      resolve({ status, signal, out, stdout, stderr });
-    });
-  });
+async function run(name) {
+  const r = await runChild(SCRIPT, [name], { killAfterMs: 60000 });
+  let out = null;
+  try { out = JSON.parse(r.stdout); } catch { /* reported below */ }
+  return { status: r.status, signal: r.signal, out, stdout: r.stdout, stderr: r.stderr };
 }
 
 function ok(r) {

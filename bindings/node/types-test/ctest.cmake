@@ -24,35 +24,12 @@
 # be reached, or the tarball is missing because capi_node_pack was skipped.
 cmake_minimum_required(VERSION 3.16)
 
-foreach(_tool NODE NPM)
-  if(NOT ${_tool} OR NOT EXISTS "${${_tool}}")
-    message("TW-SKIP: node/npm not found (node: '${NODE}', npm: '${NPM}')")
-    return()
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/../npm_setup.cmake")
+tw_node_tools_or_skip()
 if(NOT EXISTS "${TARBALL}")
   message("TW-SKIP: no npm tarball at ${TARBALL} (capi_node_pack, which makes it, was skipped or failed)")
   return()
 endif()
-
-set(_net_errors "ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network|timed out")
-
-# Runs npm with ARGN in DIR; TW-SKIP (returns from the script) when the
-# registry is unreachable.
-macro(tw_npm DIR)
-  execute_process(
-    COMMAND "${NPM}" ${ARGN} --no-audit --no-fund --prefer-offline
-    WORKING_DIRECTORY "${DIR}"
-    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out
-    TIMEOUT 240)
-  if(NOT _rc EQUAL 0)
-    if(_out MATCHES "${_net_errors}" OR _rc MATCHES "timeout")
-      message("TW-SKIP: the npm registry is unreachable (npm ${ARGN}: ${_rc}):\n${_out}")
-      return()
-    endif()
-    message(FATAL_ERROR "npm ${ARGN} in ${DIR} failed (${_rc}):\n${_out}")
-  endif()
-endmacro()
 
 set(_t "${SOURCE}/types-test")
 file(MAKE_DIRECTORY "${WORK}")
@@ -64,20 +41,7 @@ file(COPY "${_t}/package.json" "${_t}/package-lock.json" "${_t}/tsconfig.json" "
           "${_t}/check.ts" "${_t}/esm.mts" "${_t}/cjs.cts"
      DESTINATION "${WORK}")
 
-set(_stamp "${WORK}/node_modules/.tickwheel-lock")
-set(_fresh FALSE)
-file(SHA256 "${_t}/package-lock.json" _want)
-if(EXISTS "${_stamp}")
-  file(READ "${_stamp}" _have)
-  if(_want STREQUAL _have)
-    set(_fresh TRUE)
-  endif()
-endif()
-if(NOT _fresh)
-  message("npm ci in ${WORK}")
-  tw_npm("${WORK}" ci)
-  file(WRITE "${_stamp}" "${_want}")
-endif()
+tw_npm_ci_once("${WORK}" "${_t}/package-lock.json")
 
 # The README's TypeScript sample, as a CommonJS-era file and as an ES module.
 file(READ "${SOURCE}/README.md" _readme)

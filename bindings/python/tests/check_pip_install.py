@@ -35,38 +35,17 @@ import argparse
 import glob
 import os
 import shutil
-import subprocess
 import sys
-import time
+
+import check_support
+from check_support import fail, log, skip
 
 DEBIAN_WHEELS = "/usr/share/python-wheels"
 SONAME = "libtickwheel.so.1"
-START = time.monotonic()
-
-
-def log(msg):
-    print("[%5.1fs] %s" % (time.monotonic() - START, msg), flush=True)
-
-
-def skip(msg):
-    print("TW-SKIP: " + msg, flush=True)
-    sys.exit(0)
-
-
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
 
 
 def run(cmd, check=True, **kw):
-    log("$ " + " ".join("<backend probe>" if c == BACKEND_PROBE else c for c in cmd))
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
-    out = p.stdout.decode(errors="replace")
-    if out.strip():
-        print(out.rstrip(), flush=True)
-    if check and p.returncode != 0:
-        fail("exit %d: %s" % (p.returncode, " ".join(cmd)))
-    return p.returncode, out
+    return check_support.run(cmd, check, ["<backend probe>" if c == BACKEND_PROBE else c for c in cmd], **kw)
 
 
 def clean_env(**extra):

@@ -45,40 +45,28 @@ import sys
 import tempfile
 import time
 
-START = time.monotonic()
+import check_support
+from check_support import fail, log, skip
+
 SUBSET = ["test_tickwheel", "test_extension", "test_asyncio", "test_queue", "test_loader",
           "test_exit_and_interrupts.TestExitOrders.test_runtime_opened_by_an_atexit_handler_registered_before_import",
           "test_exit_and_interrupts.TestCtrlC.test_stop_sync", "test_exit_and_interrupts.TestStartWindow",
           "test_exit_and_interrupts.TestExceptionsCounted"]
 # Passed through to builds when set: a compiler cache makes the from-source
 # builds (sdist, README route) fast on a machine that built tickwheel before.
+# A program that starts a timer with the installed package and sees it fire
+# (its `with` block open: a caller may add lines indented by four).
+FIRES = ("import threading, tickwheel\n"
+         "e = threading.Event()\n"
+         "with tickwheel.Runtime(shards=1, workers=1) as rt:\n"
+         "    rt.start(0.01, e.set)\n"
+         "    assert e.wait(10)\n")
 PASS_THROUGH = ("CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER", "CCACHE_DIR", "CCACHE_BASEDIR",
                 "CCACHE_NOHASHDIR", "CCACHE_MAXSIZE")
 
 
-def log(msg):
-    print("[%6.1fs] %s" % (time.monotonic() - START, msg), flush=True)
-
-
-def skip(msg):
-    print("TW-SKIP: %s" % msg, flush=True)
-    sys.exit(0)
-
-
-def fail(msg):
-    print("FAILED: %s" % msg, flush=True)
-    sys.exit(1)
-
-
 def run(cmd, env=None, cwd=None, timeout=1200, check=True):
-    log("$ %s" % " ".join(cmd))
-    p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
-    out = p.stdout.decode(errors="replace")
-    if out.strip():
-        print(out.rstrip(), flush=True)
-    if check and p.returncode != 0:
-        fail("exit %d: %s" % (p.returncode, " ".join(cmd)))
-    return p.returncode, out
+    return check_support.run(cmd, check, env=env, cwd=cwd, timeout=timeout)
 
 
 def bare_env(home, **extra):
@@ -217,12 +205,7 @@ def cmd_sdist(a):
             log("note: pkg-config knows an installed tickwheel; the sdist does not use it")
         run([vpy, "-m", "pip", "install", "--no-index", "--no-cache-dir", sdist], env=env, cwd=clean, timeout=2400)
         check_package(vpy, env, clean, venv)
-        run([vpy, "-c", "import threading, tickwheel\n"
-             "e = threading.Event()\n"
-             "with tickwheel.Runtime(shards=1, workers=1) as rt:\n"
-             "    rt.start(0.01, e.set)\n"
-             "    assert e.wait(10)\n"
-             "    t = rt.start(10, print); assert t.stop()\n"
+        run([vpy, "-c", FIRES + "    t = rt.start(10, print); assert t.stop()\n"
              "print('sdist OK', tickwheel.__version__)\n"], env=env, cwd=clean)
         log("OK: the sdist builds offline with no library installed, and refuses at once when something is missing")
     finally:
@@ -279,12 +262,7 @@ def cmd_readme(a):
         log("the README's command: %s" % command)
         run(["bash", "-c", command], env=uenv, cwd=clone, timeout=3000)
         check_package(vpy, env, clean, venv)
-        run([vpy, "-c", "import threading, tickwheel\n"
-             "e = threading.Event()\n"
-             "with tickwheel.Runtime(shards=1, workers=1) as rt:\n"
-             "    rt.start(0.01, e.set)\n"
-             "    assert e.wait(10)\n"
-             "print('README route OK', tickwheel.__version__)\n"], env=env, cwd=clean)
+        run([vpy, "-c", FIRES + "print('README route OK', tickwheel.__version__)\n"], env=env, cwd=clean)
         log("OK: `%s` worked verbatim in a fresh copy of the tree" % command)
     finally:
         shutil.rmtree(clean, ignore_errors=True)

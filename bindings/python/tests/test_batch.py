@@ -26,13 +26,17 @@ class Counter:
             return len(self.times)
 
 
-class TestStartMany(unittest.TestCase):
+class RuntimeCase(unittest.TestCase):
+    """A test with a fresh 2-shard, 2-worker runtime (self.rt)."""
+
     def setUp(self):
         self.rt = Runtime(shards=2, workers=2)
 
     def tearDown(self):
         self.rt.close()
 
+
+class TestStartMany(RuntimeCase):
     def test_starts_one_timer_per_delay_never_early(self):
         c = Counter()
         delays = [0.001 * (i % 10) for i in range(50)]
@@ -118,13 +122,7 @@ class TestStartMany(unittest.TestCase):
         q.close()
 
 
-class TestStopAndResetMany(unittest.TestCase):
-    def setUp(self):
-        self.rt = Runtime(shards=2, workers=2)
-
-    def tearDown(self):
-        self.rt.close()
-
+class TestStopAndResetMany(RuntimeCase):
     def test_each_element_answers_as_the_single_call(self):
         c = Counter()
         timers = self.rt.start_many([60] * 6, c)

@@ -11,6 +11,7 @@ import weakref
 
 import tickwheel
 from tickwheel import Queue, Runtime, TickwheelError
+from test_tickwheel import assert_raises_each
 
 WAIT = 10.0  # seconds: generous limits for loaded CI machines
 
@@ -280,7 +281,9 @@ class TestLifecycle(QueueTest):
             gc.collect()
         self.assertIsNone(ref())
 
-    def test_close_wakes_a_blocked_run(self):
+    def run_blocked(self):
+        """Starts a thread blocked in self.q.run(timeout=None); returns it and
+        a dict whose "code" is the TickwheelError code that ended the run."""
         out = {}
 
         def run():
@@ -291,6 +294,10 @@ class TestLifecycle(QueueTest):
 
         th = threading.Thread(target=run)
         th.start()
+        return th, out
+
+    def test_close_wakes_a_blocked_run(self):
+        th, out = self.run_blocked()
         time.sleep(0.05)
         self.q.close()
         th.join(WAIT)
@@ -302,16 +309,7 @@ class TestLifecycle(QueueTest):
         ref = weakref.ref(fn)
         self.rt.start(60, fn, queue=self.q)
         del fn
-        out = {}
-
-        def run():
-            try:
-                self.q.run(timeout=None)
-            except TickwheelError as e:
-                out["code"] = e.code
-
-        th = threading.Thread(target=run)
-        th.start()
+        th, out = self.run_blocked()
         time.sleep(0.05)
         self.rt.shutdown()  # wakes the blocked run, cancels the pending timer
         th.join(WAIT)
@@ -391,14 +389,7 @@ class TestBadInput(QueueTest):
             Queue(object())
 
     def test_run_arguments(self):
-        with self.assertRaises(ValueError):
-            self.q.run(0)
-        with self.assertRaises(ValueError):
-            self.q.run(-1)
-        with self.assertRaises(TypeError):
-            self.q.run("1")
-        with self.assertRaises(TypeError):
-            self.q.run(True)
+        assert_raises_each(self, self.q.run, [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError)])
         with self.assertRaises(ValueError):
             self.q.run(1, -0.5)
         self.assertEqual(self.q.run(10**30), 0)  # huge max: clamped

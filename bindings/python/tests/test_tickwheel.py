@@ -26,6 +26,13 @@ def wait_for(pred, timeout=WAIT):
     return True
 
 
+def assert_raises_each(test, fn, cases):
+    """fn(arg) raises exc, for each (arg, exc) of cases, in order."""
+    for arg, exc in cases:
+        with test.subTest(arg=arg), test.assertRaises(exc):
+            fn(arg)
+
+
 class Recorder:
     """A callable that records when it ran (on which thread)."""
 

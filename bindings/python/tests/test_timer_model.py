@@ -10,7 +10,7 @@ import unittest
 import tickwheel
 from tickwheel import PeriodPolicy, Runtime, TickwheelError, TimerInfo, TimerState
 
-from test_tickwheel import WAIT, wait_for
+from test_tickwheel import WAIT, assert_raises_each, wait_for
 EPS = 1e-6  # float rounding of ns -> s
 
 
@@ -183,14 +183,8 @@ class TestQuery(ModelTest):
         self.assertIsNone(self.rt.query(0))
         self.assertIsNone(self.rt.query(0x123456789))
         self.assertIsNone(self.rt.query(2**64 - 1))
-        with self.assertRaises(ValueError):
-            self.rt.query(-1)
-        with self.assertRaises(ValueError):
-            self.rt.query(2**64)
-        with self.assertRaises(TypeError):
-            self.rt.query("1")
-        with self.assertRaises(TypeError):
-            self.rt.query(True)
+        assert_raises_each(self, self.rt.query, [(-1, ValueError), (2**64, ValueError), ("1", TypeError),
+                                                 (True, TypeError)])
         with Runtime(shards=1, workers=1) as other:
             t = other.start(10, lambda: None)
             with self.assertRaises(ValueError):
@@ -349,16 +343,8 @@ class TestBadInput(ModelTest):
         self.assertEqual(len(tickwheel._live), live)  # no callable kept
 
     def test_group_zero_and_out_of_range(self):
-        with self.assertRaises(ValueError):
-            self.rt.stop_group(0)
-        with self.assertRaises(ValueError):
-            self.rt.stop_group(-3)
-        with self.assertRaises(ValueError):
-            self.rt.stop_group(2**64)
-        with self.assertRaises(TypeError):
-            self.rt.stop_group("7")
-        with self.assertRaises(TypeError):
-            self.rt.stop_group(1.0)
+        assert_raises_each(self, self.rt.stop_group, [(0, ValueError), (-3, ValueError), (2**64, ValueError),
+                                                      ("7", TypeError), (1.0, TypeError)])
         with self.assertRaises(ValueError):
             self.rt.start(1, lambda: None, group=-1)
         with self.assertRaises(TypeError):

@@ -272,12 +272,7 @@ fn unknown_clock_is_invalid() {
         (*(arg as *const AtomicUsize)).fetch_add(1, Ordering::SeqCst);
     }
     let released = AtomicUsize::new(0);
-    let mut spec = unsafe {
-        let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::zeroed();
-        ffi::tw_timer_spec_init(s.as_mut_ptr());
-        s.assume_init()
-    };
-    spec.size = std::mem::size_of::<ffi::tw_timer_spec>() as u32;
+    let mut spec = common::raw_spec();
     spec.callback = Some(cb);
     spec.release = Some(release);
     spec.arg = &released as *const AtomicUsize as *mut std::ffi::c_void;

@@ -66,6 +66,20 @@ fn spec_layouts_match_the_header() {
     assert_eq!(PeriodPolicy::Burst as u32, ffi::TW_PERIOD_BURST);
 }
 
+/// Every run counted and none missed (delay and burst skip no deadline).
+fn assert_none_missed(runs: &[Run]) {
+    for (k, r) in runs.iter().enumerate() {
+        assert_eq!((r.info.runs, r.info.missed), (k as u64 + 1, 0), "{runs:?}");
+    }
+}
+
+/// Each run began at least `gap` ns after the one before it ended.
+fn assert_gaps_at_least(runs: &[Run], gap: u64, what: &str) {
+    for w in runs.windows(2) {
+        assert!(w[1].start >= w[0].end + gap, "{what}: {runs:?}");
+    }
+}
+
 #[test]
 fn skip_counts_missed_deadlines() {
     let runs = overrun(PeriodPolicy::Skip, Duration::from_millis(35), true, 4);
@@ -83,12 +97,8 @@ fn skip_counts_missed_deadlines() {
 #[test]
 fn delay_misses_nothing_and_waits_a_period_after_each_run() {
     let runs = overrun(PeriodPolicy::Delay, Duration::from_millis(25), true, 4);
-    for (k, r) in runs.iter().enumerate() {
-        assert_eq!((r.info.runs, r.info.missed), (k as u64 + 1, 0), "{runs:?}");
-    }
-    for w in runs.windows(2) {
-        assert!(w[1].start >= w[0].end + 10 * MS, "gap below one period: {runs:?}");
-    }
+    assert_none_missed(&runs);
+    assert_gaps_at_least(&runs, 10 * MS, "gap below one period");
 }
 
 #[test]
@@ -96,12 +106,8 @@ fn burst_catches_up_back_to_back() {
     // The first run takes 55 ms: the >= 4 grid deadlines it overran run right
     // after it (skip would start run 5 at least 30 ms later, delay 40 ms).
     let runs = overrun(PeriodPolicy::Burst, Duration::from_millis(55), false, 6);
-    for (k, r) in runs.iter().enumerate() {
-        assert_eq!((r.info.runs, r.info.missed), (k as u64 + 1, 0), "{runs:?}");
-    }
-    for w in runs.windows(2) {
-        assert!(w[1].start >= w[0].end, "overlapping runs");
-    }
+    assert_none_missed(&runs);
+    assert_gaps_at_least(&runs, 0, "overlapping runs");
     assert!(runs[4].start - runs[0].end < 25 * MS, "not caught up back to back: {runs:?}");
 }
 
@@ -314,12 +320,7 @@ fn bad_input_is_invalid() {
     let mut raw = std::ptr::null_mut();
     assert_eq!(unsafe { ffi::tw_runtime_create(std::ptr::null(), &mut raw) }, ffi::TW_OK);
     for (policy, clock) in [(7u32, 0i32), (0, 3), (0, -1)] {
-        let mut spec = unsafe {
-            let mut s = std::mem::MaybeUninit::<ffi::tw_timer_spec>::zeroed();
-            ffi::tw_timer_spec_init(s.as_mut_ptr());
-            s.assume_init()
-        };
-        spec.size = std::mem::size_of::<ffi::tw_timer_spec>() as u32;
+        let mut spec = common::raw_spec();
         spec.callback = Some(noop);
         spec.period_ns = MS;
         spec.period_policy = policy;

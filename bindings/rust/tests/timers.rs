@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! Starts, stops and fires timers through the C API (ctest capi_rust).
 mod common;
-use common::{wait_until, WAIT};
+use common::{wait_until, DropCounter, WAIT};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -9,13 +9,24 @@ use std::time::Duration;
 
 use tickwheel::{Config, Error, Runtime, TimerId};
 
-
-/// Counts its drops: the closure's release.
-struct DropCounter(Arc<AtomicUsize>);
-impl Drop for DropCounter {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
+/// Starts a timer whose closure counts its runs and its drop (its release);
+/// returns the id and the two counts.
+fn start_counted(
+    rt: &Runtime,
+    delay: Duration,
+    period: Duration,
+) -> (TimerId, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let drops = Arc::new(AtomicUsize::new(0));
+    let guard = DropCounter(drops.clone());
+    let r = runs.clone();
+    let id = rt
+        .start(delay, period, move |_| {
+            let _keep = &guard;
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    (id, runs, drops)
 }
 
 #[test]
@@ -46,16 +57,7 @@ fn one_shot_fires_once_never_early() {
 #[test]
 fn stop_before_it_fires_drops_the_closure() {
     let rt = Runtime::new().unwrap();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let guard = DropCounter(drops.clone());
-    let r = runs.clone();
-    let id = rt
-        .start(Duration::from_secs(10), Duration::ZERO, move |_| {
-            let _keep = &guard;
-            r.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
+    let (id, runs, drops) = start_counted(&rt, Duration::from_secs(10), Duration::ZERO);
     assert_eq!(drops.load(Ordering::SeqCst), 0);
     assert_eq!(rt.stop(id), Ok(true));
     assert_eq!(drops.load(Ordering::SeqCst), 1, "released inside stop");
@@ -66,16 +68,7 @@ fn stop_before_it_fires_drops_the_closure() {
 #[test]
 fn periodic_fires_until_stop_sync() {
     let rt = Runtime::new().unwrap();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let drops = Arc::new(AtomicUsize::new(0));
-    let guard = DropCounter(drops.clone());
-    let r = runs.clone();
-    let id = rt
-        .start(Duration::from_millis(2), Duration::from_millis(2), move |_| {
-            let _keep = &guard;
-            r.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
+    let (id, runs, drops) = start_counted(&rt, Duration::from_millis(2), Duration::from_millis(2));
     assert!(wait_until(|| runs.load(Ordering::SeqCst) >= 5));
     assert_eq!(rt.stop_sync(id), Ok(true));
     assert_eq!(drops.load(Ordering::SeqCst), 1);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //! fork() for the tests: runs a closure in a child process and returns the
 //! failures it reports through a pipe. libc is declared by hand (no crates).
+//! Also what several tests share: a raw tw_timer_spec, drop counting, waiting.
 #![allow(dead_code)]
 use std::os::raw::{c_int, c_short};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -29,6 +30,19 @@ extern "C" {
 }
 
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// A tw_timer_spec as tw_timer_spec_init() leaves it (size set, the rest
+/// zero), for tests below the safe API.
+pub fn raw_spec() -> tickwheel::ffi::tw_timer_spec {
+    // SAFETY: tw_timer_spec_init writes every byte of the zeroed struct.
+    let mut spec = unsafe {
+        let mut s = std::mem::MaybeUninit::<tickwheel::ffi::tw_timer_spec>::zeroed();
+        tickwheel::ffi::tw_timer_spec_init(s.as_mut_ptr());
+        s.assume_init()
+    };
+    spec.size = std::mem::size_of::<tickwheel::ffi::tw_timer_spec>() as u32;
+    spec
+}
 
 /// One fork at a time within a test binary (its tests run on several threads).
 pub static FORK_LOCK: Mutex<()> = Mutex::new(());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Helpers shared by the wheel test programs: tick constants, a deterministic
-// PRNG and hex formatting of ticks for failure messages.
+// PRNG, hex formatting of ticks for failure messages, and the wheel's names
+// (a test brings them all in with `using namespace wheel_test;`).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,10 @@
 #include "tickwheel/wheel.hpp"
 
 namespace wheel_test {
+
+using tickwheel::tick_t;
+using tickwheel::Wheel;
+using tickwheel::WheelNode;
 
 inline constexpr tickwheel::tick_t kNever = tickwheel::Wheel::kNever;
 inline constexpr tickwheel::tick_t kRange = tickwheel::Wheel::kLevelRange;  // 2^48
