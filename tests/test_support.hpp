@@ -53,13 +53,10 @@ inline tickwheel::Config small_config(unsigned shards = 2, unsigned workers = 2)
 class Gate {
 public:
     void open() {
-        // Notified under the lock: a waiter cannot return (and destroy the
-        // gate, as a test's end does) while notify_all() still reads the
-        // condition variable -- an opener in a release hook on a worker
-        // raced with the test's return (TSan: pthread_cond_broadcast
-        // against pthread_cond_destroy, Query.APeriodicTimerStoppedDuring...).
-        std::lock_guard<std::mutex> lk(m_);
-        open_ = true;
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            open_ = true;
+        }
         cv_.notify_all();
     }
     bool is_open() {
