@@ -5,6 +5,10 @@
 //   blocking   B callbacks that block for 500 ms each on a runtime with W
 //              workers (default 2), then a 20 ms timer: its lateness. With
 //              B >= W every worker is busy, and the timer waits for one.
+//              Also what stats() said (issue 34): 200 ms after the timer
+//              was due, the busy workers, the timers waiting for one and
+//              the oldest run's age; after it ran, the largest driver and
+//              wait stages and callback duration.
 //   frozen     a thread that starts and stops timers in a loop is held in a
 //              signal handler (as a debugger's stop would hold it) for 400
 //              ms, 10 times at random points, while a 5 ms periodic timer of
@@ -41,7 +45,16 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-double blocking(unsigned workers, unsigned blockers) {
+/// What the runtime's stats said (issue 34): while the 20 ms timer waited
+/// (200 ms after it was due), and its run's stages (the largest: the
+/// blockers' own are ~0).
+struct Said {
+    std::uint64_t busy = 0, waiting = 0;
+    double oldest_ms = 0, driver_ms = 0, wait_ms = 0, run_max_ms = 0;
+};
+double ms(tw::Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+double blocking(unsigned workers, unsigned blockers, Said& said) {
     tw::Config c;
     c.workers = workers;
     tw::Runtime rt(c);
@@ -50,7 +63,19 @@ double blocking(unsigned workers, unsigned blockers) {
     std::atomic<double> fired{-1};
     const auto t0 = Clock::now();
     (void)rt.start(20ms, [&] { fired = ms_since(t0); });
+    std::this_thread::sleep_for(220ms);
+    if (fired.load() < 0) {
+        const tw::Stats during = rt.stats();
+        said.busy = during.workers_busy;
+        said.waiting = during.waiting_for_worker;
+        said.oldest_ms = ms(during.oldest_run_age);
+    }
     while (fired.load() < 0) std::this_thread::sleep_for(1ms);
+    while (rt.stats().run_duration_samples < blockers + 1) std::this_thread::sleep_for(1ms);
+    const tw::Stats after = rt.stats();
+    said.driver_ms = ms(after.driver_lateness_max);
+    said.wait_ms = ms(after.wait_lateness_max);
+    said.run_max_ms = ms(after.run_duration_max);
     return fired.load() - 20.0;
 }
 
@@ -168,9 +193,16 @@ int main(int argc, char** argv) {
     sa.sa_handler = on_usr1;
     sigaction(SIGUSR1, &sa, nullptr);
     for (unsigned r = 0; r < rounds; ++r) {
-        for (unsigned b : {0u, 1u, workers, 2 * workers})
-            std::printf("{\"case\":\"blocking\",\"workers\":%u,\"blockers\":%u,\"late_ms\":%.1f}\n", workers, b,
-                        blocking(workers, b));
+        for (unsigned b : {0u, 1u, workers, 2 * workers}) {
+            Said said;
+            const double late = blocking(workers, b, said);
+            std::printf("{\"case\":\"blocking\",\"workers\":%u,\"blockers\":%u,\"late_ms\":%.1f,"
+                        "\"stats_driver_max_ms\":%.1f,\"stats_wait_max_ms\":%.1f,\"stats_run_max_ms\":%.1f,"
+                        "\"workers_busy\":%llu,\"waiting_for_worker\":%llu,\"oldest_run_age_ms\":%.1f}\n",
+                        workers, b, late, said.driver_ms, said.wait_ms, said.run_max_ms,
+                        static_cast<unsigned long long>(said.busy), static_cast<unsigned long long>(said.waiting),
+                        said.oldest_ms);
+        }
         for (const char* how : {"frozen", "nice19", "idle"}) {
             int stalled = 0;
             const int windows = std::strcmp(how, "frozen") == 0 ? 10 : 5;

@@ -92,8 +92,10 @@ static_assert(TW_BURST_MAX_OWED == tickwheel::kBurstMaxOwed);
 // their end, and these sizes (the minimum a caller may pass) never change.
 constexpr std::uint32_t kConfigSizeV1 = 32;
 constexpr std::uint32_t kConfigSizeV15 = 40;  // 1.5 appended `name`
+constexpr std::uint32_t kConfigSizeV17 = 48;  // 1.7 appended `slot_reserve`
 constexpr std::uint32_t kSpecSizeV1 = 56;
 constexpr std::uint32_t kStatsSizeV1 = 136;
+constexpr std::uint32_t kStatsSizeV17 = 288;  // 1.7 appended the stages, saturation and memory
 constexpr std::uint32_t kQueueStatsSizeV12 = 112;  // tw_queue_stats, new in 1.2
 constexpr std::uint32_t kSpecSizeV12 = 64;
 constexpr std::uint32_t kSpecSizeV13 = 88;
@@ -101,7 +103,8 @@ constexpr std::uint32_t kTimerInfoSizeV13 = 64;  // tw_timer_info, new in 1.3
 constexpr std::uint32_t kMaxStructSize = 4096;
 #if UINTPTR_MAX == UINT64_MAX
 static_assert(offsetof(tw_config, max_timers) == 24 && offsetof(tw_config, name) == 32 &&
-              sizeof(tw_config) == kConfigSizeV15);  // 1.5
+              kConfigSizeV15 == 40);  // 1.5
+static_assert(offsetof(tw_config, slot_reserve) == 40 && sizeof(tw_config) == kConfigSizeV17);  // 1.7
 static_assert(offsetof(tw_timer_spec, release) == 48 && kSpecSizeV1 == 56);
 static_assert(offsetof(tw_timer_spec, queue) == 56 && kSpecSizeV12 == 64);  // 1.2
 static_assert(sizeof(tw_timer_spec) == kSpecSizeV13 && offsetof(tw_timer_spec, period_policy) == 64 &&
@@ -117,7 +120,10 @@ static_assert(TW_TIMER_PENDING == static_cast<int>(tickwheel::TimerStatus::pendi
               TW_TIMER_DUE == static_cast<int>(tickwheel::TimerStatus::due) &&
               TW_TIMER_RUNNING == static_cast<int>(tickwheel::TimerStatus::running));
 static_assert(sizeof(tw_queue_stats) == kQueueStatsSizeV12 && offsetof(tw_queue_stats, run_samples) == 104);
-static_assert(sizeof(tw_stats) == kStatsSizeV1 && offsetof(tw_stats, lateness_samples) == 128);
+static_assert(offsetof(tw_stats, lateness_samples) == 128 && kStatsSizeV1 == 136);
+static_assert(sizeof(tw_stats) == kStatsSizeV17 && offsetof(tw_stats, driver_lateness_p50_ns) == 136 &&
+              offsetof(tw_stats, run_duration_samples) == 232 && offsetof(tw_stats, workers_busy) == 240 &&
+              offsetof(tw_stats, resident_bytes) == 280);  // 1.7
 #endif
 
 /// The C callback, argument and release hook as a timer callable.
@@ -258,7 +264,7 @@ int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
     tw_config c;
     tw_config_init(&c);
     if (cfg != nullptr) {
-        if (const int rc = check_in_size(cfg, cfg->size, kConfigSizeV1, sizeof(tw_config), {}, "cfg->size");
+        if (const int rc = check_in_size(cfg, cfg->size, kConfigSizeV1, sizeof(tw_config), {kConfigSizeV15}, "cfg->size");
             rc != TW_OK)
             return rc;
         c = copy_in(cfg);
@@ -276,12 +282,18 @@ int runtime_create(const tw_config* cfg, tw_runtime** out) noexcept {
     try {
         tickwheel::Config config;
         if (c.name != nullptr) config.name = c.name;  // copied
+        config.slot_reserve = c.slot_reserve >= std::numeric_limits<std::size_t>::max()
+                                  ? tickwheel::kKeepAllSlots
+                                  : static_cast<std::size_t>(c.slot_reserve);
         config.shards = c.shards;
         config.workers = c.workers;
         if (c.resolution_ns != 0) config.resolution = ns(c.resolution_ns);
         config.pin_shards = (c.flags & TW_PIN_SHARDS) != 0;
         config.manual_clock = (c.flags & TW_CONFIG_MANUAL_CLOCK) != 0;
         config.max_timers = static_cast<std::size_t>(c.max_timers);
+        // "" is a name (kept), NULL asks for a made-up one (issue 34).
+        std::optional<tickwheel::rt::NameAsGiven> as_given;
+        if (c.name != nullptr && c.name[0] == '\0') as_given.emplace();
         *out = reinterpret_cast<tw_runtime*>(new Handle(std::move(config)));
         return TW_OK;
     } catch (...) {
@@ -843,6 +855,26 @@ int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept {
         v.lateness_p999_ns = static_cast<std::uint64_t>(st.lateness_p999.count());
         v.lateness_max_ns = static_cast<std::uint64_t>(st.lateness_max.count());
         v.lateness_samples = st.lateness_samples;
+        const auto ns_of = [](tickwheel::Duration d) { return static_cast<std::uint64_t>(d.count()); };
+        v.driver_lateness_p50_ns = ns_of(st.driver_lateness_p50);
+        v.driver_lateness_p99_ns = ns_of(st.driver_lateness_p99);
+        v.driver_lateness_p999_ns = ns_of(st.driver_lateness_p999);
+        v.driver_lateness_max_ns = ns_of(st.driver_lateness_max);
+        v.wait_lateness_p50_ns = ns_of(st.wait_lateness_p50);
+        v.wait_lateness_p99_ns = ns_of(st.wait_lateness_p99);
+        v.wait_lateness_p999_ns = ns_of(st.wait_lateness_p999);
+        v.wait_lateness_max_ns = ns_of(st.wait_lateness_max);
+        v.run_duration_p50_ns = ns_of(st.run_duration_p50);
+        v.run_duration_p99_ns = ns_of(st.run_duration_p99);
+        v.run_duration_p999_ns = ns_of(st.run_duration_p999);
+        v.run_duration_max_ns = ns_of(st.run_duration_max);
+        v.run_duration_samples = st.run_duration_samples;
+        v.workers_busy = st.workers_busy;
+        v.waiting_for_worker = st.waiting_for_worker;
+        v.callbacks_running = st.callbacks_running;
+        v.oldest_run_age_ns = ns_of(st.oldest_run_age);
+        v.slots = st.slots;
+        v.resident_bytes = st.resident_bytes;
         const std::uint32_t filled = std::min<std::uint32_t>(size, sizeof v);
         v.size = filled;
         std::memcpy(out, &v, filled);

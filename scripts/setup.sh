@@ -6,7 +6,8 @@
 #   scripts/setup.sh --test   also the test, sanitizer and ABI tools
 set -euo pipefail
 
-want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev)
+# systemtap-sdt-dev: <sys/sdt.h>, the library's USDT probes (TICKWHEEL_PROBES)
+want=(g++ cmake ninja-build pkg-config libtbb-dev libconcurrentqueue-dev systemtap-sdt-dev)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(clang libclang-rt-14-dev libgtest-dev libbenchmark-dev abigail-tools python3 dpkg-dev
         python3-venv python3-setuptools python3-pip python3-wheel python3-wheel-whl nodejs doxygen
@@ -25,6 +26,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # tickwheel/coro_asio.hpp's tests (coro_asio_test, coro_boost_asio_test) and
   # bench/coro_bench's Asio steady_timer peer: standalone Asio and Boost.Asio
   want+=(libasio-dev libboost-dev)
+  # the probes' scripts (tools/*.bt; ctest probes_bpftrace attaches them where
+  # the kernel lets it) and the A/B instruction counts of the probes
+  want+=(bpftrace linux-perf)
 fi
 
 # Node.js from NodeSource ships npm inside its nodejs package (and conflicts

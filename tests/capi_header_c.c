@@ -7,7 +7,8 @@
 #define TW_CHECK(name, cond) typedef char tw_check_##name[(cond) ? 1 : -1]
 
 #if UINTPTR_MAX == UINT64_MAX
-TW_CHECK(config_size, sizeof(tw_config) == 40); /* 32 in 1.0; 1.5: `name` */
+TW_CHECK(config_size, sizeof(tw_config) == 48); /* 32 in 1.0; 40 in 1.5 (`name`); 1.7: `slot_reserve` */
+TW_CHECK(config_reserve, offsetof(tw_config, slot_reserve) == 40);
 TW_CHECK(config_name, offsetof(tw_config, name) == 32);
 TW_CHECK(spec_size, sizeof(tw_timer_spec) == 88); /* 56 in 1.0; 64 in 1.2 (`queue`); 1.3: policy, leeway, group */
 TW_CHECK(spec_queue, offsetof(tw_timer_spec, queue) == 56);
@@ -19,7 +20,9 @@ TW_CHECK(info_deadline, offsetof(tw_timer_info, deadline_ns) == 16);
 TW_CHECK(info_missed, offsetof(tw_timer_info, missed) == 56);
 TW_CHECK(spec_clock, offsetof(tw_timer_spec, clock) == 68);
 TW_CHECK(queue_stats_size, sizeof(tw_queue_stats) == 112);
-TW_CHECK(stats_size, sizeof(tw_stats) == 136);
+TW_CHECK(stats_size, sizeof(tw_stats) == 288); /* 136 in 1.0; 1.7: stages, saturation, memory */
+TW_CHECK(stats_stages, offsetof(tw_stats, driver_lateness_p50_ns) == 136);
+TW_CHECK(stats_resident, offsetof(tw_stats, resident_bytes) == 280);
 TW_CHECK(spec_release, offsetof(tw_timer_spec, release) == 48);
 TW_CHECK(stats_last, offsetof(tw_stats, lateness_samples) == 128);
 #endif

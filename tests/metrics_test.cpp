@@ -121,6 +121,22 @@ void expect_matches_stats(const prom::Exposition& e, tw_runtime* rt, const tw_st
     }
     EXPECT_EQ(inbox, st.inbox);
     EXPECT_EQ(e.value("tickwheel_shard_pending", {{"shard", std::to_string(st.shards)}}), std::nullopt);
+    // Since 1.7: the stages (driver and wait have a sample per run, run one
+    // per run that returned), the saturation gauges (idle at quiescence),
+    // the memory gauges.
+    EXPECT_EQ(u64(e, "tickwheel_callback_stage_seconds_count", {{"stage", "driver"}}), st.lateness_samples);
+    EXPECT_EQ(u64(e, "tickwheel_callback_stage_seconds_count", {{"stage", "wait"}}), st.lateness_samples);
+    EXPECT_EQ(u64(e, "tickwheel_callback_stage_seconds_count", {{"stage", "run"}}), st.run_duration_samples);
+    EXPECT_EQ(u64(e, "tickwheel_workers_busy"), st.workers_busy);
+    EXPECT_EQ(u64(e, "tickwheel_waiting_for_worker"), st.waiting_for_worker);
+    EXPECT_EQ(u64(e, "tickwheel_callbacks_running"), st.callbacks_running);
+    EXPECT_EQ(u64(e, "tickwheel_timer_slots"), st.slots);
+    EXPECT_EQ(u64(e, "tickwheel_timer_resident_bytes"), st.resident_bytes);
+    // driver + wait = lateness, run by run: their sums add up to its sum
+    // (each sum is exact to the ns; the text prints it in decimal).
+    const double driver_sum = *e.value("tickwheel_callback_stage_seconds_sum", {{"stage", "driver"}});
+    const double wait_sum = *e.value("tickwheel_callback_stage_seconds_sum", {{"stage", "wait"}});
+    EXPECT_NEAR(driver_sum + wait_sum, *e.value("tickwheel_callback_lateness_seconds_sum"), 1e-6);
 }
 
 std::atomic<int> g_fired{0};
@@ -188,6 +204,10 @@ TEST(MetricsGrammar, CheckerAcceptsAValidExpositionAndRejectsEachViolation) {
          "h_sum 1\nh_count 1\n"),
         "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n",  // no _sum
         "# HELP h x\n# TYPE h histogram\nh 1\n",                                // no suffix
+        "# HELP g x\n# TYPE g gauge\ng{a=\"\xff\"} 1\n",                        // not UTF-8 (issue 34)
+        "# HELP g x\n# TYPE g gauge\ng{a=\"\xc3\"} 1\n",                        // a cut sequence
+        "# HELP g x\n# TYPE g gauge\ng{a=\"\xc0\xaf\"} 1\n",                   // an overlong form
+        "# HELP g x\n# TYPE g gauge\ng{a=\"\xed\xa0\x80\"} 1\n",               // a surrogate
     };
     for (const char* text : bad) EXPECT_FALSE(prom::parse(text, e, error)) << "accepted:\n" << text;
 }
@@ -240,6 +260,18 @@ TEST(MetricsFormat, HistogramBucketsCountValuesAtMostTheirBoundExactly) {
     EXPECT_EQ(f->samples.size(), tickwheel::rt::LatencyHistogram::kExportBuckets + 2);
 }
 
+// The export bucket from the log-linear one (a table and a compare, on every
+// record since 1.7) is the bound search's, at and around every bound.
+TEST(MetricsFormat, ExportBucketFromTheLogLinearBucketIsTheBoundSearchs) {
+    using H = tickwheel::rt::LatencyHistogram;
+    std::vector<std::uint64_t> values = {0, 1, 7, 8, 9, 4999, 5000, 5001, ~std::uint64_t{0}};
+    for (const std::uint64_t b : H::kExportBoundsNs)
+        for (std::int64_t d = -300; d <= 300; ++d) values.push_back(b + static_cast<std::uint64_t>(d));
+    for (std::uint64_t v = 1; v < (std::uint64_t{1} << 40); v = v * 3 / 2 + 1) values.push_back(v);
+    for (const std::uint64_t v : values)
+        ASSERT_EQ(H::export_bucket_of(v, H::bucket_of(v)), H::export_bucket_of(v)) << v;
+}
+
 TEST(MetricsFormat, FamiliesHaveThePinnedNamesAndTypes) {
     Runtime rt(tw_test::small_config(3, 2));
     const prom::Exposition e = parse_or_fail(rt.metrics());
@@ -249,6 +281,10 @@ TEST(MetricsFormat, FamiliesHaveThePinnedNamesAndTypes) {
         {"tickwheel_timers_live", "gauge"},            {"tickwheel_timers_pending", "gauge"},
         {"tickwheel_timer_slots", "gauge"},            {"tickwheel_shard_pending", "gauge"},
         {"tickwheel_shard_inbox", "gauge"},            {kHist, "histogram"},
+        // since 1.7 (issue 34)
+        {"tickwheel_callback_stage_seconds", "histogram"}, {"tickwheel_workers_busy", "gauge"},
+        {"tickwheel_waiting_for_worker", "gauge"},     {"tickwheel_callbacks_running", "gauge"},
+        {"tickwheel_oldest_callback_age_seconds", "gauge"}, {"tickwheel_timer_resident_bytes", "gauge"},
     };
     for (const auto& [name, type] : expected) {
         const prom::Family* f = e.family(name);
@@ -262,6 +298,13 @@ TEST(MetricsFormat, FamiliesHaveThePinnedNamesAndTypes) {
     EXPECT_EQ(u64(e, "tickwheel_timers_started_total"), 0u);
     EXPECT_EQ(u64(e, "tickwheel_callback_lateness_seconds_count"), 0u);
     EXPECT_EQ(e.sample("tickwheel_callback_lateness_seconds_sum")->raw, "0");
+    // One histogram per stage, each labelled stage="...".
+    for (const char* stage : {"driver", "wait", "run"})
+        EXPECT_EQ(u64(e, "tickwheel_callback_stage_seconds_count", {{"stage", stage}}), 0u) << stage;
+    EXPECT_EQ(u64(e, "tickwheel_workers_busy"), 0u);
+    EXPECT_EQ(u64(e, "tickwheel_waiting_for_worker"), 0u);
+    EXPECT_EQ(u64(e, "tickwheel_callbacks_running"), 0u);
+    EXPECT_EQ(e.sample("tickwheel_oldest_callback_age_seconds")->raw, "0");
 }
 
 // ---- values at quiescence ------------------------------------------------------------------
@@ -576,6 +619,79 @@ TEST(MetricsLabels, LabelValuesAreEscapedAsTheFormatSays) {
     EXPECT_EQ(escape_label_value("plain-1"), "plain-1");
     EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     EXPECT_EQ(escape_label_value(""), "");
+}
+
+// The review of 1.5's metrics (issue 34): a name that is not UTF-8 put its
+// raw bytes into every runtime="..." label, and the text no longer decoded
+// as UTF-8, which the format requires. Each such byte is now U+FFFD.
+TEST(MetricsLabels, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
+    using tickwheel::rt::escape_label_value;
+    const std::string fffd = "\xEF\xBF\xBD";
+    EXPECT_EQ(escape_label_value("cache-\xff\xfe"), "cache-" + fffd + fffd);
+    EXPECT_EQ(escape_label_value("\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e"),
+              "\xc3\xa9t\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e");  // valid: kept (e-acute, euro, G clef)
+    EXPECT_EQ(escape_label_value("a\xc3"), "a" + fffd);                         // cut at the end
+    EXPECT_EQ(escape_label_value("\xe2\x82x"), fffd + fffd + "x");               // cut in the middle
+    EXPECT_EQ(escape_label_value("\xc0\xaf"), fffd + fffd);                      // overlong '/'
+    EXPECT_EQ(escape_label_value("\xed\xa0\x80"), fffd + fffd + fffd);           // a surrogate
+    EXPECT_EQ(escape_label_value("\xf4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // above U+10FFFF
+    EXPECT_EQ(escape_label_value("\x80\"\xff\n"), fffd + "\\\"" + fffd + "\\n");  // with escapes
+    // Every byte value, alone and after each lead byte: the text is UTF-8.
+    for (int a = 0; a < 256; ++a)
+        for (int b = 0; b < 256; b += 15) {
+            const std::string v{static_cast<char>(a), static_cast<char>(b), 'z'};
+            const std::string out = escape_label_value(v);
+            EXPECT_EQ(prom::detail::invalid_utf8_at(out), std::string_view::npos) << a << ' ' << b;
+        }
+
+    // Through both APIs: the exposition stays valid UTF-8 (the strict parser
+    // checks it) and carries the replaced name.
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.shards = 1;
+    cfg.workers = 1;
+    cfg.name = "cache-\xff\xfe";
+    tw_runtime* rt = nullptr;
+    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    parse_or_fail(c_metrics(rt), ("cache-" + fffd + fffd).c_str());
+    EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
+    tickwheel::Config c = tw_test::small_config(1, 1);
+    c.name = "x\xfe\"y";
+    Runtime cxx(c);
+    parse_or_fail(cxx.metrics(), ("x" + fffd + "\"y").c_str());
+    EXPECT_EQ(cxx.name(), "x\xfe\"y");  // the name itself is kept as given
+}
+
+// Only NULL gets a made-up name (issue 34): 1.5 made one up for "" too. C++'s
+// Config::name cannot tell "" from unset: empty there is "make one up".
+TEST(MetricsLabels, AnEmptyCNameIsKeptAndOnlyNullGetsAMadeUpOne) {
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.shards = 1;
+    cfg.workers = 1;
+    cfg.name = "";
+    tw_runtime* rt = nullptr;
+    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    const std::string text = c_metrics(rt);
+    EXPECT_NE(text.find("tickwheel_timers_started_total{runtime=\"\"} 0\n"), std::string::npos) << text;
+    parse_or_fail(text, "");
+    EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
+
+    cfg.name = nullptr;
+    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    prom::Exposition e;
+    std::string error;
+    ASSERT_TRUE(prom::parse(c_metrics(rt), e, error)) << error;
+    std::vector<std::string> names;
+    ASSERT_TRUE(prom::take_label(e, "runtime", names, error)) << error;
+    ASSERT_EQ(names.size(), 1u);
+    EXPECT_EQ(names[0].rfind("tickwheel-", 0), 0u) << names[0];
+    EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
+
+    // C++: empty is the documented "make one up"; the C API's "" above did
+    // not leak into the next construction on this thread.
+    Runtime cxx(tw_test::small_config(1, 1));
+    EXPECT_EQ(cxx.name().rfind("tickwheel-", 0), 0u) << cxx.name();
 }
 
 TEST(MetricsLabels, EverySeriesCarriesTheRuntimesNameAndTheBuildInfoItsVersion) {

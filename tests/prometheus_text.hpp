@@ -15,7 +15,9 @@
 // histogram's samples are <f>_bucket{le=...}, <f>_sum and <f>_count, its
 // buckets strictly increasing in le, cumulative (non-decreasing), ending
 // in le="+Inf" equal to _count (per label set without le: one histogram per
-// runtime). No series (name + label set) twice.
+// runtime). No series (name + label set) twice. The whole text is valid
+// UTF-8 (RFC 3629: no overlong forms, surrogates, or code points above
+// U+10FFFF), as the format requires (issue 34).
 #pragma once
 
 #include <cmath>
@@ -119,6 +121,29 @@ inline bool parse_value(std::string_view s, double& out) {
     return true;
 }
 
+/// The offset of the first byte of `s` that is not part of a valid UTF-8
+/// sequence, or npos.
+inline std::size_t invalid_utf8_at(std::string_view s) {
+    std::size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        std::size_t n = 0;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c < 0x80) n = 1;
+        else if (c >= 0xC2 && c <= 0xDF) n = 2;
+        else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else return i;
+        if (i + n > s.size()) return i;
+        for (std::size_t k = 1; k < n; ++k) {
+            const auto d = static_cast<unsigned char>(s[i + k]);
+            if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xBF)) return i;
+        }
+        i += n;
+    }
+    return std::string_view::npos;
+}
+
 }  // namespace detail
 
 /// Parses `text`; on the first violation returns false and sets `error` to
@@ -156,6 +181,8 @@ inline bool parse(std::string_view text, Exposition& out, std::string& error) {
 
     if (text.empty()) return fail("empty exposition");
     if (text.back() != '\n') return fail("the text does not end in a newline");
+    if (const std::size_t bad = invalid_utf8_at(text); bad != std::string_view::npos)
+        return fail("not UTF-8: byte " + std::to_string(bad) + " of the text");
     std::size_t pos = 0;
     while (pos < text.size()) {
         const std::size_t eol = text.find('\n', pos);

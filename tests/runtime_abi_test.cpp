@@ -134,9 +134,30 @@ TEST(RuntimeAbi, StatsRefusesAStructSmallerThanVersion1) {
     tw::Runtime rt(tw_test::small_config());
     tw::Stats st;
     try {
-        (rt.*member(StatsSized{}))(&st, sizeof(tw::Stats) - 8);
+        (rt.*member(StatsSized{}))(&st, 144);  // below 1.0's 152 (since 1.7 the struct is larger)
         ADD_FAILURE() << "a too small Stats was accepted";
     } catch (const tw::Error& e) {
         EXPECT_EQ(e.code(), tw::errc::invalid_argument);
     }
+}
+
+// 1.7 appended the stages, saturation and memory fields (issue 34): a caller
+// built against the 1.0-1.5 header passes 152 bytes and gets exactly its
+// fields; the bytes past them stay as the caller left them.
+TEST(RuntimeAbi, StatsForA15CallerFillsItsFieldsAndNotTheNewOnes) {
+    tw::Runtime rt(tw_test::small_config(1, 1));
+    std::atomic<int> ran{0};
+    rt.start(0ms, [&] { ran.fetch_add(1); });
+    ASSERT_TRUE(tw_test::wait_until([&] { return ran.load() == 1 && rt.stats().run_duration_samples == 1; }));
+    tw::Stats st;
+    st.run_duration_samples = 0xAB;  // a field past the caller's 152 bytes
+    st.resident_bytes = 0xCD;
+    (rt.*member(StatsSized{}))(&st, 152);
+    EXPECT_EQ(st.started, 1u);
+    EXPECT_EQ(st.lateness_samples, 1u);
+    EXPECT_EQ(st.run_duration_samples, 0xABu);
+    EXPECT_EQ(st.resident_bytes, 0xCDu);
+    const tw::Stats all = rt.stats();
+    EXPECT_EQ(all.run_duration_samples, 1u);
+    EXPECT_GT(all.resident_bytes, 0u);
 }

@@ -225,6 +225,39 @@ export interface RuntimeStats {
   latenessP999Ns: number;
   latenessMaxNs: number;
   latenessSamples: number;
+  /**
+   * Since 1.7: where the lateness comes from. Driver stage: deadline to the
+   * shard's hand-over (a starved shard thread). Wait stage: hand-over to the
+   * callback's start -- with this binding, the wait for the JavaScript
+   * thread to run its queue (a busy event loop shows here). driver + wait =
+   * lateness, run by run.
+   */
+  driverLatenessP50Ns: number;
+  driverLatenessP99Ns: number;
+  driverLatenessP999Ns: number;
+  driverLatenessMaxNs: number;
+  waitLatenessP50Ns: number;
+  waitLatenessP99Ns: number;
+  waitLatenessP999Ns: number;
+  waitLatenessMaxNs: number;
+  /** Since 1.7: the callbacks' duration (on the JavaScript thread). */
+  runDurationP50Ns: number;
+  runDurationP99Ns: number;
+  runDurationP999Ns: number;
+  runDurationMaxNs: number;
+  runDurationSamples: number;
+  /** Since 1.7: callbacks running now on the C runtime's workers (none of this binding's). */
+  workersBusy: number;
+  /** Since 1.7: due timers handed to the workers and not taken yet. */
+  waitingForWorker: number;
+  /** Since 1.7: callbacks running now on any thread. */
+  callbacksRunning: number;
+  /** Since 1.7: how long the longest-running callback now has run (0: none). */
+  oldestRunAgeNs: number;
+  /** Since 1.7: timer records resident (64 bytes each). */
+  slots: number;
+  /** Since 1.7: bytes of timer records resident (an upper bound). */
+  residentBytes: number;
   /** The runtime's delivery queue, through which every callback runs. */
   queue: QueueStats;
 }

@@ -287,18 +287,42 @@ struct Config {
     /// The runtime's name: the `runtime="<name>"` label of every series of
     /// metrics() (and name() returns it). Empty (default) = a name made up
     /// at construction, unique in the process: "tickwheel-1",
-    /// "tickwheel-2", ... in creation order. Any text (label values are
-    /// escaped); copied. Two runtimes may be given the same name (their
-    /// metrics then collide: don't). Since 1.5 (tw_config.name).
+    /// "tickwheel-2", ... in creation order (C++ cannot tell "" from unset;
+    /// the C API keeps an empty tw_config.name, since 1.7). Any bytes:
+    /// label values are escaped, and bytes that are not valid UTF-8 are
+    /// each replaced by U+FFFD in the metrics (since 1.7; name() and error
+    /// messages keep them); copied. Two runtimes may be given the same name
+    /// (their metrics then collide: don't). Since 1.5 (tw_config.name).
     std::string name;
+    /// Free timer records (64 bytes each) every shard keeps resident when it
+    /// gives memory back after a peak (since 1.7, tw_config.slot_reserve).
+    /// A shard whose free records exceed what its live timers need by more
+    /// than this gives the surplus back to the kernel (MADV_DONTNEED of the
+    /// records' pages) once it has been quiet for about 200 ms -- from its
+    /// own driver thread, never on a start or stop -- so RSS returns to
+    /// near its pre-peak figure within a second or two of the peak's end.
+    /// Memory comes back in whole pages (64 records) whose records are all
+    /// free; a page holding a live timer, or a record a thread keeps for its
+    /// next start, stays. 0 (default) = kDefaultSlotReserve (32767, one
+    /// 2 MiB chunk per shard); kKeepAllSlots = never give memory back (as
+    /// before 1.7). Records given back are made again, on a start that finds
+    /// no free one, at the cost of the first touch of their pages.
+    std::size_t slot_reserve = 0;
 };
+/// Config::slot_reserve's default (0): one 2 MiB chunk of records per shard.
+inline constexpr std::size_t kDefaultSlotReserve = 32767;
+/// Config::slot_reserve: never give timer records back to the kernel.
+inline constexpr std::size_t kKeepAllSlots = static_cast<std::size_t>(-1);
 
 /// A snapshot of counters. Counters are totals since creation.
 struct Stats {
     std::vector<std::size_t> pending_per_shard;  ///< timers pending in each shard: in its wheel or waiting in a caller's cell
     std::vector<std::size_t> inbox_per_shard;    ///< requests queued to each shard (approx.)
     std::uint64_t live = 0;              ///< started and not yet released (callable not yet destroyed)
-    std::size_t slots = 0;               ///< timer records ever allocated (64 bytes each): the memory high-water mark
+    /// timer records resident now, 64 bytes each: those ever allocated,
+    /// less those given back to the kernel after a peak (since 1.7; before,
+    /// the high-water mark)
+    std::size_t slots = 0;
     /// timers started (start calls that succeeded)
     std::uint64_t started = 0;
     std::uint64_t fired = 0;             ///< callback runs
@@ -325,6 +349,82 @@ struct Stats {
 
     /// callback runs measured (the lateness histogram's sample count)
     std::uint64_t lateness_samples = 0;
+    /// @}
+
+    /// @name Lateness by stage (since 1.7)
+    /// Where each run's lateness comes from, in two stages that add up to
+    /// it: *driver* = deadline (rounded up to the tick) to the moment the
+    /// timer's shard handed it over -- to the workers, or to its Queue --
+    /// (a starved or sleeping shard driver: a busy CPU, a clock step);
+    /// *wait* = handed over to the callback's start (every worker busy, the
+    /// workers' backlog; for a Queue's timer, the wait for its owner to call
+    /// run()). And the callbacks' duration, *run* (the callback alone, not
+    /// its release hook). Every run counts once in each: their samples are
+    /// lateness_samples (driver, wait) and run_duration_samples (run: the
+    /// runs that returned). Histograms as the lateness's (at most 6.25%
+    /// relative error). A manual runtime's driver stage is 0 (its advance
+    /// steps the clocks to each deadline). See the operations guide
+    /// (docs/site/guide/operations.md) for what each stage's growth means.
+    /// @{
+
+    Duration driver_lateness_p50{0}, driver_lateness_p99{0}, driver_lateness_p999{0}, driver_lateness_max{0};
+    /// @var Stats::driver_lateness_p50
+    /// Median of the driver stage (deadline to hand-over).
+    /// @var Stats::driver_lateness_p99
+    /// 99th percentile of the driver stage.
+    /// @var Stats::driver_lateness_p999
+    /// 99.9th percentile of the driver stage.
+    /// @var Stats::driver_lateness_max
+    /// The largest driver stage seen.
+    Duration wait_lateness_p50{0}, wait_lateness_p99{0}, wait_lateness_p999{0}, wait_lateness_max{0};
+    /// @var Stats::wait_lateness_p50
+    /// Median of the wait stage (hand-over to the callback's start).
+    /// @var Stats::wait_lateness_p99
+    /// 99th percentile of the wait stage.
+    /// @var Stats::wait_lateness_p999
+    /// 99.9th percentile of the wait stage.
+    /// @var Stats::wait_lateness_max
+    /// The largest wait stage seen.
+    Duration run_duration_p50{0}, run_duration_p99{0}, run_duration_p999{0}, run_duration_max{0};
+    /// @var Stats::run_duration_p50
+    /// Median callback duration.
+    /// @var Stats::run_duration_p99
+    /// 99th percentile of the callbacks' duration.
+    /// @var Stats::run_duration_p999
+    /// 99.9th percentile of the callbacks' duration.
+    /// @var Stats::run_duration_max
+    /// The longest callback seen.
+
+    /// callbacks that returned (the run stage's sample count)
+    std::uint64_t run_duration_samples = 0;
+    /// @}
+
+    /// @name Saturation (since 1.7)
+    /// Gauges, read now (each a recent value, not one instant).
+    /// @{
+
+    /// callbacks running now on the runtime's workers (at most worker_count())
+    std::uint64_t workers_busy = 0;
+    /// due timers handed to the workers that no worker has taken yet
+    std::uint64_t waiting_for_worker = 0;
+    /// callbacks running now on any thread: workers, threads inside a
+    /// Queue's run(), an advance (a callback running another's, nested,
+    /// counts once)
+    std::uint64_t callbacks_running = 0;
+    /// how long the longest-running callback now has been running (0: none;
+    /// not tracked for the threads beyond the first 64 that count at once)
+    Duration oldest_run_age{0};
+    /// @}
+
+    /// @name Memory (since 1.7)
+    /// @{
+
+    /// bytes of the timer records and their side arrays resident now (an
+    /// upper bound: the pages the runtime has not given back to the kernel).
+    /// After a peak, free records beyond what live timers need (and
+    /// Config::slot_reserve) are given back within a few hundred ms of the
+    /// shard going quiet (see Config::slot_reserve).
+    std::uint64_t resident_bytes = 0;
     /// @}
 };
 
@@ -843,15 +943,28 @@ public:
     /// For one text where each family appears once, use
     /// metrics(std::span<const Runtime* const>).
     ///
+    /// Since 1.7 (issue 34): the histogram family
+    /// `tickwheel_callback_stage_seconds{stage="driver"|"wait"|"run"}` (the
+    /// lateness's two stages and the callbacks' duration, as Stats has
+    /// them), and `tickwheel_queue_callback_stage_seconds{queue,stage}` per
+    /// live delivery queue; the gauges `tickwheel_workers_busy`,
+    /// `tickwheel_waiting_for_worker`, `tickwheel_callbacks_running`,
+    /// `tickwheel_oldest_callback_age_seconds` and
+    /// `tickwheel_timer_resident_bytes` (`tickwheel_timer_slots` counts the
+    /// records resident: those given back after a peak no longer count). A
+    /// name that is not valid UTF-8 has each offending byte replaced by
+    /// U+FFFD in the label (the format is UTF-8).
+    ///
     /// Any thread, concurrently, also from inside a callback or release hook,
     /// and after shutdown() (the final values). Reads atomics: it takes no
     /// lock of the runtime (only oneTBB's brief internal one, for the worker
     /// count) and never blocks or delays a shard or a worker.
     /// Each value is a recent one (not one linearizable snapshot); read at
     /// quiescence they equal stats(). Cost: O(shards + queues + 65 stripes x
-    /// (7 counters + 21 buckets)), about 5 KB of text plus 120 bytes per
-    /// shard and 1.8 KB per live delivery queue (read under that queue's own
-    /// brief lock), allocated. Throws std::bad_alloc, and Error(forked) in a fork() child.
+    /// (7 counters + 4 x 21 buckets)), about 12 KB of text plus 120 bytes per
+    /// shard and 8 KB per live delivery queue (read under that queue's own
+    /// brief lock), allocated.
+    /// Throws std::bad_alloc, and Error(forked) in a fork() child.
     std::string metrics() const;
     /// The metrics of several runtimes as ONE exposition: each family's
     /// `# HELP` and `# TYPE` lines once, then the samples of every runtime

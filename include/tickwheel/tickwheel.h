@@ -243,11 +243,25 @@ typedef struct tw_config {
         (tw_last_error_message()) give it. Copied at tw_runtime_create():
         the string need not outlive the call. NULL (default) = a name the
         runtime makes up, unique in the process: "tickwheel-1",
-        "tickwheel-2", ... in creation order. Any bytes (label values are
-        escaped). Give two runtimes of one process different names, or their
-        metrics collide. A caller built against an older header (a smaller
-        size) gets the made-up name. */
+        "tickwheel-2", ... in creation order; an empty string "" is kept
+        as it is (the label runtime="", since 1.7; 1.5 made a name up for it
+        too). Any bytes: label values are escaped, and bytes that are not
+        valid UTF-8 are each replaced by U+FFFD (since 1.7), so the
+        exposition stays valid UTF-8 whatever the name holds; error
+        messages show the bytes as given. Give two runtimes of one process
+        different names, or their metrics collide. A caller built against an
+        older header (a smaller size) gets the made-up name. */
     const char *name;
+    /** Since 1.7. Free timer records (64 bytes each) every shard keeps
+        resident when it gives memory back to the kernel after a peak: a
+        shard whose free records exceed what its live timers need by more
+        than this gives the surplus back (MADV_DONTNEED, whole 4 KiB pages
+        of 64 free records) once it has been quiet for about 200 ms, from its
+        own thread, never on a start or a stop. 0 (default) = 32767 (one
+        2 MiB chunk per shard); UINT64_MAX = never give memory back (as
+        before 1.7). A caller built against an older header gets the
+        default. */
+    uint64_t slot_reserve;
 } tw_config;
 
 /** Sets every field to its default (all zero) and size to sizeof(tw_config)
@@ -267,7 +281,8 @@ TW_API void tw_config_init(tw_config *cfg) TW_NOEXCEPT;
 /** Creates a runtime and starts its threads; cfg NULL = all defaults.
  *  Returns, checked in this order:
  *  @retval TW_EINVAL  out is NULL; cfg->size is below sizeof(tw_config) of ABI 1 (32),
- *              between it and the 1.5 size (40), above that with a non-zero
+ *              between it and the 1.5 size (40) or between that and the 1.7
+ *              size (48), above that with a non-zero
  *              byte past the fields this library knows, or above 4096;
  *              unknown flags; shards > 256; workers > 4096; resolution_ns
  *              outside 1 us .. 1 s. (tw_last_error_message() names which.)
@@ -915,6 +930,46 @@ typedef struct tw_stats {
     /** callback runs measured (the histogram's sample count) */
     uint64_t lateness_samples;
     /** @} */
+    /** @name Lateness by stage (since 1.7)
+     *  Where each run's lateness comes from, in two stages that add up to
+     *  it -- driver: deadline (rounded up to the tick) to the moment the
+     *  timer's shard handed it over, to the workers or to its delivery
+     *  queue (a starved or sleeping shard driver); wait: handed over to the
+     *  callback's start (every worker busy; for a queue's timer, the wait
+     *  for tw_queue_run()) -- and the callbacks' duration (run), in ns;
+     *  histograms as the lateness's. Every run counts once in each: driver
+     *  and wait have lateness_samples samples, run has run_duration_samples
+     *  (the runs that returned). A manual runtime's driver stage is 0. */
+    /** @{ */
+    uint64_t driver_lateness_p50_ns;  /**< driver stage: median */
+    uint64_t driver_lateness_p99_ns;  /**< driver stage: 99th percentile */
+    uint64_t driver_lateness_p999_ns; /**< driver stage: 99.9th percentile */
+    uint64_t driver_lateness_max_ns;  /**< driver stage: the largest */
+    uint64_t wait_lateness_p50_ns;    /**< wait stage: median */
+    uint64_t wait_lateness_p99_ns;    /**< wait stage: 99th percentile */
+    uint64_t wait_lateness_p999_ns;   /**< wait stage: 99.9th percentile */
+    uint64_t wait_lateness_max_ns;    /**< wait stage: the largest */
+    uint64_t run_duration_p50_ns;     /**< callback duration: median */
+    uint64_t run_duration_p99_ns;     /**< callback duration: 99th percentile */
+    uint64_t run_duration_p999_ns;    /**< callback duration: 99.9th percentile */
+    uint64_t run_duration_max_ns;     /**< the longest callback */
+    uint64_t run_duration_samples;    /**< callbacks that returned */
+    /** @} */
+    /** @name Saturation and memory (since 1.7): gauges, read now */
+    /** @{ */
+    uint64_t workers_busy;          /**< callbacks running now on the runtime's workers */
+    uint64_t waiting_for_worker;    /**< due timers handed to the workers and not taken by one yet */
+    /** callbacks running now on any thread (workers, tw_queue_run(), an
+        advance; a callback running another's counts once) */
+    uint64_t callbacks_running;
+    /** how long the longest-running callback now has been running (0: none) */
+    uint64_t oldest_run_age_ns;
+    /** timer records resident now (64 bytes each): those ever allocated
+        less those given back to the kernel after a peak */
+    uint64_t slots;
+    /** bytes of timer records and their side arrays resident now (an upper bound) */
+    uint64_t resident_bytes;
+    /** @} */
 } tw_stats;
 
 /** Sets every field to 0 and size to sizeof(tw_stats) as this header
@@ -967,7 +1022,15 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  tickwheel_queue_runners, tickwheel_queue_delivered_total,
  *  tickwheel_queue_ran_total and the p99 and max of its signal and run
  *  lateness (tickwheel_queue_{signal,run}_lateness_{p99,max}_seconds);
- *  and tickwheel_build_info{runtime="...",version="1.5.0"} 1. Two
+ *  and tickwheel_build_info{runtime="...",version="1.5.0"} 1. Since 1.7:
+ *  the histogram family tickwheel_callback_stage_seconds{stage="driver"|
+ *  "wait"|"run"} (the lateness's two stages and the callbacks' duration,
+ *  as tw_stats has them) and tickwheel_queue_callback_stage_seconds{queue,
+ *  stage} per live queue; the gauges tickwheel_workers_busy,
+ *  tickwheel_waiting_for_worker, tickwheel_callbacks_running,
+ *  tickwheel_oldest_callback_age_seconds and tickwheel_timer_resident_bytes
+ *  (tickwheel_timer_slots counts the records resident); a name's bytes that
+ *  are not valid UTF-8 are each replaced by U+FFFD in the label. Two
  *  runtimes' texts concatenated form one exposition that Prometheus and
  *  the prometheus_client parser accept (each text repeats the "# HELP" and
  *  "# TYPE" lines of its families, identically; the series stay distinct);
@@ -988,7 +1051,7 @@ TW_API int tw_runtime_shard_stats(tw_runtime *rt, uint32_t shard, uint64_t *pend
  *  delayed, so it can be scraped often. Each value is a
  *  recent one, not one linearizable snapshot; read at quiescence they
  *  equal tw_runtime_stats(). Cost: O(shards + queues) plus a fixed part;
- *  about 5 KB of text plus 120 bytes per shard and 1.8 KB per live
+ *  about 12 KB of text plus 120 bytes per shard and 8 KB per live
  *  delivery queue (each queue's counters are read under that queue's own
  *  brief lock), built in a heap-allocated buffer and then copied. Returns, in this order:
  *   TW_EINVAL   rt is NULL; buf is NULL and cap > 0.

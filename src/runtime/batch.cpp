@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "runtime/hazard.hpp"
+#include "runtime/probes.hpp"
 #include "runtime/timer_ops.hpp"
 #include "runtime/timer_state.hpp"
 
@@ -110,6 +111,7 @@ std::size_t stop_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t 
             }
             stopped += ok;
             if (results != nullptr) results[base + j] = ok ? std::error_code{} : make_error_code(errc::not_found);
+            TW_PROBE(stop, core.config.name.c_str(), id, ok ? 1 : 0);
         }
     }
     box.flush();
@@ -141,6 +143,7 @@ std::size_t reset_batch(RuntimeCore& core, const std::uint64_t* ids, std::size_t
             else if (!ec)
                 ec = make_error_code(errc::not_found);
             if (results != nullptr) results[base + j] = ec;
+            TW_PROBE(reset, core.config.name.c_str(), id, ok ? 1 : 0);
         }
     }
     box.flush();
@@ -332,7 +335,19 @@ std::size_t Runtime::start_n_sized(const StartOptions* opts, std::size_t opts_si
         ec = make_error_code(errc::forked);
         return 0;
     }
-    return rt::start_batch(*core_, this, opts, opts_size, n, cbs, out, results);
+    const std::size_t started = rt::start_batch(*core_, this, opts, opts_size, n, cbs, out, results);
+    if (TW_PROBE_ENABLED(start)) {
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!out[i]) continue;
+            StartOptions o;
+            const auto* at = reinterpret_cast<const StartOptions*>(reinterpret_cast<const char*>(opts) + i * opts_size);
+            if (opts_size == sizeof(StartOptions) || rt::read_start_options(at, opts_size, o)) {
+                if (opts_size == sizeof(StartOptions)) std::memcpy(&o, at, sizeof o);
+                rt::probe_start(*core_, o, out[i].id(), __builtin_return_address(0));
+            }
+        }
+    }
+    return started;
 }
 
 }  // namespace tickwheel

@@ -77,11 +77,40 @@ unsigned LatencyHistogram::export_bucket_of(std::uint64_t ns) noexcept {
                                  std::begin(kExportBoundsNs));
 }
 
-void LatencyHistogram::record(std::uint64_t ns) noexcept {
-    const unsigned si = this_thread_stripe();
+namespace {
+/// The smallest value of log-linear bucket b (UINT64_MAX past the last).
+constexpr std::uint64_t bucket_low(unsigned b) noexcept {
+    constexpr unsigned kSub = LatencyHistogram::kSub;
+    if (b < kSub) return b;
+    const unsigned log2 = b / kSub + 2;
+    if (log2 >= 64) return ~std::uint64_t{0};
+    return (std::uint64_t{kSub} + (b % kSub)) << (log2 - 3);
+}
+/// For each log-linear bucket: the export bucket of its smallest value.
+struct ExportOfBucket {
+    std::uint8_t of[LatencyHistogram::kBuckets] = {};
+    constexpr ExportOfBucket() {
+        for (unsigned b = 0; b < LatencyHistogram::kBuckets; ++b) {
+            const std::uint64_t lo = bucket_low(b);
+            unsigned e = 0;
+            while (e < LatencyHistogram::kExportBounds && LatencyHistogram::kExportBoundsNs[e] < lo) ++e;
+            of[b] = static_cast<std::uint8_t>(e);
+        }
+    }
+};
+constexpr ExportOfBucket kExportOfBucket{};
+}  // namespace
+
+unsigned LatencyHistogram::export_bucket_of(std::uint64_t ns, unsigned b) noexcept {
+    const unsigned e = kExportOfBucket.of[b];
+    return e + static_cast<unsigned>(e < kExportBounds && ns > kExportBoundsNs[e]);
+}
+
+void LatencyHistogram::record_on(unsigned si, std::uint64_t ns) noexcept {
     Stripe& s = stripes_[si];
-    stripe_add(s.bucket[bucket_of(ns)], si, 1);
-    stripe_add(s.exported[export_bucket_of(ns)], si, 1);
+    const unsigned b = bucket_of(ns);
+    stripe_add(s.bucket[b], si, 1);
+    stripe_add(s.exported[export_bucket_of(ns, b)], si, 1);
     stripe_add(s.sum, si, ns);
     std::uint64_t m = s.max.load(std::memory_order_relaxed);
     if (si != kShared) {
@@ -143,6 +172,35 @@ LatencyHistogram::Export LatencyHistogram::export_snapshot() const noexcept {
     }
     for (const std::uint64_t n : out.bucket) out.count += n;
     return out;
+}
+
+LatencyHistogram::Export LockedExportHistogram::snapshot() const noexcept {
+    constexpr std::uint64_t kNsPerS = 1'000'000'000;
+    LatencyHistogram::Export out;
+    for (unsigned b = 0; b < LatencyHistogram::kExportBuckets; ++b) {
+        out.bucket[b] = bucket_[b];
+        out.count += bucket_[b];
+    }
+    out.sum_s = sum_ / kNsPerS;
+    out.sum_ns = sum_ % kNsPerS;
+    out.max = max_;
+    return out;
+}
+
+RunBoard::Reading RunBoard::read() const noexcept {
+    Reading r;
+    for (const Stripe& st : stripes_) {
+        if (st.depth.load(std::memory_order_acquire) == 0) continue;
+        ++r.running;
+        if (st.worker.load(std::memory_order_relaxed) != 0) ++r.workers_busy;
+        const std::int64_t since = st.since.load(std::memory_order_relaxed);
+        if (since != 0 && (r.oldest_since_ns == 0 || since < r.oldest_since_ns)) r.oldest_since_ns = since;
+    }
+    const std::int64_t shared = shared_running_.load(std::memory_order_relaxed);
+    const std::int64_t shared_workers = shared_workers_.load(std::memory_order_relaxed);
+    if (shared > 0) r.running += static_cast<std::uint64_t>(shared);
+    if (shared_workers > 0) r.workers_busy += static_cast<std::uint64_t>(shared_workers);
+    return r;
 }
 
 }  // namespace tickwheel::rt

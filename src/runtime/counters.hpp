@@ -105,7 +105,10 @@ public:
     /// One bucket per bound, plus the last one: above the largest bound.
     static constexpr unsigned kExportBuckets = kExportBounds + 1;
 
-    void record(std::uint64_t ns) noexcept;
+    void record(std::uint64_t ns) noexcept { record_on(this_thread_stripe(), ns); }
+    /// record() on stripe `si` (this_thread_stripe(), looked up once by a
+    /// caller that records into several histograms: a run's stages).
+    void record_on(unsigned si, std::uint64_t ns) noexcept;
     struct Summary {
         std::uint64_t count = 0, p50 = 0, p99 = 0, p999 = 0, max = 0;
     };
@@ -130,6 +133,10 @@ public:
     /// The export bucket a value falls in: the first bound >= ns, or
     /// kExportBounds above them all.
     static unsigned export_bucket_of(std::uint64_t ns) noexcept;
+    /// The same, knowing its log-linear bucket `b` (bucket_of(ns)): a table
+    /// and one compare (a log-linear bucket spans < 12.5%, the export bounds
+    /// are >= 2x apart: it straddles at most one bound).
+    static unsigned export_bucket_of(std::uint64_t ns, unsigned b) noexcept;
 
 private:
     struct alignas(64) Stripe {
@@ -137,6 +144,112 @@ private:
         std::atomic<std::uint64_t> max{0};
         std::atomic<std::uint64_t> sum{0};
         std::atomic<std::uint64_t> exported[kExportBuckets] = {};
+    };
+    Stripe stripes_[kStripes];
+};
+
+/// The export buckets of LatencyHistogram alone (no percentiles), for
+/// values recorded under a lock the owner holds anyway: a delivery queue's
+/// lateness by stage (issue 34). Not thread-safe: the owner serialises
+/// record() and snapshot().
+class LockedExportHistogram {
+public:
+    void record(std::uint64_t ns) noexcept {
+        ++bucket_[LatencyHistogram::export_bucket_of(ns)];
+        sum_ += ns;
+        if (ns > max_) max_ = ns;
+    }
+    LatencyHistogram::Export snapshot() const noexcept;
+
+private:
+    std::uint64_t bucket_[LatencyHistogram::kExportBuckets] = {};
+    std::uint64_t sum_ = 0;  // wraps after 2^64 ns (584 years)
+    std::uint64_t max_ = 0;
+};
+
+/// The stages of a run's lateness (issue 34), in the order the exports use.
+enum Stage : unsigned {
+    kStageDriver,  // deadline -> its shard's driver handed it over (to the workers or its queue)
+    kStageWait,    // handed over -> the callback's start (a worker, or the queue's run)
+    kStageRun,     // the callback's duration
+    kStageCount
+};
+/// The `stage` label of each Stage.
+inline constexpr const char* kStageNames[kStageCount] = {"driver", "wait", "run"};
+
+/// Which threads run a callback of one runtime now, and since when (issue
+/// 34: the busy-worker gauge and the age of the longest-running callback).
+/// Striped like Counters: a thread with a lease writes only its own stripe
+/// (plain stores, no locked instruction); threads on the shared stripe
+/// (more than kLeases counting at once) are counted with fetch_add, and
+/// their runs' ages are not tracked. A thread that runs a callback inside
+/// another (a callback running a delivery queue) counts once, from its
+/// outermost run.
+class RunBoard {
+public:
+    /// This thread begins a callback at `since_ns` (monotonic); `worker`:
+    /// on one of the runtime's workers (not a queue's thread, not an advance).
+    void begin(std::int64_t since_ns, bool worker) noexcept { begin_on(this_thread_stripe(), since_ns, worker); }
+    void begin_on(unsigned s, std::int64_t since_ns, bool worker) noexcept {
+        if (s == kShared) [[unlikely]] {
+            shared_running_.fetch_add(1, std::memory_order_relaxed);
+            if (worker) shared_workers_.fetch_add(1, std::memory_order_relaxed);
+            return;
+        }
+        Stripe& st = stripes_[s];
+        const std::uint32_t d = st.depth.load(std::memory_order_relaxed);
+        if (d == 0) {
+            st.worker.store(worker ? 1 : 0, std::memory_order_relaxed);
+            st.since.store(since_ns, std::memory_order_relaxed);
+        }
+        st.depth.store(d + 1, std::memory_order_release);
+    }
+    /// The callback begun last on this thread returned.
+    void end(bool worker) noexcept { end_on(this_thread_stripe(), worker); }
+    void end_on(unsigned s, bool worker) noexcept {
+        if (s == kShared) [[unlikely]] {
+            shared_running_.fetch_sub(1, std::memory_order_relaxed);
+            if (worker) shared_workers_.fetch_sub(1, std::memory_order_relaxed);
+            return;
+        }
+        Stripe& st = stripes_[s];
+        st.depth.store(st.depth.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+    }
+    struct Reading {
+        std::uint64_t running = 0;       // callbacks in progress (outermost runs), any thread
+        std::uint64_t workers_busy = 0;  // ... of them on the runtime's workers
+        std::int64_t oldest_since_ns = 0;  // the earliest start among them (leased threads); 0: none
+    };
+    /// A recent reading (relaxed loads; not one instant). Any thread.
+    Reading read() const noexcept;
+
+private:
+    struct alignas(64) Stripe {
+        std::atomic<std::uint32_t> depth{0};   // runs of this runtime nested on the thread
+        std::atomic<std::uint32_t> worker{0};  // the outermost one is on a worker
+        std::atomic<std::int64_t> since{0};    // the outermost one's start
+    };
+    Stripe stripes_[kLeases];
+    alignas(64) std::atomic<std::int64_t> shared_running_{0};
+    std::atomic<std::int64_t> shared_workers_{0};
+};
+
+/// One striped count (as Counters, a single counter).
+class StripedCount {
+public:
+    void add(std::uint64_t n = 1) noexcept {
+        const unsigned s = this_thread_stripe();
+        stripe_add(stripes_[s].v, s, n);
+    }
+    std::uint64_t sum() const noexcept {
+        std::uint64_t t = 0;
+        for (const auto& st : stripes_) t += st.v.load(std::memory_order_relaxed);
+        return t;
+    }
+
+private:
+    struct alignas(64) Stripe {
+        std::atomic<std::uint64_t> v{0};
     };
     Stripe stripes_[kStripes];
 };

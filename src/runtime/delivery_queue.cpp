@@ -219,7 +219,7 @@ std::int64_t DeliveryQueue::run(std::size_t max, std::int64_t timeout_ns) noexce
         std::size_t calls;
         {
             // Each callback it runs records its lateness here (RuntimeCore::
-            // call: record_run_lateness). More than 1: a BURST timer's
+            // call: record_run_start). More than 1: a BURST timer's
             // catch-up, at most max - ran (the rest go back to this queue:
             // requeue_owed).
             FreeChain freed(core.shard(item.shard).table());
@@ -271,9 +271,16 @@ bool DeliveryQueue::requeue_owed(Record& r, Extra& x, const FireItem& next) noex
     return true;
 }
 
-void DeliveryQueue::record_run_lateness(std::uint64_t ns) const noexcept {
+void DeliveryQueue::record_run_start(std::uint64_t late, std::uint64_t driver, std::uint64_t wait) const noexcept {
     std::lock_guard<std::mutex> lock(mu_);
-    run_lateness_.record(ns);
+    run_lateness_.record(late);
+    stage_[kStageDriver].record(driver);
+    stage_[kStageWait].record(wait);
+}
+
+void DeliveryQueue::record_run_end(std::uint64_t ns) const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    stage_[kStageRun].record(ns);
 }
 
 void DeliveryQueue::close_begin() noexcept {
@@ -310,6 +317,7 @@ QueueCounters DeliveryQueue::counters() const noexcept {
     c.runners = runners_;
     c.signal = signal_lateness_.summarize();
     c.run = run_lateness_.summarize();
+    for (unsigned k = 0; k < kStageCount; ++k) c.stage[k] = stage_[k].snapshot();
     return c;
 }
 

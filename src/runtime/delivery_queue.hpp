@@ -110,6 +110,10 @@ struct QueueCounters {
     std::uint64_t runners = 0;    // threads inside run() now
     LatencyHistogram::Summary signal;  // deadline -> delivered (fd readable)
     LatencyHistogram::Summary run;     // deadline -> callback start
+    // Its runs' lateness by stage (issue 34; Stage: driver, wait -- the
+    // delivery to the run() that began it --, and the callbacks' duration),
+    // in the export buckets.
+    LatencyHistogram::Export stage[kStageCount];
 };
 
 class DeliveryQueue {
@@ -189,9 +193,12 @@ public:
     /// if nothing is owed (a reset cleared it), a stop or reset made the
     /// word RUNNING_* first, the queue is closing, or no memory.
     bool requeue_owed(Record& r, Extra& x, const FireItem& next) noexcept;
-    /// Records one callback's lateness (deadline it serves -> its start),
-    /// for every callback a run of this queue makes (RuntimeCore::call).
-    void record_run_lateness(std::uint64_t ns) const noexcept;
+    /// Records one callback's lateness (deadline it serves -> its start)
+    /// and its two stages (RuntimeCore::call), for every callback a run of
+    /// this queue makes.
+    void record_run_start(std::uint64_t late, std::uint64_t driver, std::uint64_t wait) const noexcept;
+    /// Records the duration of a callback that record_run_start() began.
+    void record_run_end(std::uint64_t ns) const noexcept;
     /// Whether this thread is inside a callback (or release hook) run by
     /// this queue, at any depth.
     bool running_on_this_thread() const noexcept;
@@ -261,7 +268,8 @@ private:
     bool signalled_ = false;     // the eventfd's counter is non-zero
     std::uint64_t delivered_ = 0, ran_ = 0;
     LockedHistogram signal_lateness_;
-    mutable LockedHistogram run_lateness_;  // under mu_ (record_run_lateness)
+    mutable LockedHistogram run_lateness_;  // under mu_ (record_run_start)
+    mutable LockedExportHistogram stage_[kStageCount];  // under mu_ (record_run_start, record_run_end)
 };
 
 /// The runtime's queues by slot, and the sections that make dropping one

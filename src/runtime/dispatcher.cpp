@@ -106,7 +106,7 @@ void name_tbb_worker() noexcept {
 }
 }  // namespace
 
-Dispatcher::Cursor::Cursor(Batch& b) noexcept : b_(b) {
+Dispatcher::Cursor::Cursor(Batch& b, StripedCount& taken) noexcept : b_(b), taken_(taken) {
     const unsigned a = b.arrivals.fetch_add(1, std::memory_order_relaxed);
     mine_ = a < b.lanes ? static_cast<int>(a) : -1;
 }
@@ -165,7 +165,9 @@ const FireItem* Dispatcher::Cursor::next() noexcept {
         stage_trace::record(stage_trace::kDueToTake, now - b_.due_ns[i]);
     }
 #endif
-    return i < b_.n ? &b_.items[i] : nullptr;
+    if (i >= b_.n) return nullptr;
+    taken_.add();  // no longer waiting for a worker (waiting())
+    return &b_.items[i];
 }
 
 Dispatcher::Dispatcher(unsigned workers, DrainFn drain, void* ctx) : drain_(drain), ctx_(ctx), workers_(workers) {
@@ -311,6 +313,7 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
     // One extra hold while enqueueing: a drain task may finish before the loop does.
     b->drainers.store(tasks + 1, std::memory_order_relaxed);
     inflight_.fetch_add(1, std::memory_order_relaxed);
+    submitted_.add(n);  // before any drain task can take one (waiting())
     unsigned enqueued = 0;
     if (pool_) {
         enqueued = pool_->post(&Dispatcher::run_task, b, tasks);
@@ -318,6 +321,7 @@ bool Dispatcher::submit(const FireItem* items, std::size_t n) noexcept {
         enqueued = submit_to_arena(b, tasks);
     }
     if (enqueued == 0) {  // nothing will run it: hand the items back
+        submitted_.add(0 - static_cast<std::uint64_t>(n));  // (modulo 2^64: the sum stays right)
         delete b;
         inflight_.fetch_sub(1, std::memory_order_relaxed);
         return false;
@@ -398,7 +402,7 @@ void Dispatcher::wait_idle() noexcept {
 }
 
 void Dispatcher::run_batch(Batch* b) noexcept {
-    Cursor cursor(*b);
+    Cursor cursor(*b, taken_);
 #ifdef TICKWHEEL_STAGE_TRACE
     cursor.task_ns_ = monotonic_ns();
 #endif

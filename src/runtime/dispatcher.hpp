@@ -68,6 +68,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "runtime/counters.hpp"
 #include "runtime/messages.hpp"
 
 namespace tickwheel::rt {
@@ -90,10 +91,11 @@ public:
 
     private:
         friend class Dispatcher;
-        explicit Cursor(struct Batch& b) noexcept;
+        Cursor(struct Batch& b, StripedCount& taken) noexcept;
         std::int64_t take_own() noexcept;
         std::int64_t steal() noexcept;
         struct Batch& b_;
+        StripedCount& taken_;
         int mine_;  // this task's lane, or -1 (more tasks than lanes)
 #ifdef TICKWHEEL_STAGE_TRACE
         std::int64_t task_ns_ = 0;  // when this drain task began (stage_trace.hpp)
@@ -122,6 +124,14 @@ public:
     /// fewer under an application's lower TBB limit (tbb_parallelism.hpp),
     /// or, on a WorkerPool, fewer once the system refused it a thread.
     unsigned concurrency() const noexcept;
+    /// Due timers handed over and not yet taken by a drain task (each item
+    /// is taken once, to run it or to find it stale): what waits for a
+    /// worker now (issue 34). Striped counts, a recent reading. Any thread.
+    std::uint64_t waiting() const noexcept {
+        const std::uint64_t taken = taken_.sum();  // (before submitted: never above the truth)
+        const std::uint64_t submitted = submitted_.sum();
+        return submitted > taken ? submitted - taken : 0;
+    }
     /// In a fork() child of the process that created it: forgets the arena
     /// or pool without touching oneTBB or the pool (whose threads do not
     /// exist there, and whose locks may have been copied held). Both are
@@ -153,6 +163,8 @@ private:
     std::unique_ptr<WorkerPool> pool_;  // the runtime's own threads
     std::unique_ptr<Linger> linger_;    // with arena_: the resident drain tasks' state
     alignas(64) std::atomic<std::int64_t> inflight_{0};
+    StripedCount submitted_;  // items handed over (the shards' threads)
+    StripedCount taken_;      // items taken by drain tasks (Cursor::next)
 };
 
 }  // namespace tickwheel::rt

@@ -34,3 +34,20 @@ inline void set_forked(std::error_code& ec) noexcept {
     ec = make_error_code(errc::forked);
 }
 }  // namespace tickwheel::rt
+
+namespace tickwheel::rt {
+/// The C API's tw_config.name "" (an empty string, not NULL): the runtime
+/// constructed on this thread while a NameAsGiven lives keeps its empty
+/// name instead of making one up (issue 34: only NULL gets a made-up name).
+/// C++'s Config::name cannot tell "" from unset: empty there means "make
+/// one up", as documented. (Here, beside the C API's other hidden helpers.)
+class NameAsGiven {
+public:
+    NameAsGiven() noexcept;
+    ~NameAsGiven();
+    NameAsGiven(const NameAsGiven&) = delete;
+    NameAsGiven& operator=(const NameAsGiven&) = delete;
+    /// Whether one lives on this thread (the runtime's construction asks).
+    static bool active() noexcept;
+};
+}  // namespace tickwheel::rt

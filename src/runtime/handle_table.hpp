@@ -25,6 +25,19 @@
 // the period words), then the records, each one 64-byte line. A record's
 // index is therefore computed from its address (index_of), and records need
 // not store it; its side entries are found the same way.
+//
+// Memory given back after a peak (issue 34; trim(), revive()). A chunk's
+// memory stays mapped for the table's life, but its pages may be given
+// back to the kernel (MADV_DONTNEED: they read as zeros until written): the
+// shard's driver, once the shard has far more free records than it needs
+// and has been quiet (Shard::maybe_trim), takes the whole free stack and
+// gives back every page (64 records) whose records are all on it and that
+// no thread is acting on; a chunk all of whose pages go goes whole, its
+// header page and side arrays too. Those records are off every list until
+// a start that finds the free stack empty pops their chunk from the
+// released list and makes them again (revive): FREE, at a generation above
+// every one they had (the chunk's floor), so that an id of theirs stays
+// stale. The owner rules: timer_state.hpp ("records given back").
 #pragma once
 
 #include <atomic>
@@ -75,12 +88,22 @@ public:
     /// Extra become resident. Any thread.
     Extra* make_extra(std::uint32_t index) noexcept;
     /// The side record of a record whose flags say it has one (kHasExtra,
-    /// read after validating the id); its chunk exists then.
-    Extra& extra(std::uint32_t index) const noexcept { return extra_of(at(index)); }
-    /// The same, from the record (through its chunk's header: no table needed).
+    /// read after validating the id); its chunk exists then. Through the
+    /// table's copy of the chunk's side pointers, not its header (which a
+    /// whole chunk given back to the kernel has not: trim()), so a reader
+    /// racing with the timer's end (a query, a reset) reads zeros there, never
+    /// through a null pointer.
+    Extra& extra(std::uint32_t index) const noexcept {
+        Extra* arr = meta_[index / kChunkSize].extras.load(std::memory_order_acquire);
+        return arr != nullptr ? arr[index % kChunkSize] : no_extra();
+    }
+    /// The same, from the record (through its chunk's header: no table
+    /// needed). For the record's owner, or a reader racing with its end: a
+    /// header zeroed by trim() gives a zero Extra nobody else uses.
     static Extra& extra_of(const Record& r) noexcept {
         const ChunkHeader* head = header_of(&r);
-        return head->extras.load(std::memory_order_acquire)[&r - first_of(head)];
+        Extra* arr = head->extras.load(std::memory_order_acquire);
+        return arr != nullptr ? arr[&r - first_of(head)] : no_extra();
     }
 
     /// Sets record `index`'s period word (timer_record.hpp, PeriodWord;
@@ -93,7 +116,10 @@ public:
     /// (read after validating the id, or by the shard that files it).
     static std::uint64_t period_word_of(const Record& r) noexcept {
         const ChunkHeader* head = header_of(&r);
-        return head->period_words.load(std::memory_order_acquire)[&r - first_of(head)].load(std::memory_order_relaxed);
+        const std::atomic<std::uint64_t>* arr = head->period_words.load(std::memory_order_acquire);
+        // (Null only in a chunk given back whole: a reader racing with the
+        // timer's end. It then reads "no period, no queue".)
+        return arr != nullptr ? arr[&r - first_of(head)].load(std::memory_order_relaxed) : 0;
     }
     static std::uint64_t period_ticks_of(const Record& r) noexcept {
         return PeriodWord::period_ticks(period_word_of(r));
@@ -190,6 +216,47 @@ public:
     /// Indices ever handed out: every allocated record is below this.
     std::uint32_t high_water() const noexcept;
 
+    // ---- giving memory back after a peak (issue 34) ---------------------------
+    /// The shard's driver (the only caller), when its free records exceed
+    /// what it needs (Shard::maybe_trim): takes the whole free stack, and
+    /// gives back to the kernel (MADV_DONTNEED) every page of records (64,
+    /// 4 KiB) that holds only free records -- no live timer, no record a
+    /// caller's cell keeps, none in quarantine, none a thread acts on
+    /// (hazard) or holds the deadline lock of -- as long as at least
+    /// `keep_free` free records stay resident; a chunk all of whose pages
+    /// go goes whole (its header and side arrays too). The rest goes back
+    /// on the free stack. Starts meanwhile take fresh indices (the stack is
+    /// empty while the driver holds it: for the walk, ~6 ns a record).
+    /// Returns the records given back. See "Giving memory back" in the
+    /// owner rules (timer_state.hpp).
+    std::uint64_t trim(std::uint64_t keep_free) noexcept;
+    /// Whether chunks given back wait to be made again (allocate does).
+    bool has_released() const noexcept {
+        return static_cast<std::uint32_t>(released_head_.load(std::memory_order_relaxed)) != 0;
+    }
+    /// Called (any thread) whenever the table's resident records grow by a
+    /// chunk -- one made, or one given back made again -- so that the
+    /// shard's driver looks again at what it may give back: a burst of
+    /// starts that a caller's cell holds posts nothing to the driver, which
+    /// may be in a long sleep. Rare (once per 32,767 records); set once,
+    /// before the table is shared.
+    void on_grow(void (*fn)(void*) noexcept, void* ctx) noexcept {
+        grow_fn_ = fn;
+        grow_ctx_ = ctx;
+    }
+    /// Records given back to the kernel and not made again.
+    std::uint64_t released_records() const noexcept { return released_records_.load(std::memory_order_relaxed); }
+    /// Records resident now: high_water() less those given back to the
+    /// kernel (trim()). Any thread; a recent value.
+    std::uint64_t resident_slots() const noexcept {
+        const std::uint64_t released = released_records_.load(std::memory_order_relaxed);
+        const std::uint64_t hw = high_water();
+        return hw > released ? hw - released : 0;
+    }
+    /// Bytes of records (whole chunks) and side arrays resident now, an
+    /// upper bound (side arrays count whole once made). Any thread.
+    std::uint64_t resident_bytes() const noexcept { return resident_bytes_.load(std::memory_order_relaxed); }
+
     /// Fetches a record's cache line (64 bytes, line-aligned) for writing
     /// (PREFETCHW: the line comes exclusive, the CAS or store that follows
     /// needs no second trip; a no-op on x86-64 CPUs without it). Batches
@@ -208,13 +275,15 @@ public:
     /// chunk header.
     static std::uint32_t index_of(const Record* r) noexcept {
         const ChunkHeader* head = header_of(r);
-        return head->number * kChunkSize + static_cast<std::uint32_t>(r - first_of(head));
+        return head->number.load(std::memory_order_relaxed) * kChunkSize + static_cast<std::uint32_t>(r - first_of(head));
     }
 
 private:
     static constexpr std::uintptr_t kChunkAlign = std::uintptr_t{2} << 20;
     struct alignas(64) ChunkHeader {
-        std::uint32_t number;
+        // Atomic (relaxed: a plain load): a reader racing with a timer's end
+        // may read it while revive() rewrites a whole chunk's header.
+        std::atomic<std::uint32_t> number;
         std::atomic<Extra*> extras{nullptr};  // the chunk's side arena, created on demand
         std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};  // its period words, likewise
         std::atomic<std::atomic<std::uint32_t>*> cell_slots{nullptr};    // where its records wait in callers' cells
@@ -225,14 +294,53 @@ private:
     }
     static const Record* first_of(const ChunkHeader* head) noexcept { return reinterpret_cast<const Record*>(head + 1); }
 
+    /// What the table keeps of each chunk beside it (trim(), revive()), and
+    /// the chunk's side pointers (copies of its header's, which survive a
+    /// whole chunk's release). One entry per possible chunk, in a lazily
+    /// mapped array (zeroed: every entry starts resident, nothing released).
+    struct ChunkMeta {
+        std::atomic<Extra*> extras{nullptr};
+        std::atomic<std::atomic<std::uint64_t>*> period_words{nullptr};
+        std::atomic<std::atomic<std::uint32_t>*> cell_slots{nullptr};
+        // kResident: none of its pages given back; kReleased: some are, and
+        // it is on the released list (its fields below belong to whoever
+        // pops it); written by trim() (the driver) before the list's CAS,
+        // and by revive() (any thread) after its pop.
+        std::atomic<std::uint32_t> state{0};
+        std::uint32_t next = 0;      // the released list's link: chunk + 1 (0: end)
+        std::uint32_t floor = 0;     // generation floor: records come back above every generation they had
+        std::uint32_t released = 0;  // records on its given-back pages
+        bool whole = false;          // every page, the header's too (rewritten by revive())
+        std::uint64_t pages[8] = {};  // the pages given back (bit p: page p of the chunk's 512)
+    };
+    static constexpr std::uint32_t kResident = 0, kReleased = 1;
+    static constexpr std::uint32_t kPageRecords = 4096 / sizeof(Record);  // 64
+    static constexpr std::uint32_t kPages = static_cast<std::uint32_t>(kChunkAlign / 4096);  // 512
+    /// A zero Extra for readers racing with a whole chunk's release.
+    static Extra& no_extra() noexcept;
+    /// Pops a released chunk and makes its records again: generations at
+    /// its floor, FREE, on the free stack -- but one, returned in
+    /// `index`/`gen` (nullptr: no released chunk). Any thread (allocate).
+    Record* revive(std::uint32_t& index, std::uint32_t& gen) noexcept;
+
     Record* make_chunk(std::uint32_t c) noexcept;
+    void grew() noexcept {
+        if (grow_fn_ != nullptr) grow_fn_(grow_ctx_);
+    }
     /// A fresh index's record, with its first generation; nullptr if no
     /// memory for its chunk (the index is then never used).
     Record* init_fresh(std::uint32_t index) noexcept;
     void quarantine(Record& r, std::uint32_t index, std::uint32_t gen) noexcept;
-    static void free_chunk(Record* first) noexcept;
+    void free_chunk(std::uint32_t c, Record* first) noexcept;
 
     std::unique_ptr<std::atomic<Record*>[]> chunks_;
+    void (*grow_fn_)(void*) noexcept = nullptr;  // on_grow()
+    void* grow_ctx_ = nullptr;
+    ChunkMeta* meta_ = nullptr;  // kMaxChunks entries (mmap: pages resident once touched)
+    // The released chunks: a stack linked through ChunkMeta::next, [ABA tag
+    // : 32 | chunk + 1 : 32]; pushed by the driver (trim), popped by any
+    // thread that finds the free stack empty (revive).
+    alignas(64) std::atomic<std::uint64_t> released_head_{0};
     alignas(64) std::atomic<std::uint64_t> next_fresh_{0};
     // [ABA tag : 32 | top index + 1 : 32]; 0 in the low half = empty.
     alignas(64) std::atomic<std::uint64_t> free_head_{0};
@@ -241,6 +349,9 @@ private:
     alignas(64) std::atomic<std::uint32_t> quarantine_head_{0};
     std::atomic<std::uint64_t> quarantined_{0};
     std::atomic<std::uint64_t> retired_{0};
+    // What the runtime holds of memory (resident_slots(), resident_bytes()).
+    std::atomic<std::uint64_t> released_records_{0};
+    std::atomic<std::uint64_t> resident_bytes_{0};
     std::int64_t last_reclaim_ns_ = 0;  // shard thread only
     // The mirror (relaxed: read only to prefetch): entries pushed (mod
     // 2^32; the ring holds the last kMirror), moved back by allocate_n()'s

@@ -63,7 +63,9 @@ HazardSlot* take_slot() noexcept {
 // the static TLS block, which a library loaded by dlopen takes from glibc's
 // surplus), constant-initialised. The object that gives the slot back at
 // thread exit is touched once per thread (the general-dynamic model).
+}  // namespace
 [[gnu::tls_model("initial-exec")]] constinit thread_local HazardSlot* t_slot = nullptr;
+namespace {
 [[gnu::tls_model("initial-exec")]] constinit thread_local bool t_slot_returned = false;
 struct ThreadSlot {
     HazardSlot* slot = nullptr;
@@ -72,25 +74,23 @@ struct ThreadSlot {
         t_slot_returned = true;  // a later scope in this thread goes unguarded (HazardScope)
         if (slot != nullptr) {
             slot->rec.store(nullptr, std::memory_order_relaxed);
+            slot->inbox.store(nullptr, std::memory_order_relaxed);
             slot->taken.store(false, std::memory_order_release);
         }
     }
 };
 thread_local ThreadSlot t_slot_owner;
 
-[[gnu::noinline]] HazardSlot* first_slot() noexcept {
+}  // namespace
+
+HazardSlot* first_slot() noexcept {
     if (t_slot_returned) return nullptr;
     t_slot_owner.slot = take_slot();
     t_slot = t_slot_owner.slot;
     return t_slot;
 }
-}  // namespace
 
-HazardSlot* this_thread_slot() noexcept {
-    if (HazardSlot* s = t_slot) [[likely]]
-        return s;
-    return first_slot();
-}
+HazardSlot* this_thread_slot() noexcept { return this_thread_slot_inline(); }
 
 namespace {
 // This thread's scopes without a slot (fork_detail::hazard_in_child).
@@ -137,6 +137,22 @@ bool hazard_held(const void* rec) noexcept {
     for (HazardSlot* s = hazard_detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next)
         if (s->rec.load(std::memory_order_acquire) == rec) return true;
     return false;
+}
+
+bool inbox_held(const void* a, const void* b) noexcept {
+    if (hazard_detail::g_unguarded.load(std::memory_order_acquire) != 0) return true;
+    for (HazardSlot* s = hazard_detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next) {
+        const void* v = s->inbox.load(std::memory_order_acquire);
+        if (v != nullptr && (v == a || v == b)) return true;
+    }
+    return false;
+}
+
+bool hazard_records(std::vector<const void*>& out) {
+    if (hazard_detail::g_unguarded.load(std::memory_order_acquire) != 0) return false;
+    for (HazardSlot* s = hazard_detail::g_slots.load(std::memory_order_acquire); s != nullptr; s = s->next)
+        if (const void* r = s->rec.load(std::memory_order_acquire)) out.push_back(r);
+    return true;
 }
 
 }  // namespace tickwheel::rt

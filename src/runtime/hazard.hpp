@@ -28,11 +28,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 namespace tickwheel::rt {
 
 struct HazardSlot {
     std::atomic<const void*> rec{nullptr};
+    // The inbox (then its queue) this thread is posting to (inbox.hpp: a
+    // shard frees a retired queue only once no slot names it or its inbox).
+    std::atomic<const void*> inbox{nullptr};
     std::atomic<bool> taken{false};
     HazardSlot* next = nullptr;  // immutable once the slot is on the list
 };
@@ -41,6 +45,16 @@ namespace hazard_detail {
 /// This thread's slot (taken on first use; nullptr if no memory for one,
 /// then the thread counts itself in `unguarded` instead).
 HazardSlot* this_thread_slot() noexcept;
+/// The same, inline (a post to an inbox, on every start and stop that posts):
+/// the thread's slot once taken (initial-exec TLS: a plain %fs-relative
+/// load), else the slow path.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local HazardSlot* t_slot;
+[[gnu::cold]] HazardSlot* first_slot() noexcept;
+inline HazardSlot* this_thread_slot_inline() noexcept {
+    if (HazardSlot* s = t_slot) [[likely]]
+        return s;
+    return first_slot();
+}
 /// Whether membarrier is available and registered: kUndecided until a
 /// runtime is created or a heavy fence is made (decide_asymmetric()), then
 /// fixed (only a fork() child, single-threaded then, may turn it off).
@@ -128,5 +142,12 @@ void hazard_barrier() noexcept;
 /// Whether some thread is inside a HazardScope on `rec` (or some thread acts
 /// without a slot: then every record counts as held). After hazard_barrier().
 bool hazard_held(const void* rec) noexcept;
+/// Every record some thread is inside a HazardScope on, appended to `out`
+/// (after hazard_barrier()); false if some thread acts without a slot
+/// (then every record counts as held). May throw std::bad_alloc (push_back).
+bool hazard_records(std::vector<const void*>& out);
+/// Whether some thread's slot names `a` or `b` as the inbox it posts to (or
+/// some thread posts without a slot). After heavy_fence().
+bool inbox_held(const void* a, const void* b) noexcept;
 
 }  // namespace tickwheel::rt

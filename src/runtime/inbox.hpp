@@ -21,22 +21,90 @@
 // The shard drains the reserve before the queue (one relaxed load when it
 // is empty). Message order does not matter: each handler acts on the
 // record's current word, not on the message's history.
+//
+// Memory after a peak (issue 34). A moodycamel queue never frees a block
+// before it is destroyed: a burst that queued millions of messages (a 10 M
+// start or stop burst faster than the driver drains) kept ~10 bytes per
+// message of that backlog for the queue's life. So the queue lives in a
+// Box with an arena of its own (mmap'd regions, InboxArena: every
+// allocation the queue makes, a bump; freed only with the box), and after
+// a pass that drained kRetireAfter messages or more, once the inbox is
+// quiet, the driver retires the box: posters find a new, empty one; the
+// driver drains the old one, and frees it -- arena and all, straight back
+// to the kernel -- once no poster can be inside it: each post names the
+// inbox, then the box it loaded, in its thread's hazard slot
+// (HazardSlot::inbox) around its enqueue, and the driver looks, after a
+// heavy fence, for a slot naming either (hazard.hpp). It never waits for
+// one: a slot still naming them is looked at again at the next pass.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "concurrentqueue.h"
+#include "runtime/hazard.hpp"
 #include "runtime/test_hooks.hpp"
 
 namespace tickwheel::rt {
 
+/// The memory of one inbox queue: a chain of mmap'd regions handed out by
+/// a bump pointer (any thread, lock-free), freed whole with the arena.
+/// moodycamel frees only in its destructor, so nothing is ever freed one by
+/// one. (inbox.cpp)
+class InboxArena {
+public:
+    InboxArena() noexcept = default;
+    ~InboxArena();
+    InboxArena(const InboxArena&) = delete;
+    InboxArena& operator=(const InboxArena&) = delete;
+    /// `size` bytes, 16-aligned; nullptr if no memory.
+    void* allocate(std::size_t size) noexcept;
+    /// Bytes mapped (stats).
+    std::size_t mapped() const noexcept { return mapped_.load(std::memory_order_relaxed); }
+
+private:
+    struct Region;
+    std::atomic<Region*> current_{nullptr};
+    std::atomic<std::size_t> mapped_{0};
+};
+
+/// moodycamel's allocation hooks for the inbox's queues: from the arena of
+/// the box the calling thread constructs or destroys (t_arena), or the box
+/// it is posting to (its hazard slot names the box by its arena's address:
+/// Inbox::Posting), else the heap; a 16-byte prefix says which,
+/// for free(). (moodycamel allocates only when a post needs a block or a
+/// new producer: nothing to set per post but the slot.)
+struct InboxTraits : moodycamel::ConcurrentQueueDefaultTraits {
+    static void* malloc(std::size_t size);
+    static void free(void* p);
+    /// The arena the calling thread allocates from outside a post (making
+    /// and freeing a box), or a post without a hazard slot.
+    [[gnu::tls_model("initial-exec")]] static constinit thread_local InboxArena* t_arena;
+    struct Scope {
+        explicit Scope(InboxArena* a) noexcept : saved(t_arena) { t_arena = a; }
+        ~Scope() { t_arena = saved; }
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+        InboxArena* saved;
+    };
+};
+
 class Inbox {
 public:
     static constexpr std::size_t kReserve = 1024;
+    /// A pass that drained this many messages or more leaves its queue
+    /// retired once the inbox is quiet (~10 bytes a message of backlog: the
+    /// burst left some MiB behind).
+    static constexpr std::size_t kRetireAfter = 65536;
+
+    Inbox();
+    ~Inbox();
+    Inbox(const Inbox&) = delete;
+    Inbox& operator=(const Inbox&) = delete;
 
     /// Queues `m`; false if the queue could not allocate (nothing queued).
     /// Any thread.
@@ -44,7 +112,8 @@ public:
         if (test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) > 0 &&
             test_hooks::fail_inbox_posts.fetch_sub(1, std::memory_order_relaxed) > 0)
             return false;
-        return queue_.enqueue(m);
+        Posting in(*this);
+        return in.box().queue().enqueue(m);
     }
 
     /// Queues `m`, never losing it (see above); `wake()` wakes the drainer.
@@ -75,7 +144,8 @@ public:
     /// each of those takes one failure. Any thread.
     bool try_post_bulk(const std::uint64_t* m, std::size_t n) noexcept {
         if (test_hooks::fail_inbox_posts.load(std::memory_order_relaxed) > 0) return false;
-        return queue_.enqueue_bulk(m, n);
+        Posting in(*this);
+        return in.box().queue().enqueue_bulk(m, n);
     }
 
     /// Queues `n` messages, never losing one: as one block, or else each
@@ -104,17 +174,96 @@ public:
                 if (n == max) return n;
             }
         }
-        return n + queue_.try_dequeue_bulk(out + n, max - n);
+        // A retired box first (its messages are older), until it is empty;
+        // once no poster can be inside it (housekeep) and it is empty, it is
+        // freed here.
+        if (old_ != nullptr && n < max) {
+            const std::size_t got = old_->queue().try_dequeue_bulk(out + n, max - n);
+            n += got;
+            if (got == 0 && old_quiet_) free_old();
+        }
+        if (n == max) return n;
+        return n + current_.load(std::memory_order_relaxed)->queue().try_dequeue_bulk(out + n, max - n);
     }
 
-    std::size_t size_approx() const noexcept {
-        return queue_.size_approx() + reserve_n_.load(std::memory_order_relaxed);
-    }
+    /// The driver, after a pass that drained `drained` messages: retires the
+    /// queue after a big backlog once the inbox is quiet, and frees a
+    /// retired one once it is empty and no poster can be inside it. Never
+    /// waits. Returns whether a retired box is still pending (the driver
+    /// then keeps its housekeeping rhythm).
+    bool housekeep(std::size_t drained) noexcept;
+
+    /// Messages queued (approx.). Any thread: it names the inbox in its
+    /// hazard slot meanwhile, so neither box is freed under it.
+    std::size_t size_approx() const noexcept;
     /// Messages that went through the reserve since creation.
     std::uint64_t reserve_used() const noexcept { return reserve_used_.load(std::memory_order_relaxed); }
+    /// Queues retired and freed since creation (tests).
+    std::uint64_t retired() const noexcept { return retired_.load(std::memory_order_relaxed); }
 
 private:
-    moodycamel::ConcurrentQueue<std::uint64_t> queue_;
+    /// A queue and the arena it allocates from (see the top of the file).
+    struct Box {
+        InboxArena arena;  // a poster's slot names the box by its arena's address (InboxTraits::malloc)
+        // Made (and destroyed) with t_arena pointing at `arena`: make_box, free_box.
+        std::optional<moodycamel::ConcurrentQueue<std::uint64_t, InboxTraits>> q;
+        moodycamel::ConcurrentQueue<std::uint64_t, InboxTraits>& queue() noexcept { return *q; }
+        const moodycamel::ConcurrentQueue<std::uint64_t, InboxTraits>& queue() const noexcept { return *q; }
+    };
+    static Box* make_box() noexcept;
+    static void free_box(Box* b) noexcept;
+    /// A post's scope: names this inbox, then the box it posts to, in the
+    /// thread's hazard slot, and points the queue's allocations at the box's
+    /// arena (see the top of the file).
+    class Posting {
+    public:
+        /// `reader`: size_approx(), which reads both boxes: its slot keeps
+        /// naming the inbox (no box is freed meanwhile).
+        explicit Posting(const Inbox& in, bool reader = false) noexcept
+            : slot_(hazard_detail::this_thread_slot_inline()) {
+            // Names the inbox first, then (a poster) the box it loaded: a
+            // driver that retired the box and looks after its heavy fence
+            // sees either name, or this post saw the new box (see the top).
+            if (slot_ != nullptr) [[likely]]
+                slot_->inbox.store(&in, std::memory_order_relaxed);
+            else
+                enter_unguarded();
+            light_fence();
+            box_ = in.current_.load(std::memory_order_acquire);
+            if (slot_ != nullptr) [[likely]] {
+                if (!reader) slot_->inbox.store(&box_->arena, std::memory_order_relaxed);  // (names the box)
+            } else {
+                saved_arena_ = InboxTraits::t_arena;
+                InboxTraits::t_arena = &box_->arena;
+            }
+        }
+        ~Posting() {
+            // Release: the driver that sees the slot empty sees the enqueue.
+            if (slot_ != nullptr) [[likely]]
+                slot_->inbox.store(nullptr, std::memory_order_release);
+            else
+                leave_unguarded();
+        }
+        Box& box() const noexcept { return *box_; }
+        Posting(const Posting&) = delete;
+        Posting& operator=(const Posting&) = delete;
+
+    private:
+        void enter_unguarded() noexcept;
+        void leave_unguarded() noexcept;
+        HazardSlot* slot_;
+        Box* box_ = nullptr;
+        InboxArena* saved_arena_ = nullptr;  // (no slot only)
+    };
+
+    void free_old() noexcept;
+
+    std::atomic<Box*> current_;
+    Box* old_ = nullptr;                        // the driver's: retired, not yet freed
+    bool old_quiet_ = false;                    // the driver's: no poster can be inside old_ any more
+    std::atomic<const Box*> old_published_{nullptr};  // old_ for size_approx() (readers, any thread)
+    bool big_pass_ = false;                     // the driver's: a pass drained kRetireAfter or more
+    std::atomic<std::uint64_t> retired_{0};
     std::atomic<std::uint32_t> reserve_n_{0};
     std::atomic<std::uint64_t> reserve_used_{0};
     std::mutex reserve_mutex_;  // taken only when the queue failed to allocate; the drainer only tries it

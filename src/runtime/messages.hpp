@@ -29,8 +29,11 @@ struct Msg {
 };
 
 /// One due timer a shard hands to the dispatcher: the record, the full
-/// generation it was dispatched under, its shard, and the deadline that
-/// came due.
+/// generation it was dispatched under, its shard, the deadline that came
+/// due, and when its shard's driver handed it over (`found_ns`, monotonic:
+/// the end of the "driver" stage of its lateness, issue 34; 0: not
+/// measured -- a manual runtime's advance, which steps its clocks to each
+/// deadline -- and the stage counts as 0).
 ///
 /// A claim item (gen has kClaim set; issue 21) is a one-shot the shard found
 /// due in its wheel and handed over WITHOUT a transition: its word is still
@@ -43,6 +46,8 @@ struct FireItem {
     std::uint32_t gen;
     std::uint32_t shard;
     tick_t due;
+    std::int64_t found_ns = 0;
 };
+static_assert(sizeof(FireItem) == 32);
 
 }  // namespace tickwheel::rt

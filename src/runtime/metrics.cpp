@@ -124,6 +124,21 @@ void per_queue(Writer& w, const std::vector<Source>& src, std::string_view name,
     });
 }
 
+/// The samples of one histogram (its `le` buckets, cumulative, `_sum` and
+/// `_count`) with the label text `l`.
+void histogram_samples(Writer& w, std::string_view name, const std::string& l, const LatencyHistogram::Export& h) {
+    const std::string bucket = std::string(name) + "_bucket";
+    std::uint64_t cumulative = 0;
+    for (unsigned i = 0; i < LatencyHistogram::kExportBounds; ++i) {
+        cumulative += h.bucket[i];
+        w.sample(bucket, with(l, "le", seconds_of_ns(LatencyHistogram::kExportBoundsNs[i])), cumulative);
+    }
+    cumulative += h.bucket[LatencyHistogram::kExportBounds];
+    w.sample(bucket, with(l, "le", "+Inf"), cumulative);  // == the count: the buckets' sum
+    w.sample(std::string(name) + "_sum", l, format_seconds(h.sum_s, h.sum_ns));
+    w.sample(std::string(name) + "_count", l, cumulative);
+}
+
 }  // namespace
 
 std::string format_seconds(std::uint64_t s, std::uint64_t ns) {
@@ -141,18 +156,56 @@ std::string format_seconds(std::uint64_t s, std::uint64_t ns) {
     return out;
 }
 
+namespace {
+/// The length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no
+/// surrogates, nothing above U+10FFFF) that starts `v` at `i`, or 0.
+std::size_t utf8_sequence(std::string_view v, std::size_t i) noexcept {
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(v[k]); };
+    const unsigned char c = b(i);
+    if (c < 0x80) return 1;
+    std::size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;  // overlong
+        if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;  // overlong
+        if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+    } else {
+        return 0;  // a continuation byte, C0, C1, F5..FF
+    }
+    if (i + n > v.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+    for (std::size_t k = 2; k < n; ++k)
+        if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+    return n;
+}
+}  // namespace
+
 std::string escape_label_value(std::string_view v) {
     std::string out;
     out.reserve(v.size());
-    for (const char c : v) {
-        if (c == '\\')
+    for (std::size_t i = 0; i < v.size();) {
+        const char c = v[i];
+        if (c == '\\') {
             out += "\\\\";
-        else if (c == '"')
+        } else if (c == '"') {
             out += "\\\"";
-        else if (c == '\n')
+        } else if (c == '\n') {
             out += "\\n";
-        else
-            out += c;
+        } else if (const std::size_t n = utf8_sequence(v, i); n != 0) {
+            out.append(v.substr(i, n));
+            i += n;
+            continue;
+        } else {
+            // Not UTF-8 (issue 34): the text format requires it. Each such
+            // byte becomes U+FFFD, the replacement character.
+            out += "\xEF\xBF\xBD";
+        }
+        ++i;
     }
     return out;
 }
@@ -169,7 +222,8 @@ MetricsSnapshot take_metrics_snapshot(const RuntimeCore& core) {
     for (const auto& sh : core.shards) {
         s.pending_per_shard.push_back(sh->pending());
         s.inbox_per_shard.push_back(sh->inbox_size());
-        s.slots += sh->table().high_water();
+        s.slots += sh->table().resident_slots();
+        s.resident_bytes += sh->table().resident_bytes();
     }
     const Counters& c = core.counters;
     // Released before started: a timer is released after it is counted as
@@ -183,6 +237,14 @@ MetricsSnapshot take_metrics_snapshot(const RuntimeCore& core) {
     s.callback_exceptions = c.sum(kCallbackExceptions);
     s.cancelled_at_shutdown = c.sum(kCancelledAtShutdown);
     s.lateness = core.lateness.export_snapshot();
+    s.stage[kStageDriver] = core.driver_lateness.export_snapshot();
+    s.stage[kStageWait] = core.wait_lateness.export_snapshot();
+    s.stage[kStageRun] = core.run_duration.export_snapshot();
+    const Saturation sat = core.saturation();
+    s.workers_busy = sat.workers_busy;
+    s.waiting_for_worker = sat.waiting_for_worker;
+    s.callbacks_running = sat.callbacks_running;
+    s.oldest_run_age_ns = sat.oldest_run_age_ns;
     if (core.queues.in_use()) {
         core.queues.for_each([&](const DeliveryQueue& q) {
             if (q.destroyed()) return;
@@ -197,6 +259,7 @@ MetricsSnapshot take_metrics_snapshot(const RuntimeCore& core) {
             x.signal_max_ns = qc.signal.max;
             x.run_p99_ns = qc.run.p99;
             x.run_max_ns = qc.run.max;
+            for (unsigned k = 0; k < kStageCount; ++k) x.stage[k] = qc.stage[k];
             s.queues.push_back(x);
         });
     }
@@ -249,7 +312,12 @@ std::string format_metrics(const MetricsSnapshot* const* snaps, std::size_t n) {
         return pending;
     });
     single(w, src, "tickwheel_timer_slots", "gauge",
-           "Timer records ever allocated, 64 bytes each: the memory high-water mark.", [](S s) { return s.slots; });
+           "Timer records resident, 64 bytes each: those allocated, less those given back to the kernel "
+           "after a peak.",
+           [](S s) { return s.slots; });
+    single(w, src, "tickwheel_timer_resident_bytes", "gauge",
+           "Bytes of timer records and their side arrays resident (an upper bound).",
+           [](S s) { return s.resident_bytes; });
     per_shard(w, src, "tickwheel_shard_pending", "Timers filed in the shard's wheel.",
               &MetricsSnapshot::pending_per_shard);
     per_shard(w, src, "tickwheel_shard_inbox", "Requests queued to the shard (approximate).",
@@ -262,24 +330,33 @@ std::string format_metrics(const MetricsSnapshot* const* snaps, std::size_t n) {
            [](S s) { return seconds_of_ns(s.resolution_ns); });
     single(w, src, "tickwheel_shut_down", "gauge", "1 once the runtime is shut down, else 0.",
            [](S s) { return std::uint64_t{s.shut_down ? 1u : 0u}; });
+    single(w, src, "tickwheel_workers_busy", "gauge", "Callbacks running now on the runtime's workers.",
+           [](S s) { return s.workers_busy; });
+    single(w, src, "tickwheel_waiting_for_worker", "gauge",
+           "Due timers handed to the workers that no worker has taken yet.",
+           [](S s) { return s.waiting_for_worker; });
+    single(w, src, "tickwheel_callbacks_running", "gauge",
+           "Callbacks running now on any thread (workers, delivery queues' run calls, an advance).",
+           [](S s) { return s.callbacks_running; });
+    single(w, src, "tickwheel_oldest_callback_age_seconds", "gauge",
+           "How long the longest-running callback now has been running (0: none).",
+           [](S s) { return seconds_of_ns(s.oldest_run_age_ns); });
     single(w, src, "tickwheel_callback_lateness_max_seconds", "gauge",
            "The largest callback lateness seen since the runtime was created.",
            [](S s) { return seconds_of_ns(s.lateness.max); });
 
     // ---- the lateness histogram ----
     constexpr std::string_view kHist = "tickwheel_callback_lateness_seconds";
-    const std::string bucket = std::string(kHist) + "_bucket";
     family(w, src, kHist, "histogram", "Callback start minus the timer's deadline (rounded up to the tick).",
+           [&](S s, const std::string& l) { histogram_samples(w, kHist, l, s.lateness); });
+    // ---- lateness by stage, and the callbacks' duration (since 1.7) ----
+    constexpr std::string_view kStages = "tickwheel_callback_stage_seconds";
+    family(w, src, kStages, "histogram",
+           "A callback's lateness by stage -- driver: deadline to its shard's hand-over; wait: hand-over to the "
+           "callback's start (driver + wait = lateness) -- and run: the callback's duration.",
            [&](S s, const std::string& l) {
-               std::uint64_t cumulative = 0;
-               for (unsigned i = 0; i < LatencyHistogram::kExportBounds; ++i) {
-                   cumulative += s.lateness.bucket[i];
-                   w.sample(bucket, with(l, "le", seconds_of_ns(LatencyHistogram::kExportBoundsNs[i])), cumulative);
-               }
-               cumulative += s.lateness.bucket[LatencyHistogram::kExportBounds];
-               w.sample(bucket, with(l, "le", "+Inf"), cumulative);  // == the count: the buckets' sum
-               w.sample(std::string(kHist) + "_sum", l, format_seconds(s.lateness.sum_s, s.lateness.sum_ns));
-               w.sample(std::string(kHist) + "_count", l, cumulative);
+               for (unsigned k = 0; k < kStageCount; ++k)
+                   histogram_samples(w, kStages, with(l, "stage", kStageNames[k]), s.stage[k]);
            });
 
     // ---- delivery queues (since 1.5) ----
@@ -305,6 +382,22 @@ std::string format_metrics(const MetricsSnapshot* const* snaps, std::size_t n) {
     per_queue(w, src, "tickwheel_queue_run_lateness_max_seconds", "gauge",
               "Deadline to the callback's start on the queue's thread: the largest.",
               [](Q q) { return seconds_of_ns(q.run_max_ns); });
+    // The queues' runs by stage (since 1.7): wait is delivery to the start
+    // of the callback in the queue's run call.
+    constexpr std::string_view kQueueStages = "tickwheel_queue_callback_stage_seconds";
+    bool any_queue = false;
+    for (const Source& x : src) any_queue = any_queue || !x.s->queues.empty();
+    if (any_queue)
+        family(w, src, kQueueStages, "histogram",
+               "A delivery queue's callbacks by stage -- driver: deadline to the delivery; wait: delivery to the "
+               "callback's start in the queue's run call -- and run: the callback's duration.",
+               [&](S s, const std::string& l) {
+                   for (const QueueSnapshot& q : s.queues)
+                       for (unsigned k = 0; k < kStageCount; ++k)
+                           histogram_samples(w, kQueueStages,
+                                             with(with(l, "queue", Writer::number(q.slot)), "stage", kStageNames[k]),
+                                             q.stage[k]);
+               });
     return out;
 }
 

@@ -32,6 +32,7 @@ struct QueueSnapshot {
     std::uint32_t slot = 0;  // the `queue` label: unique among the runtime's live queues
     std::uint64_t due = 0, delivered = 0, ran = 0, runners = 0;
     std::uint64_t signal_p99_ns = 0, signal_max_ns = 0, run_p99_ns = 0, run_max_ns = 0;
+    LatencyHistogram::Export stage[kStageCount];  // its runs' lateness by stage (issue 34)
 };
 
 /// Everything the exposition shows of one runtime, read once.
@@ -52,6 +53,9 @@ struct MetricsSnapshot {
     std::uint64_t callback_exceptions = 0;
     std::uint64_t cancelled_at_shutdown = 0;
     LatencyHistogram::Export lateness;
+    LatencyHistogram::Export stage[kStageCount];  // lateness by stage, and the runs' duration (issue 34)
+    std::uint64_t workers_busy = 0, waiting_for_worker = 0, callbacks_running = 0, oldest_run_age_ns = 0;
+    std::uint64_t resident_bytes = 0;
     std::vector<QueueSnapshot> queues;  // the live delivery queues, by slot
 };
 
@@ -73,7 +77,10 @@ inline std::string format_metrics(const MetricsSnapshot& s) {
 }
 
 /// `v` escaped as a label value of the text format 0.0.4: backslash,
-/// double quote and line feed as \\, \" and \n. Exposed for the tests.
+/// double quote and line feed as \\, \" and \n; and, since the format is
+/// UTF-8, each byte that is not part of a valid UTF-8 sequence (RFC 3629:
+/// no overlong forms, surrogates or code points above U+10FFFF) replaced by
+/// U+FFFD (issue 34). Exposed for the tests.
 std::string escape_label_value(std::string_view v);
 
 /// Exact decimal seconds of `s` + `ns` / 1e9 (ns < 1e9), without trailing

@@ -23,6 +23,7 @@
 
 #include "runtime/error_detail.hpp"
 #include "runtime/hazard.hpp"
+#include "runtime/probes.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_ops.hpp"
 #include "runtime/timer_state.hpp"
@@ -161,11 +162,34 @@ bool reset_record(RuntimeCore& core, Shard& shard, Record& r, std::uint64_t id, 
 namespace {
 /// reset() and reset_at() of one timer: reset_to() against fresh readings,
 /// counted.
-bool reset_one(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
+/// The reset probe (probes.hpp), out of the hot path: only while a tracer is attached.
+[[maybe_unused, gnu::cold, gnu::noinline]] void probe_reset(const rt::RuntimeCore& core, std::uint64_t id,
+                                                            bool rearmed) noexcept {
+    TW_PROBE(reset, core.config.name.c_str(), id, rearmed ? 1 : 0);
+}
+
+[[gnu::always_inline]] inline bool reset_plain(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute,
+                                               std::error_code& ec) noexcept {
     rt::Readings now(core.clocks);
     if (!rt::reset_to(core, id, value, absolute, now, nullptr, ec)) return false;
     core.counters.add(rt::kReset);
     return true;
+}
+
+/// A reset while a tracer is attached to the reset probe: the same reset,
+/// then the probe (out of line: the untraced path stays the plain reset).
+[[gnu::cold, gnu::noinline, maybe_unused]] bool reset_traced(rt::RuntimeCore& core, std::uint64_t id,
+                                                             std::int64_t value, bool absolute,
+                                                             std::error_code& ec) noexcept {
+    const bool rearmed = reset_plain(core, id, value, absolute, ec);
+    probe_reset(core, id, rearmed);
+    return rearmed;
+}
+
+bool reset_one(rt::RuntimeCore& core, std::uint64_t id, std::int64_t value, bool absolute, std::error_code& ec) noexcept {
+    if (TW_PROBE_ENABLED(reset)) [[unlikely]]
+        return reset_traced(core, id, value, absolute, ec);
+    return reset_plain(core, id, value, absolute, ec);
 }
 }  // namespace
 

@@ -70,7 +70,8 @@ Error::~Error() = default;  // the key function: Error's vtable and typeinfo liv
 // so that every growth changes sizeof; the 1.0 size stays the minimum).
 // The released sizes: abi_sizes.hpp.
 namespace {
-static_assert(sizeof(Config) == kConfigSizeV15, "a new Config size: add it to read_config");
+static_assert(sizeof(Config) == kConfigSizeV17, "a new Config size: add it to read_config");
+static_assert(sizeof(Stats) == kStatsSizeV17, "a new Stats size: add its fields to write_stats");
 static_assert(sizeof(StartOptions) == kStartOptionsSizeV13, "a new StartOptions size: add it to read_start_options");
 static_assert(sizeof(TimerInfo) == kTimerInfoSizeV13 && std::is_trivially_copyable_v<TimerInfo>);
 static_assert(sizeof(Config) >= kConfigSizeV1 && sizeof(StartOptions) >= kStartOptionsSizeV1 &&
@@ -107,7 +108,8 @@ static_assert(offsetof(StartOptions, deadline) == 0 && offsetof(StartOptions, de
               offsetof(StartOptions, policy) == 28 && offsetof(StartOptions, queue) == 32 &&
               offsetof(StartOptions, leeway) == 40 && offsetof(StartOptions, group) == 48 &&
               offsetof(StartOptions, clock) == 56 && offsetof(StartOptions, reserved) == 60);
-static_assert(offsetof(Config, manual_clock) == 64 && offsetof(Config, name) == 72);
+static_assert(offsetof(Config, manual_clock) == 64 && offsetof(Config, name) == 72 &&
+              offsetof(Config, slot_reserve) == 104);
 static_assert(offsetof(TimerInfo, state) == 0 && offsetof(TimerInfo, shard) == 4 &&
               offsetof(TimerInfo, deadline) == 8 && offsetof(TimerInfo, period) == 16 &&
               offsetof(TimerInfo, leeway) == 24 && offsetof(TimerInfo, group) == 32 &&
@@ -120,6 +122,11 @@ static_assert(offsetof(Stats, pending_per_shard) == 0 && offsetof(Stats, inbox_p
               offsetof(Stats, lateness_p50) == 112 && offsetof(Stats, lateness_p99) == 120 &&
               offsetof(Stats, lateness_p999) == 128 && offsetof(Stats, lateness_max) == 136 &&
               offsetof(Stats, lateness_samples) == 144);
+static_assert(offsetof(Stats, driver_lateness_p50) == 152 && offsetof(Stats, wait_lateness_p50) == 184 &&
+              offsetof(Stats, run_duration_p50) == 216 && offsetof(Stats, run_duration_samples) == 248 &&
+              offsetof(Stats, workers_busy) == 256 && offsetof(Stats, waiting_for_worker) == 264 &&
+              offsetof(Stats, callbacks_running) == 272 && offsetof(Stats, oldest_run_age) == 280 &&
+              offsetof(Stats, resident_bytes) == 288);  // 1.7
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -138,10 +145,11 @@ void copy_within(T& to, const T& from, std::size_t size, M T::*... members) {
 }
 
 Config read_config(const Config* p, std::size_t size) {
-    if (p == nullptr || (size != kConfigSizeV1 && size != kConfigSizeV13 && size != kConfigSizeV15)) {
+    if (p == nullptr ||
+        (size != kConfigSizeV1 && size != kConfigSizeV13 && size != kConfigSizeV15 && size != kConfigSizeV17)) {
         rt::set_error_detail(errc::invalid_argument,
-                             "Config of %zu bytes: not a size of a released 1.x layout (64, 72, 104; a header "
-                             "newer than the library?)",
+                             "Config of %zu bytes: not a size of a released 1.x layout (64, 72, 104, 112; a "
+                             "header newer than the library?)",
                              size);
         throw Error(errc::invalid_argument);
     }
@@ -154,7 +162,8 @@ Config read_config(const Config* p, std::size_t size) {
     if (size == sizeof(Config)) return *p;
     Config c;  // a caller built against an older 1.x header: its fields, then our defaults
     copy_within(c, *p, size, &Config::shards, &Config::workers, &Config::resolution, &Config::pin_shards,
-                &Config::max_timers, &Config::on_callback_error, &Config::manual_clock, &Config::name);
+                &Config::max_timers, &Config::on_callback_error, &Config::manual_clock, &Config::name,
+                &Config::slot_reserve);
     return c;
 }
 
@@ -168,7 +177,13 @@ void write_stats(Stats& to, Stats&& from, std::size_t size) {
     copy_within(to, from, size, &Stats::pending_per_shard, &Stats::inbox_per_shard, &Stats::live, &Stats::slots,
                 &Stats::started, &Stats::fired, &Stats::stopped, &Stats::reset, &Stats::callback_exceptions,
                 &Stats::cancelled_at_shutdown, &Stats::lateness_p50, &Stats::lateness_p99, &Stats::lateness_p999,
-                &Stats::lateness_max, &Stats::lateness_samples);
+                &Stats::lateness_max, &Stats::lateness_samples, &Stats::driver_lateness_p50,
+                &Stats::driver_lateness_p99, &Stats::driver_lateness_p999, &Stats::driver_lateness_max,
+                &Stats::wait_lateness_p50, &Stats::wait_lateness_p99, &Stats::wait_lateness_p999,
+                &Stats::wait_lateness_max, &Stats::run_duration_p50, &Stats::run_duration_p99,
+                &Stats::run_duration_p999, &Stats::run_duration_max, &Stats::run_duration_samples,
+                &Stats::workers_busy, &Stats::waiting_for_worker, &Stats::callbacks_running, &Stats::oldest_run_age,
+                &Stats::resident_bytes);
 }
 }  // namespace
 
@@ -199,12 +214,20 @@ Config validated(Config c) {
     }
     if (c.shards == 0) c.shards = online_cpus();
     if (c.workers == 0) c.workers = online_cpus();
-    // Made-up names count every unnamed runtime of the process: unique.
-    if (c.name.empty())
+    // Made-up names count every unnamed runtime of the process: unique. (The
+    // C API's "" is kept: NameAsGiven, issue 34.)
+    if (c.name.empty() && !NameAsGiven::active())
         c.name = "tickwheel-" + std::to_string(runtimes_named.fetch_add(1, std::memory_order_relaxed) + 1);
     return c;
 }
 }  // namespace
+
+namespace {
+thread_local int t_name_as_given = 0;
+}  // namespace
+NameAsGiven::NameAsGiven() noexcept { ++t_name_as_given; }
+NameAsGiven::~NameAsGiven() { --t_name_as_given; }
+bool NameAsGiven::active() noexcept { return t_name_as_given != 0; }
 
 namespace {
 std::uint64_t next_uid() noexcept {
@@ -226,7 +249,8 @@ RuntimeCore::RuntimeCore(Runtime* rt, Config cfg)
     dispatcher = std::make_unique<Dispatcher>(config.workers, &RuntimeCore::drain, this);
     shards.reserve(config.shards);
     for (unsigned i = 0; i < config.shards; ++i)
-        shards.push_back(std::make_unique<Shard>(i, clock, clocks, *dispatcher, queues));
+        shards.push_back(std::make_unique<Shard>(i, clock, clocks, *dispatcher, queues, config.name.c_str(),
+                                                 config.slot_reserve == 0 ? kDefaultSlotReserve : config.slot_reserve));
     if (config.manual_clock) return;  // no driver threads: advance() drives the wheels
     const unsigned cpus = online_cpus();
     for (unsigned i = 0; i < config.shards; ++i)
@@ -245,6 +269,21 @@ RuntimeCore::~RuntimeCore() {
     // are closed already (shutdown) and now forget the runtime.
     queues.for_each([](DeliveryQueue& q) { q.detach(); });
     queues.drop_all();
+}
+
+Saturation RuntimeCore::saturation() const noexcept {
+    Saturation s;
+    const RunBoard::Reading r = runs.read();
+    s.callbacks_running = r.running;
+    s.workers_busy = r.workers_busy;
+    s.waiting_for_worker = dispatcher->waiting();
+    if (r.oldest_since_ns != 0) {
+        // The runs' starts are the machine's clock (a manual runtime's too;
+        // its upper bound: fast_clock, a few us at most above it).
+        const std::int64_t now = monotonic_ns();
+        s.oldest_run_age_ns = now > r.oldest_since_ns ? static_cast<std::uint64_t>(now - r.oldest_since_ns) : 0;
+    }
+    return s;
 }
 
 void RuntimeCore::abandon() noexcept {
@@ -421,7 +460,8 @@ void Runtime::stats_sized(Stats* out, std::size_t out_size) const {
     for (const auto& s : core.shards) {
         st.pending_per_shard.push_back(s->pending());
         st.inbox_per_shard.push_back(s->inbox_size());
-        st.slots += s->table().high_water();
+        st.slots += s->table().resident_slots();
+        st.resident_bytes += s->table().resident_bytes();
     }
     const auto& c = core.counters;
     st.started = c.sum(rt::kStarted);
@@ -438,6 +478,27 @@ void Runtime::stats_sized(Stats* out, std::size_t out_size) const {
     st.lateness_p99 = Duration(lat.p99);
     st.lateness_p999 = Duration(lat.p999);
     st.lateness_max = Duration(lat.max);
+    const auto driver = core.driver_lateness.summarize();
+    st.driver_lateness_p50 = Duration(driver.p50);
+    st.driver_lateness_p99 = Duration(driver.p99);
+    st.driver_lateness_p999 = Duration(driver.p999);
+    st.driver_lateness_max = Duration(driver.max);
+    const auto wait = core.wait_lateness.summarize();
+    st.wait_lateness_p50 = Duration(wait.p50);
+    st.wait_lateness_p99 = Duration(wait.p99);
+    st.wait_lateness_p999 = Duration(wait.p999);
+    st.wait_lateness_max = Duration(wait.max);
+    const auto run = core.run_duration.summarize();
+    st.run_duration_p50 = Duration(run.p50);
+    st.run_duration_p99 = Duration(run.p99);
+    st.run_duration_p999 = Duration(run.p999);
+    st.run_duration_max = Duration(run.max);
+    st.run_duration_samples = run.count;
+    const rt::Saturation sat = core.saturation();
+    st.workers_busy = sat.workers_busy;
+    st.waiting_for_worker = sat.waiting_for_worker;
+    st.callbacks_running = sat.callbacks_running;
+    st.oldest_run_age = Duration(static_cast<std::int64_t>(sat.oldest_run_age_ns));
     write_stats(*out, std::move(st), out_size);
 }
 

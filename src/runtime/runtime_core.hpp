@@ -83,6 +83,14 @@ struct ReleaseScope {
     ReleaseScope& operator=(const ReleaseScope&) = delete;
 };
 
+/// The saturation gauges (Stats, metrics; issue 34).
+struct Saturation {
+    std::uint64_t workers_busy = 0;        // callbacks running on the workers
+    std::uint64_t waiting_for_worker = 0;  // handed to the workers, not taken yet
+    std::uint64_t callbacks_running = 0;   // on any thread (outermost runs)
+    std::uint64_t oldest_run_age_ns = 0;   // the longest-running callback now
+};
+
 struct RuntimeCore {
     RuntimeCore(Runtime* owner, Config config);
     ~RuntimeCore();
@@ -124,13 +132,16 @@ struct RuntimeCore {
     std::size_t run_begun(const FireItem& item, FreeChain& freed, DeliveryQueue* queue,
                           std::size_t budget = static_cast<std::size_t>(-1)) noexcept;
     void finish_run(Record& r, const FireItem& item, FreeChain& freed) noexcept;
-    /// Calls r's callable as timer `id` for deadline `due` (lateness --
-    /// also the queue's that runs it, t_current.queue --, exceptions,
-    /// counters).
-    void call(Record& r, std::uint64_t id, tick_t due) noexcept;
+    /// Calls r's callable as timer `id` for deadline `due`, handed over by
+    /// its driver at `found_ns` (FireItem::found_ns): lateness and its
+    /// stages, the callback's duration -- also the queue's that runs it,
+    /// t_current.queue --, the run board, exceptions, counters, probes.
+    void call(Record& r, std::uint64_t id, tick_t due, std::int64_t found_ns) noexcept;
 
     /// In a fork() child: forget threads, arena and callables (see fork.hpp).
     void abandon() noexcept;
+    /// The saturation gauges now (runtime.cpp). Any thread.
+    Saturation saturation() const noexcept;
 
     /// A new delivery queue (tickwheel::Queue); carries a reference for the
     /// caller (create_queue and destroy_queue: queue_lifecycle.cpp). Throws
@@ -179,6 +190,14 @@ struct RuntimeCore {
     std::vector<std::unique_ptr<Shard>> shards;
     Counters counters;
     LatencyHistogram lateness;
+    // Lateness by stage (issue 34): deadline -> handed over by the driver,
+    // handed over -> the callback's start, and the callback's duration.
+    // lateness = driver + wait for every run.
+    LatencyHistogram driver_lateness;
+    LatencyHistogram wait_lateness;
+    LatencyHistogram run_duration;
+    // Callbacks in progress, and since when (busy workers, the oldest run).
+    RunBoard runs;
 
     // Live timers (started, not yet released), kept only when max_timers != 0;
     // stats() derives it from the counters otherwise.
@@ -201,5 +220,10 @@ struct RuntimeCore {
     std::atomic<std::uint64_t> start_seq{0};
     std::atomic<bool> shut_down{false};
 };
+
+/// The start probe of a timer `id` started with `o` from the code at
+/// `caller` (probes.hpp; start.cpp, batch.cpp: only while a tracer is attached).
+[[gnu::cold]] void probe_start(const RuntimeCore& core, const StartOptions& o, std::uint64_t id,
+                               const void* caller) noexcept;
 
 }  // namespace tickwheel::rt

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runtime/hazard.hpp"
+#include "runtime/probes.hpp"
 #include "runtime/stage_trace.hpp"
 #include "runtime/test_hooks.hpp"
 #include "runtime/timer_state.hpp"
@@ -46,8 +47,10 @@ struct Shard::DrivingScope {
 bool Shard::on_driver() const noexcept { return t_driving == this; }
 
 Shard::Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispatcher& dispatcher,
-             const QueueTable& queues)
+             const QueueTable& queues, const char* name, std::size_t slot_reserve)
     : index_(index),
+      name_(name),
+      slot_reserve_(slot_reserve),
       clock_(clock),
       clocks_(clocks),
       dispatcher_(dispatcher),
@@ -55,6 +58,20 @@ Shard::Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispa
       wheel_(clock.now_tick(clocks.mono())) {
     const std::int64_t mono = clocks.mono();
     for (unsigned c = 1; c < kClocks; ++c) seen_offset_[c] = clocks.now(static_cast<ClockId>(c)) - mono;
+    // Records grew (a burst, perhaps all in callers' cells, which post
+    // nothing): a driver in a long sleep wakes for one pass, whose
+    // maybe_trim() then keeps it on the housekeeping cadence until it may
+    // give the surplus back (issue 34). Once per 2 MiB chunk.
+    // Only once there may be enough to give back (no extra pass for a
+    // small runtime's first chunks).
+    table_.on_grow(
+        [](void* self) noexcept {
+            Shard& s = *static_cast<Shard*>(self);
+            if (s.slot_reserve_ != kNeverTrim &&
+                s.table_.resident_slots() + HandleTable::kChunkSize >= s.slot_reserve_ + kTrimMinRecords)
+                s.wake_for(0, true);
+        },
+        this);
 }
 
 Shard::~Shard() { stop_and_join(); }
@@ -168,6 +185,18 @@ bool Shard::take_back_and_recycle(CallerCells::Cell& c, Record& r, std::uint32_t
     FreeChain freed(table_);
     if (recycle_ended(r, freed)) return true;  // quarantined (a generation wrap): the driver reclaims it
     (void)freed.keep_in(cells_, c);  // kept for this thread's next start, else to the free stack
+    // A take-back posts nothing: after a burst that a cell held, a driver in
+    // a long sleep would never look at the records freed. Every
+    // kTakeBackWakeEvery take-backs of this thread, if the table holds
+    // enough free records for a trim, it is woken for a pass (issue 34).
+    [[gnu::tls_model("initial-exec")]] constinit thread_local std::uint32_t taken_back = 0;
+    if (++taken_back >= kTakeBackWakeEvery) [[unlikely]] {
+        taken_back = 0;
+        // (Only with a surplus to give back: a steady churn beside many
+        // pending timers wakes nobody.)
+        if (slot_reserve_ != kNeverTrim && table_.resident_slots() >= pending() + slot_reserve_ + kTrimMinRecords)
+            wake_for(0, true);
+    }
     return true;
 }
 
@@ -284,6 +313,7 @@ bool Shard::drain_inbox() {
     std::uint64_t msgs[kDrainBatch];
     bool any = false;
     reserve_busy_ = false;
+    std::size_t drained = 0;
     for (;;) {
         bool busy = false;
         const std::size_t n = inbox_.drain(msgs, kDrainBatch, busy);
@@ -292,8 +322,14 @@ bool Shard::drain_inbox() {
         for (std::size_t i = 0; i < n; ++i) handle(msgs[i], freed);
         freed.flush();
         any |= n != 0;
-        if (n < kDrainBatch) return any;
+        drained += n;
+        if (n < kDrainBatch) break;
     }
+    // After a big backlog the inbox's queue is retired and freed, memory and
+    // all (inbox.hpp, "Memory after a peak"; issue 34).
+    inbox_pending_ = inbox_.housekeep(drained);
+    last_drained_ = drained;
+    return any;
 }
 
 bool Shard::flush_fired() {
@@ -309,7 +345,11 @@ bool Shard::flush_fired() {
     // instead, a reader that saw a callback finish could still read it).
     pending_.store(wheel_.size(), std::memory_order_relaxed);
     test_hooks::window(nullptr, 'h');  // a driver mid-hand-off: its items popped, not handed over yet
+    // The end of their "driver" stage (issue 34): handed over now.
+    const std::int64_t found_ns = clocks_.mono();
+    for (std::size_t i = 0; i < fired_n_; ++i) fired_[i].found_ns = found_ns;
     if (!dispatcher_.submit(fired_, fired_n_)) return false;  // no memory: keep them, retry soon
+    TW_PROBE(dispatch, name_, index_, fired_n_, found_ns);
     fired_n_ = 0;
     test_hooks::window(nullptr, 'H');  // handed over: the workers may be running them
     return true;
@@ -323,6 +363,10 @@ bool Shard::flush_queued(std::int64_t now_ns) {
         pending_.store(wheel_.size(), std::memory_order_relaxed);  // before a queue can run them (flush_fired)
         std::stable_sort(queued_, queued_ + queued_n_,
                          [](const Queued& a, const Queued& b) { return a.slot < b.slot; });
+        // The end of their "driver" stage (issue 34): delivered now; their
+        // "wait" lasts until their queue's run() begins them.
+        const std::int64_t found_ns = clocks_.mono();
+        for (std::size_t k = 0; k < queued_n_; ++k) queued_[k].fire.found_ns = found_ns;
         FireItem group[kFireBatch];
         std::size_t i = 0;
         while (i < queued_n_) {
@@ -335,6 +379,7 @@ bool Shard::flush_queued(std::int64_t now_ns) {
                 queued_n_ -= i;
                 return false;
             }
+            TW_PROBE(queue_deliver, name_, queued_[i].slot, n, found_ns);
             i = j;
         }
         queued_n_ = 0;
@@ -494,7 +539,14 @@ bool Shard::expire_clocked(Record& r, std::uint32_t gen, tick_t now, tick_t grid
     return true;
 }
 
+void Shard::probe_expire(const Record& r, std::uint32_t gen, tick_t due, std::int64_t now_ns) const noexcept {
+    TW_PROBE(expire, name_, index_, Id::make(gen, index_, HandleTable::index_of(&r)), clock_.tick_start_ns(due), now_ns);
+}
+
 bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
+    // The expire probe's semaphore, read once per pass (a tracer attaching
+    // meanwhile sees the next pass): one register test per due timer.
+    const bool traced = TW_PROBE_ENABLED(expire);
     if (!flush_fired()) return false;
     // A queue whose transition mutex a caller holds (or that had no memory)
     // keeps its items here; the rest of the pass goes on (issue 31: the
@@ -542,6 +594,8 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
             if (Ctl::state(w) == State::Pending && Ctl::deadline(w) <= now &&
                 Ctl::gen10(w) == (gen & Ctl::kGenMask)) {
                 fired_[fired_n_++] = FireItem{&r, gen | FireItem::kClaim, index_, now};
+                if (traced) [[unlikely]]
+                    probe_expire(r, gen, Ctl::deadline(w), now_ns);
                 if (fired_n_ == kFireBatch && !flush_fired()) {
                     give_back();
                     return false;
@@ -588,6 +642,8 @@ bool Shard::expire(tick_t now, std::int64_t now_ns, tick_t grid_now) {
         }
         switch (s.out) {
             case ExpireOutcome::Fire:
+                if (traced) [[unlikely]]
+                    probe_expire(r, gen, s.due, now_ns);
                 count_skipped(r, s.skipped);
                 if (fixed_rate) wheel_.insert(&r, file_tick(r, s.file_at));  // the wheel keeps the rhythm
                 if (slot != 0)
@@ -625,6 +681,48 @@ void Shard::check_wheel() const noexcept {
     std::fprintf(stderr, "tickwheel: shard %u: Wheel::check() failed: %s\n", index_, what.str().c_str());
     std::abort();
 #endif
+}
+
+bool Shard::maybe_trim(tick_t now, std::int64_t now_ns) noexcept {
+    if (slot_reserve_ == kNeverTrim) return false;
+    const std::uint64_t resident = table_.resident_slots();
+    // (Live timers are in the wheel or wait in callers' cells.)
+    const std::uint64_t need = wheel_.size() + cells_.waiting() + slot_reserve_;
+    if (resident < need + kTrimMinRecords) {
+        trim_quiet_since_ns_ = 0;
+        return false;
+    }
+    // Quiet for kTrimQuietNs: no record taken fresh (a burst of starts
+    // grows the high-water mark) and few messages drained (a burst of stops
+    // posts Cancels) since the last look.
+    // (Nor while due timers wait for the workers: an expiry burst's
+    // callbacks are running and freeing records; a trim then would take the
+    // driver's core from them, and the records it gives back would be
+    // faulted in again by the next burst.)
+    const std::uint32_t hw = table_.high_water();
+    if (trim_quiet_since_ns_ == 0 || hw != trim_hw_ || last_drained_ >= kTrimBusyMessages ||
+        dispatcher_.waiting() != 0) {
+        trim_hw_ = hw;
+        trim_quiet_since_ns_ = now_ns;
+        return true;
+    }
+    if (now_ns - trim_quiet_since_ns_ < kTrimQuietNs || now_ns < trim_not_before_ns_) return true;
+    // Idle enough: the walk (~10 ns a free record, the driver's time) ends
+    // before the next timer is due -- or it was put off long enough.
+    const std::uint64_t res = clock_.resolution_ns();
+    const std::uint64_t walk_ticks = (resident - wheel_.size()) * 10 / res + 1;
+    const tick_t next = std::min(wheel_.next_expiry(), cells_min_due());
+    if (next != Wheel::kNever && next - now <= walk_ticks) {
+        if (trim_deferred_since_ns_ == 0) trim_deferred_since_ns_ = now_ns;
+        if (now_ns - trim_deferred_since_ns_ < kTrimMaxDeferNs) return true;
+    }
+    trim_deferred_since_ns_ = 0;
+    const std::uint64_t gave = table_.trim(slot_reserve_);
+    // Another try only after another quiet period; a trim that gave little
+    // back (live timers spread over the chunks) backs off longer.
+    trim_quiet_since_ns_ = 0;
+    if (gave < kTrimMinRecords) trim_not_before_ns_ = now_ns + kTrimBackoffNs;
+    return false;
 }
 
 void Shard::manual_step(tick_t now, tick_t grid_now, std::vector<FireItem>& out) {
@@ -732,6 +830,7 @@ void Shard::run(int cpu) {
         pending_.store(wheel_.size(), std::memory_order_relaxed);
         check_wheel();
         if (table_.quarantine_due(now_ns)) table_.reclaim_quarantine();
+        const bool trim_pending = maybe_trim(now, now_ns);  // memory back after a peak (issue 34)
 
         tick_t next = wheel_.next_expiry();
         // Out of memory, or a lock a caller held (the inbox's reserve, a
@@ -746,7 +845,8 @@ void Shard::run(int cpu) {
         // records in quarantine. Otherwise nothing but a deadline or a
         // message can give it work: it sleeps until the deadline (a "long
         // sleep", kLongSleep in sleep_until_), and the first message wakes it.
-        const bool housekeeping = drained || clocked_.entries_hint() != 0 || table_.quarantined() != 0;
+        const bool housekeeping =
+            drained || clocked_.entries_hint() != 0 || table_.quarantined() != 0 || trim_pending || inbox_pending_;
         const std::uint64_t cap_ticks = housekeeping ? housekeeping_ticks : max_sleep_ticks;
         bool capped = next - now > cap_ticks;
         bool long_sleep = !housekeeping && next - now > housekeeping_ticks;

@@ -116,14 +116,36 @@ public:
     /// (at least; more while it is large: clocked entries / 64).
     static constexpr std::size_t kPruneClockedPasses = 10;
     static constexpr std::size_t kDrainBatch = 512;
+    /// slot_reserve: never give memory back (Config::slot_reserve = kKeepAllSlots).
+    static constexpr std::size_t kNeverTrim = static_cast<std::size_t>(-1);
+    // Giving memory back after a peak (maybe_trim; issue 34). A trim is
+    // tried once the shard's records exceed its pending timers plus the
+    // reserve by kTrimMinRecords (4 MiB of records), its high-water mark has
+    // not moved for kTrimQuietNs and nothing is due within the walk's time
+    // (~10 ns per record: it holds the free stack meanwhile); after one that
+    // gave back less than kTrimMinRecords, not for kTrimBackoffNs; deferred
+    // for a due timer at most kTrimMaxDeferNs.
+    static constexpr std::uint64_t kTrimMinRecords = 65536;
+    static constexpr std::int64_t kTrimQuietNs = 200'000'000;
+    static constexpr std::int64_t kTrimBackoffNs = 2'000'000'000;
+    static constexpr std::int64_t kTrimMaxDeferNs = 2'000'000'000;
+    static constexpr std::size_t kTrimBusyMessages = 1024;  // drained in a pass: not quiet
+    // A thread's take-backs (callers' cells) between two looks at whether
+    // its shard's driver should wake to give memory back (take_back_and_recycle).
+    static constexpr std::uint32_t kTakeBackWakeEvery = 16384;
     static constexpr std::size_t kFireBatch = Dispatcher::kMaxBatch;
 
     /// Shard `index`, on `clock`'s ticks, handing due timers to `dispatcher`,
     /// or to their delivery queue in `queues` (timers bound to one).
     /// `clocks`: the runtime's clocks (boot-time and wall-clock timers are
     /// checked against theirs; a manual runtime's shards run no thread).
+    /// `name`: the runtime's name (its probes' first argument; it outlives
+    /// the shard).
+    /// `slot_reserve`: the free records it keeps resident when it gives
+    /// memory back after a peak (Config::slot_reserve, resolved;
+    /// kKeepAllSlots: never).
     Shard(unsigned index, const TickClock& clock, const Clocks& clocks, Dispatcher& dispatcher,
-          const QueueTable& queues);
+          const QueueTable& queues, const char* name = "", std::size_t slot_reserve = kNeverTrim);
     ~Shard();
     Shard(const Shard&) = delete;
     Shard& operator=(const Shard&) = delete;
@@ -236,6 +258,8 @@ public:
         swept_.store(true, std::memory_order_relaxed);  // (the cells' entries were cancelled too)
     }
     std::size_t inbox_size() const noexcept { return inbox_.size_approx(); }
+    /// Inbox queues retired and freed after a big backlog (tests).
+    std::uint64_t inbox_retired() const noexcept { return inbox_.retired(); }
 
 private:
     void run(int cpu);
@@ -266,6 +290,16 @@ private:
     void for_each_clocked(unsigned c, F&& f);
     bool flush_fired();
     bool flush_queued(std::int64_t now_ns);
+    /// The expire probe of `r` (generation `gen`, due at tick `due`) found
+    /// at a pass at `now_ns` (probes.hpp): out of the driver's loop.
+    [[gnu::cold, gnu::noinline]] void probe_expire(const Record& r, std::uint32_t gen, tick_t due,
+                                                   std::int64_t now_ns) const noexcept;
+    /// The driver, at the end of a pass at `now` (`now_ns`): gives free
+    /// records back to the kernel when the shard has far more than it needs
+    /// and has been quiet (HandleTable::trim; the constants above). Returns
+    /// whether a trim is pending (the driver then keeps its housekeeping
+    /// rhythm instead of a long sleep).
+    bool maybe_trim(tick_t now, std::int64_t now_ns) noexcept;
     void wake_if_sleeping_past(tick_t due) noexcept;
 
     /// Files a record taken from a caller's cell (entry `e`) into the wheel
@@ -300,6 +334,16 @@ private:
     void count_skipped(const Record& r, std::uint64_t skipped) noexcept;
 
     const unsigned index_;
+    const char* const name_;  // the runtime's (probes)
+    const std::size_t slot_reserve_;
+    // maybe_trim()'s state (the driver only): the high-water mark it last
+    // saw and since when; no try before trim_not_before_ns_; the first
+    // deferral for a due timer.
+    std::uint32_t trim_hw_ = 0;
+    std::int64_t trim_quiet_since_ns_ = 0;
+    std::int64_t trim_not_before_ns_ = 0;
+    std::int64_t trim_deferred_since_ns_ = 0;
+    std::size_t last_drained_ = 0;  // messages the last drain took (quiet or not)
     const TickClock& clock_;
     const Clocks& clocks_;
     Dispatcher& dispatcher_;
@@ -313,6 +357,9 @@ private:
     // The inbox's out-of-memory reserve was locked by a poster when the
     // driver drained: it looks again at its next tick (driver only).
     bool reserve_busy_ = false;
+    // The inbox retired its queue after a big backlog and has not freed it
+    // yet (Inbox::housekeep): the driver keeps passing (driver only).
+    bool inbox_pending_ = false;
     // The tick the driver sleeps until, 0 while it is awake (it re-checks the
     // inbox before sleeping), with kLongSleep set during a long sleep. A
     // poster whose deadline is earlier (any poster, in a long sleep) claims

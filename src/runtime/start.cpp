@@ -31,6 +31,7 @@
 #include "runtime/abi_sizes.hpp"
 #include "runtime/error_detail.hpp"
 #include "runtime/hazard.hpp"
+#include "runtime/probes.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_ops.hpp"
 #include "runtime/test_hooks.hpp"
@@ -483,6 +484,16 @@ errc start_plain(RuntimeCore& core, const StartOptions& o, detail::Callback& cb,
 /// through libstdc++'s PLT on every start otherwise).
 const std::error_category& g_system_category = std::system_category();
 }  // namespace
+
+void probe_start(const RuntimeCore& core, const StartOptions& o, std::uint64_t id, const void* caller) noexcept {
+    std::int64_t delay = o.delay.count();
+    if (o.deadline != TimePoint{}) {
+        const std::int64_t d = std::chrono::duration_cast<Duration>(o.deadline.time_since_epoch()).count() -
+                               core.clocks.now(static_cast<ClockId>(o.clock));
+        delay = d > 0 ? d : 0;
+    }
+    TW_PROBE(start, core.config.name.c_str(), id, Id::shard(id), delay, o.period.count(), caller);
+}
 }  // namespace rt
 
 Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, detail::Callback&& cb,
@@ -513,6 +524,7 @@ Timer Runtime::start_sized(const StartOptions* opts, std::size_t opts_size, deta
         return Timer{};
     }
     ec.assign(0, rt::g_system_category);
+    if (TW_PROBE_ENABLED(start)) rt::probe_start(core, *opts, id, __builtin_return_address(0));
     return Timer(this, id);
 }
 

@@ -220,6 +220,20 @@ public:
     /// callable leaks). Only for a fork() child discarding its parent's timers.
     void forget_callable() noexcept { user16 = CallableKinds::kNone; }
     bool has_callable() const noexcept { return (user16 & kKindMask) != CallableKinds::kNone; }
+    /// What names the callable for a tracer (the run_end probe, issue 34):
+    /// its type's invoker (a C++ callable's, by type; every C callback
+    /// shares the C API's) and the first word of its bytes (the C API's
+    /// tw_callback). The owner of RUNNING* only; for probes, never on a hot
+    /// path unless a tracer is attached.
+    const void* invoker_address() const noexcept {
+        const CallbackOps* ops = CallableKinds::ops(user16 & kKindMask);
+        return ops == nullptr ? nullptr : reinterpret_cast<const void*>(ops->invoke);
+    }
+    const void* first_word() const noexcept {
+        const void* w;
+        __builtin_memcpy(&w, fn_, sizeof w);
+        return w;
+    }
 
 private:
     friend struct TimerState;

@@ -189,6 +189,24 @@
 //                                  | cell's free list (CallerCells::kFreeMax),
 //                                  | which only the cell's owner pushes and pops
 //                                  | (plain accesses): its next start takes it
+//  records given back to the kernel | the shard's driver alone (HandleTable::trim),
+//  after a peak (a page's records,  | from records it took off the free stack: FREE,
+//  its chunk's meta; issue 34)      | on no list, no thread acting on them (hazard
+//                                   | after a barrier), no deadline lock held (taken
+//                                   | to tag 0 first); it then owns them, and their
+//                                   | pages read as zeros. Made again only by the
+//                                   | thread that pops their chunk from the released
+//                                   | list (HandleTable::revive, a start that found
+//                                   | the free stack empty): generations at the
+//                                   | chunk's floor, above every generation they had
+//                                   | (a stale id stays stale: its full generation
+//                                   | never matches), FREE, onto the free stack.
+//                                   | Never given back: a record in a caller's cell,
+//                                   | in quarantine, retired, or live; a chunk's header
+//                                   | page only with all its pages (then revive
+//                                   | rewrites the header first); readers racing with
+//                                   | an end read zeros (its side arrays through the
+//                                   | table: HandleTable::extra, never null)
 //
 // WHO MAY WAIT FOR WHOM (the progress rule, issue 31). A "caller" is any
 // thread outside the runtime: it starts, stops, resets, queries, runs a
@@ -218,6 +236,13 @@
 //                | and queue destroy (calls in  | a queue destroy for the starts
 //                | flight, runs in progress),   | bound to it, the out-of-memory
 //                | an advance (serialised)      | reserve's brief lock)
+//
+// Giving memory back after a peak (issue 34) waits for nobody either: the
+// driver's trim looks at the hazards and deadline locks once and keeps the
+// pages it finds held (a frozen caller pins its record's page, no more); a
+// retired inbox queue is freed at a later pass, once no poster's slot names
+// it (inbox.hpp); a start that finds the free stack empty makes a released
+// chunk again itself (a CAS on the released list), as it makes a fresh one.
 //
 // What a frozen caller can delay: only its own call in progress (a start
 // not yet placed or posted: its id was never returned; a reset or stop of

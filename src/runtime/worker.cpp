@@ -21,11 +21,13 @@
 // The worker owns the record while the word is RUNNING*: the fields it may
 // write then are in the owner table in timer_state.hpp.
 // (The C++ API's rooms, one idea each, are listed in runtime_core.hpp.)
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 
 #include "runtime/hazard.hpp"
+#include "runtime/probes.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/timer_state.hpp"
 
@@ -56,6 +58,11 @@ void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
         // A claim item: the shard only found it due; expiry's transition is
         // ours (PENDING -> RUNNING, judged at the shard's tick: never early).
         const FireItem own{item.rec, item.gen & ~FireItem::kClaim, item.shard, item.due};
+        // Its index, read while it is still this timer's (or the claim below
+        // fails): once a stop ends it, its chunk may be given back to the
+        // kernel, header and all (HandleTable::trim), and a Later's Insert
+        // must not name another slot.
+        const std::uint32_t index = HandleTable::index_of(own.rec);
         ClaimStep step;
         {
             HazardScope acting_on(own.rec);
@@ -63,7 +70,7 @@ void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
         }
         switch (step.out) {
             case ClaimOutcome::Run:
-                run_begun(FireItem{own.rec, own.gen, own.shard, step.due}, freed, nullptr);
+                run_begun(FireItem{own.rec, own.gen, own.shard, step.due, item.found_ns}, freed, nullptr);
                 return;
             case ClaimOutcome::Later:
                 // A reset moved it later after the shard looked: back to the
@@ -72,8 +79,7 @@ void RuntimeCore::run_one(const FireItem& item, FreeChain& freed) noexcept {
                 // wake-up is for the word's deadline after the post, not
                 // step.due: a reset may move it earlier meanwhile (issue
                 // 31, bug 3; Shard::post_and_wake).
-                shard(own.shard).post_and_wake(Msg::make(MsgType::Insert, own.gen, HandleTable::index_of(own.rec)),
-                                               step.due);
+                shard(own.shard).post_and_wake(Msg::make(MsgType::Insert, own.gen, index), step.due);
                 return;
             case ClaimOutcome::Drop: return;  // stopped: its canceller ends it
         }
@@ -88,18 +94,41 @@ bool RuntimeCore::begin_run(const FireItem& item) noexcept {
     return TimerState::begin_run(*item.rec, item.gen);
 }
 
-void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
+void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due, std::int64_t found_ns) noexcept {
     const std::int64_t due_ns = clock.tick_start_ns(due);
-    if (clocks.manual()) clocks.advance_to(due_ns);  // an advance steps the clocks to each deadline it serves
+    const bool manual = clocks.manual();
+    if (manual) clocks.advance_to(due_ns);  // an advance steps the clocks to each deadline it serves
     const std::int64_t start_ns = clocks.mono();
     const std::uint64_t late = start_ns > due_ns ? static_cast<std::uint64_t>(start_ns - due_ns) : 0;
-    lateness.record(late);
+    // Lateness by stage (issue 34): the driver's share ends when it handed
+    // the timer over (found_ns; 0 = not measured: a manual advance), the
+    // rest is the wait for a worker or for the queue's run(). They add up
+    // to the lateness. (A BURST catch-up's deadline may be after its hand-
+    // over: its lateness is all wait.)
+    const std::uint64_t driver =
+        found_ns > due_ns ? static_cast<std::uint64_t>(std::min(found_ns, std::max(start_ns, due_ns)) - due_ns) : 0;
+    const std::uint64_t wait = late - driver;
+    const unsigned si = this_thread_stripe();  // (one lookup for the four histograms and the run board)
+    lateness.record_on(si, late);
+    driver_lateness.record_on(si, driver);
+    wait_lateness.record_on(si, wait);
+    DeliveryQueue* const queue = const_cast<DeliveryQueue*>(t_current.queue);
     // Every run gives its queue a sample too, against the deadline it
     // serves (a BURST catch-up's own; issue 31).
-    if (t_current.queue != nullptr) t_current.queue->record_run_lateness(late);
+    if (queue != nullptr) queue->record_run_start(late, driver, wait);
+    // On a worker: not a queue's thread, not an advance (the busy-worker gauge).
+    const bool on_worker = queue == nullptr && !manual;
+    // The run's duration, on the machine's clock (a manual runtime's too):
+    // its upper-bound reading at both ends (clock.hpp, fast_clock: an
+    // unordered TSC read; its margin cancels out), not two more vDSO calls.
+    const std::int64_t run_ns = fast_clock::monotonic_upper_ns();
+    runs.begin_on(si, run_ns, on_worker);
+    TW_PROBE(run_begin, config.name.c_str(), id, Id::shard(id), driver, wait, queue != nullptr ? queue->slot() : 0);
+    bool threw = false;
     try {
         r.invoke(Timer(owner, id));
     } catch (...) {
+        threw = true;
         counters.add(kCallbackExceptions);
         if (config.on_callback_error) {
             try {
@@ -109,6 +138,12 @@ void RuntimeCore::call(Record& r, std::uint64_t id, tick_t due) noexcept {
             }
         }
     }
+    const std::int64_t end_ns = fast_clock::monotonic_upper_ns();
+    runs.end_on(si, on_worker);  // (the same thread: its lease for life)
+    const std::uint64_t took = end_ns > run_ns ? static_cast<std::uint64_t>(end_ns - run_ns) : 0;
+    run_duration.record_on(si, took);
+    if (queue != nullptr) queue->record_run_end(took);
+    TW_PROBE(run_end, config.name.c_str(), id, took, threw ? 1 : 0, r.invoker_address(), r.first_word());
     counters.add(kFired);
 }
 
@@ -125,7 +160,7 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, Deliv
     const CurrentRun saved = t_current;
     t_current = CurrentRun{this, &r, queue, &saved};
     const std::uint64_t id = Id::make(item.gen, item.shard, index);
-    call(r, id, item.due);
+    call(r, id, item.due, item.found_ns);
     std::size_t calls = 1;
     if (x != nullptr && r.policy() == Policy::Burst) {
         // Catch up: the grid deadlines that passed meanwhile (owed, counted
@@ -151,7 +186,7 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, Deliv
                 continue;
             }
             if (calls >= budget && queue != nullptr) {
-                if (queue->requeue_owed(r, *x, FireItem{item.rec, item.gen, item.shard, due + period})) {
+                if (queue->requeue_owed(r, *x, FireItem{item.rec, item.gen, item.shard, due + period, item.found_ns})) {
                     t_current = saved;  // not settled: due again on its queue (the word is not ours any more)
                     return calls;
                 }
@@ -165,7 +200,7 @@ std::size_t RuntimeCore::run_begun(const FireItem& item, FreeChain& freed, Deliv
             if (!x->owed.compare_exchange_weak(o, o - 1, std::memory_order_relaxed)) continue;
             x->runs.fetch_add(1, std::memory_order_relaxed);
             due += period;
-            call(r, id, due);
+            call(r, id, due, item.found_ns);
             ++calls;
         }
     }

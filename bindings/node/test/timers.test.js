@@ -302,3 +302,26 @@ test('after close() every batch call is TW_ESHUTDOWN or false', async () => {
   assert.deepEqual(c.stopMany(timers), [false]);
   assert.deepEqual(c.resetMany(timers, 1), [false]);
 });
+
+test('stats() shows lateness by stage and a busy loop as wait (since 1.7)', async () => {
+  const rt = new Runtime({ workers: 1 });
+  let ran = 0;
+  for (let i = 0; i < 5; i++) rt.start(1, () => { ran++; });
+  // The JavaScript thread is busy for 100 ms: the due callbacks wait for it.
+  const busyUntil = Date.now() + 100;
+  while (Date.now() < busyUntil) { /* a busy loop */ }
+  await until(() => ran === 5 && rt.stats().runDurationSamples === 5, 10000, 'the runs');
+  const st = rt.stats();
+  assert.equal(st.latenessSamples, 5);
+  assert.ok(st.waitLatenessMaxNs >= 50e6, `wait max ${st.waitLatenessMaxNs} ns: the busy loop`);
+  assert.ok(st.driverLatenessMaxNs <= st.latenessMaxNs);
+  for (const k of ['driverLatenessP50Ns', 'driverLatenessP99Ns', 'driverLatenessP999Ns', 'waitLatenessP50Ns',
+    'waitLatenessP99Ns', 'waitLatenessP999Ns', 'runDurationP50Ns', 'runDurationP99Ns', 'runDurationP999Ns',
+    'runDurationMaxNs', 'workersBusy', 'waitingForWorker', 'callbacksRunning', 'oldestRunAgeNs', 'slots',
+    'residentBytes']) {
+    assert.equal(typeof st[k], 'number', k);
+  }
+  assert.equal(st.workersBusy, 0);
+  assert.ok(st.residentBytes > 0);
+  await rt.close();
+});

@@ -62,11 +62,19 @@ def parse(text):
         if fam["type"] == "counter":
             assert name.endswith("_total"), name
         if fam["type"] == "histogram":
-            buckets = [(float(dict(l)["le"]), v) for (s, l), v in fam["samples"].items() if s == name + "_bucket"]
-            assert buckets and buckets[-1][0] == float("inf"), name
-            assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), name
-            assert buckets[-1][1] == fam["samples"][(name + "_count", ())], name
-            assert (name + "_sum", ()) in fam["samples"], name
+            # One series per label set other than le (since 1.7, e.g. the
+            # stage label of tickwheel_callback_stage_seconds).
+            series = {}
+            for (s, l), v in fam["samples"].items():
+                if s == name + "_bucket":
+                    rest = tuple(x for x in l if x[0] != "le")
+                    series.setdefault(rest, []).append((float(dict(l)["le"]), v))
+            assert series, name
+            for rest, buckets in series.items():
+                assert buckets[-1][0] == float("inf"), name
+                assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), name
+                assert buckets[-1][1] == fam["samples"][(name + "_count", rest)], name
+                assert (name + "_sum", rest) in fam["samples"], name
     return families
 
 
@@ -119,6 +127,25 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(fams["tickwheel_callback_lateness_seconds"]["type"], "histogram")
             self.assertAlmostEqual(value(fams, "tickwheel_callback_lateness_max_seconds"),
                                    st["lateness_max_ns"] / 1e9)
+            # Since 1.7 (issue 34): the stages, saturation and memory.
+            for stage in ("driver", "wait"):
+                self.assertEqual(value(fams, "tickwheel_callback_stage_seconds_count", (("stage", stage),)),
+                                 st["lateness_samples"])
+            self.assertEqual(value(fams, "tickwheel_callback_stage_seconds_count", (("stage", "run"),)),
+                             st["run_duration_samples"])
+            self.assertEqual(st["run_duration_samples"], 20)
+            self.assertLessEqual(st["driver_lateness_max_ns"], st["lateness_max_ns"])
+            self.assertLessEqual(st["wait_lateness_max_ns"], st["lateness_max_ns"])
+            for key in ("driver_lateness_p50_ns", "driver_lateness_p99_ns", "driver_lateness_p999_ns",
+                        "wait_lateness_p50_ns", "wait_lateness_p99_ns", "wait_lateness_p999_ns",
+                        "run_duration_p50_ns", "run_duration_p99_ns", "run_duration_p999_ns",
+                        "run_duration_max_ns", "workers_busy", "waiting_for_worker", "callbacks_running",
+                        "oldest_run_age_ns"):
+                self.assertIsInstance(st[key], int, key)
+            self.assertEqual(st["callbacks_running"], 0)
+            self.assertEqual(value(fams, "tickwheel_timer_slots"), st["slots"])
+            self.assertEqual(value(fams, "tickwheel_timer_resident_bytes"), st["resident_bytes"])
+            self.assertGreater(st["resident_bytes"], 0)
 
     def test_from_a_callback_after_shutdown_and_after_close(self):
         rt = Runtime(shards=1, workers=1)

@@ -1333,7 +1333,15 @@ class Runtime:
 
     # -- observation ----------------------------------------------------------------------
     def stats(self) -> dict:
-        """A snapshot of the runtime's counters (the C tw_stats fields)."""
+        """A snapshot of the runtime's counters (the C tw_stats fields). Since
+        1.7 also where the lateness comes from -- ``driver_lateness_*_ns``
+        (deadline to the shard's hand-over), ``wait_lateness_*_ns`` (to the
+        callback's start; this binding's callbacks run on its loop thread, so
+        a busy loop shows here) -- the callbacks' duration
+        (``run_duration_*_ns``, ``run_duration_samples``), the saturation
+        gauges (``workers_busy``, ``waiting_for_worker``, ``callbacks_running``,
+        ``oldest_run_age_ns``) and the memory ones (``slots``,
+        ``resident_bytes``)."""
         return self._native.call("stats", _ext.Runtime.stats)
 
     def metrics(self) -> str:
