@@ -129,7 +129,7 @@
 /** The major version of this header (see TW_VERSION). */
 #define TW_VERSION_MAJOR 1
 /** The minor version of this header (see TW_VERSION). */
-#define TW_VERSION_MINOR 6
+#define TW_VERSION_MINOR 7
 /** The patch version of this header (see TW_VERSION). */
 #define TW_VERSION_PATCH 0
 /** The version this header belongs to, encoded as tw_version() returns it. */

@@ -91,7 +91,7 @@ class TestBasics(unittest.TestCase):
         self.rt.close()
 
     def test_version_and_clock(self):
-        self.assertEqual(tickwheel.version(), (1, 6, 0))
+        self.assertEqual(tickwheel.version(), (1, 7, 0))
         self.assertEqual(tickwheel.__version__, "%d.%d.%d" % tickwheel.version())
         a = time.monotonic()
         n = tickwheel.now()

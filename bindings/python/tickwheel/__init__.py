@@ -117,7 +117,7 @@ from . import _loader
 
 #: The package's version: always the version of the C library it is released with
 #: (pyproject.toml reads it from here; keep it equal to tickwheel.h's TW_VERSION).
-__version__ = "1.6.0"
+__version__ = "1.7.0"
 
 __all__ = [
     "Runtime",

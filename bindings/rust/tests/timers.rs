@@ -31,8 +31,8 @@ fn start_counted(
 
 #[test]
 fn version_matches() {
-    assert_eq!(tickwheel::version(), (1, 6, 0));
-    assert_eq!(env!("CARGO_PKG_VERSION"), "1.6.0");
+    assert_eq!(tickwheel::version(), (1, 7, 0));
+    assert_eq!(env!("CARGO_PKG_VERSION"), "1.7.0");
 }
 
 #[test]
