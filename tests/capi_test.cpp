@@ -1287,6 +1287,6 @@ TEST(CApiMisc, CodesAreNegatedErrno) {
 
 TEST(CApiMisc, Version) {
     EXPECT_EQ(tw_version(), static_cast<std::uint32_t>(TW_VERSION));
-    EXPECT_EQ(tw_version(), (1u << 16) | (6u << 8) | 0u);
+    EXPECT_EQ(tw_version(), (1u << 16) | (7u << 8) | 0u);
     EXPECT_EQ(TW_ABI_VERSION, 1);
 }
