@@ -425,7 +425,16 @@ TEST(ForkAnywhere, ChildOfAForkAtTheEndOfTheCalibrationEndsItsOwn) {
 // calibration 'C', the resync's 'S', the token 'T', ...), in program order.
 TEST(ForkAnywhere, ChildCreatesARuntimeAfterAForkAtEveryPointOfTheFirstCreateAndStart) {
     Forker forker;
-    const std::string sites = sweep(Whose::Caller, 200);
+    // The first start's pair may be refused (its two TSC reads more than ~1
+    // us apart: seen under TSan on a loaded machine), and then that sweep
+    // passes no end of the calibration and no resync: up to three sweeps
+    // (every child of each is checked) until one covers them.
+    std::string sites;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        sites = sweep(Whose::Caller, 200);
+        if (!calibrates() || (std::count(sites.begin(), sites.end(), 'C') >= 4 && sites.find('S') != std::string::npos))
+            break;
+    }
     EXPECT_GE(sites.size(), 10u) << "too few points to mean anything";
     // The decision ('C' and its getenv 'g', by each of the two) and, where
     // the TSC path is used, the end of the calibration ('C') and a resync
