@@ -855,19 +855,22 @@ int runtime_stats(tw_runtime* rt, tw_stats* out) noexcept {
         v.lateness_p999_ns = static_cast<std::uint64_t>(st.lateness_p999.count());
         v.lateness_max_ns = static_cast<std::uint64_t>(st.lateness_max.count());
         v.lateness_samples = st.lateness_samples;
+        // A stage's four quantiles, in nanoseconds.
         const auto ns_of = [](tickwheel::Duration d) { return static_cast<std::uint64_t>(d.count()); };
-        v.driver_lateness_p50_ns = ns_of(st.driver_lateness_p50);
-        v.driver_lateness_p99_ns = ns_of(st.driver_lateness_p99);
-        v.driver_lateness_p999_ns = ns_of(st.driver_lateness_p999);
-        v.driver_lateness_max_ns = ns_of(st.driver_lateness_max);
-        v.wait_lateness_p50_ns = ns_of(st.wait_lateness_p50);
-        v.wait_lateness_p99_ns = ns_of(st.wait_lateness_p99);
-        v.wait_lateness_p999_ns = ns_of(st.wait_lateness_p999);
-        v.wait_lateness_max_ns = ns_of(st.wait_lateness_max);
-        v.run_duration_p50_ns = ns_of(st.run_duration_p50);
-        v.run_duration_p99_ns = ns_of(st.run_duration_p99);
-        v.run_duration_p999_ns = ns_of(st.run_duration_p999);
-        v.run_duration_max_ns = ns_of(st.run_duration_max);
+        const auto ns4 = [&ns_of](std::uint64_t* q4, tickwheel::Duration p50, tickwheel::Duration p99,
+                                  tickwheel::Duration p999, tickwheel::Duration max) {
+            for (const tickwheel::Duration d : {p50, p99, p999, max}) *q4++ = ns_of(d);
+        };
+        std::uint64_t q[4];
+        ns4(q, st.driver_lateness_p50, st.driver_lateness_p99, st.driver_lateness_p999, st.driver_lateness_max);
+        v.driver_lateness_p50_ns = q[0], v.driver_lateness_p99_ns = q[1], v.driver_lateness_p999_ns = q[2],
+        v.driver_lateness_max_ns = q[3];
+        ns4(q, st.wait_lateness_p50, st.wait_lateness_p99, st.wait_lateness_p999, st.wait_lateness_max);
+        v.wait_lateness_p50_ns = q[0], v.wait_lateness_p99_ns = q[1], v.wait_lateness_p999_ns = q[2],
+        v.wait_lateness_max_ns = q[3];
+        ns4(q, st.run_duration_p50, st.run_duration_p99, st.run_duration_p999, st.run_duration_max);
+        v.run_duration_p50_ns = q[0], v.run_duration_p99_ns = q[1], v.run_duration_p999_ns = q[2],
+        v.run_duration_max_ns = q[3];
         v.run_duration_samples = st.run_duration_samples;
         v.workers_busy = st.workers_busy;
         v.waiting_for_worker = st.waiting_for_worker;

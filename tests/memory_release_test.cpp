@@ -150,13 +150,26 @@ TEST(MemoryRelease, ABurstOfTenMillionGivesItsMemoryBackWithinTwoSeconds) {
     RecordProperty("rss_after_kb", std::to_string(rss));
 }
 
-TEST(MemoryRelease, IdsOfRecordsGivenBackStayStaleWhenTheirChunkComesBack) {
+namespace {
+/// One shard, one worker, a reserve of one record: everything beyond what
+/// the live timers need may go back.
+tickwheel::Config reserve_one() {
     tickwheel::Config cfg = tw_test::small_config(1, 1);
     cfg.slot_reserve = 1;
-    Runtime rt(cfg);
+    return cfg;
+}
+/// `n` timers due in an hour, their ids.
+std::vector<std::uint64_t> start_for_an_hour(Runtime& rt, std::size_t n) {
+    std::vector<std::uint64_t> ids(n);
+    for (std::size_t i = 0; i < n; ++i) ids[i] = rt.start(hours(1), [] {}).id();
+    return ids;
+}
+}  // namespace
+
+TEST(MemoryRelease, IdsOfRecordsGivenBackStayStaleWhenTheirChunkComesBack) {
+    Runtime rt(reserve_one());
     const std::size_t n = 3 * kChunk;
-    std::vector<std::uint64_t> old(n);
-    for (std::size_t i = 0; i < n; ++i) old[i] = rt.start(hours(1), [] {}).id();
+    const std::vector<std::uint64_t> old = start_for_an_hour(rt, n);
     for (const std::uint64_t id : old) ASSERT_TRUE(rt.stop(id));
     ASSERT_TRUE(slots_back_to(rt, 4096, tw_test::kWait)) << rt.stats().slots;
     // Made again: the same slots, new timers (pending an hour).
@@ -230,12 +243,9 @@ void park_hook(const void*, char what) {
 }  // namespace
 
 TEST(MemoryRelease, ARecordAThreadActsOnKeepsItsPage) {
-    tickwheel::Config cfg = tw_test::small_config(1, 1);
-    cfg.slot_reserve = 1;
-    Runtime rt(cfg);
+    Runtime rt(reserve_one());
     const std::size_t n = 3 * kChunk;
-    std::vector<std::uint64_t> ids(n);
-    for (std::size_t i = 0; i < n; ++i) ids[i] = rt.start(hours(1), [] {}).id();
+    const std::vector<std::uint64_t> ids = start_for_an_hour(rt, n);
     const std::uint64_t victim = ids[kChunk + 100];  // in the second chunk
     Park park;
     g_park = &park;

@@ -64,6 +64,19 @@ std::uint64_t u64(const prom::Exposition& e, const char* name, const std::map<st
 }
 
 /// The C API's text, through the sizing call and an exact buffer.
+/// A one-shard, one-worker C runtime named `name` (NULL: the library makes
+/// one up); nullptr (and a test failure) if it could not be made.
+tw_runtime* c_runtime_named(const char* name) {
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.shards = 1;
+    cfg.workers = 1;
+    cfg.name = name;
+    tw_runtime* rt = nullptr;
+    EXPECT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    return rt;
+}
+
 std::string c_metrics(tw_runtime* rt) {
     const int n = tw_runtime_metrics(rt, nullptr, 0);
     EXPECT_GT(n, 0);
@@ -646,13 +659,8 @@ TEST(MetricsLabels, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
 
     // Through both APIs: the exposition stays valid UTF-8 (the strict parser
     // checks it) and carries the replaced name.
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    cfg.workers = 1;
-    cfg.name = "cache-\xff\xfe";
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = c_runtime_named("cache-\xff\xfe");
+    ASSERT_NE(rt, nullptr);
     parse_or_fail(c_metrics(rt), ("cache-" + fffd + fffd).c_str());
     EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
     tickwheel::Config c = tw_test::small_config(1, 1);
@@ -665,20 +673,15 @@ TEST(MetricsLabels, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
 // Only NULL gets a made-up name (issue 34): 1.5 made one up for "" too. C++'s
 // Config::name cannot tell "" from unset: empty there is "make one up".
 TEST(MetricsLabels, AnEmptyCNameIsKeptAndOnlyNullGetsAMadeUpOne) {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.shards = 1;
-    cfg.workers = 1;
-    cfg.name = "";
-    tw_runtime* rt = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    tw_runtime* rt = c_runtime_named("");
+    ASSERT_NE(rt, nullptr);
     const std::string text = c_metrics(rt);
     EXPECT_NE(text.find("tickwheel_timers_started_total{runtime=\"\"} 0\n"), std::string::npos) << text;
     parse_or_fail(text, "");
     EXPECT_EQ(tw_runtime_destroy(rt), TW_OK);
 
-    cfg.name = nullptr;
-    ASSERT_EQ(tw_runtime_create(&cfg, &rt), TW_OK);
+    rt = c_runtime_named(nullptr);
+    ASSERT_NE(rt, nullptr);
     prom::Exposition e;
     std::string error;
     ASSERT_TRUE(prom::parse(c_metrics(rt), e, error)) << error;

@@ -7,6 +7,8 @@
 // application is.
 #include <tickwheel/runtime.hpp>
 
+#include "test_support/batch.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,15 +45,9 @@ int main(int argc, char** argv) {
         if (i % 7 == 0) rt.reset(t.id(), milliseconds(2));
         if (i % 50 == 0) {
             rt.start(on_queue, [] {});
-            std::vector<tickwheel::StartOptions> opts(4);
-            for (auto& o : opts) o.delay = milliseconds(3);
-            std::vector<tickwheel::detail::Callback> cbs;
-            for (int k = 0; k < 4; ++k) cbs.emplace_back([] {});
-            std::vector<tickwheel::Timer> out(4);
-            std::vector<std::error_code> results(4);
-            std::error_code ec;
-            rt.start(std::span<const tickwheel::StartOptions>(opts), std::span<tickwheel::detail::Callback>(cbs),
-                     std::span<tickwheel::Timer>(out), std::span<std::error_code>(results), ec);
+            std::vector<tickwheel::Timer> out;
+            std::vector<std::error_code> results;
+            (void)tw_test::start_batch(rt, 4, milliseconds(3), out, results);
         }
         q.run(8);
         ++i;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "test_support.hpp"
+#include "test_support/batch.hpp"
 #include "tickwheel/runtime.hpp"
 
 #if defined(TW_TEST_PROBES)
@@ -50,16 +51,10 @@ tickwheel::Stats exercise() {
     o.queue = &q;
     rt.start(o, [&] { ran.fetch_add(1); });
     // A batch of starts, stops and resets.
-    std::vector<tickwheel::StartOptions> opts(8);
-    for (auto& x : opts) x.delay = hours(1);
-    std::vector<tickwheel::detail::Callback> cbs;
-    for (int k = 0; k < 8; ++k) cbs.emplace_back([] {});
-    std::vector<tickwheel::Timer> out(8);
-    std::vector<std::error_code> results(8);
+    std::vector<tickwheel::Timer> out;
+    std::vector<std::error_code> results;
+    EXPECT_EQ(tw_test::start_batch(rt, 8, hours(1), out, results), 8u);
     std::error_code ec;
-    EXPECT_EQ(rt.start(std::span<const tickwheel::StartOptions>(opts), std::span<tickwheel::detail::Callback>(cbs),
-                       std::span<tickwheel::Timer>(out), std::span<std::error_code>(results), ec),
-              8u);
     std::vector<std::uint64_t> ids;
     for (const tickwheel::Timer& t : out) ids.push_back(t.id());
     EXPECT_EQ(rt.reset(std::span<const std::uint64_t>(ids), hours(2), std::span<std::error_code>(results), ec), 8u);

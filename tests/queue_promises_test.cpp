@@ -380,16 +380,13 @@ TEST(WorkerBurst, OwedRunsAreCappedTheOldestCountedAsMissed) {
         std::atomic<std::uint64_t> runs{0};
     } arg{&gate};
     RtPtr rt = make_runtime(false, 1, 100'000);
-    tw_timer_spec s;
-    tw_timer_spec_init(&s);
-    s.delay_ns = 100'000;
-    s.period_ns = 100'000;
+    tw_timer_spec s = tw_test::capi::c_spec(
+        [](void* p, tw_timer) {
+            auto* a = static_cast<Arg*>(p);
+            if (a->runs.fetch_add(1) == 0) (void)a->gate->wait(std::chrono::seconds(30));
+        },
+        &arg, nullptr, 100'000, 100'000);
     s.period_policy = TW_PERIOD_BURST;
-    s.arg = &arg;
-    s.callback = [](void* p, tw_timer) {
-        auto* a = static_cast<Arg*>(p);
-        if (a->runs.fetch_add(1) == 0) (void)a->gate->wait(std::chrono::seconds(30));
-    };
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt.get(), &s, &id), TW_OK);
     tw_test::OpenOnExit open{gate};

@@ -25,6 +25,7 @@
 #include "prometheus_text.hpp"
 #include "runtime/test_hooks.hpp"
 #include "test_support.hpp"
+#include "test_support/capi.hpp"
 #include "tickwheel/runtime.hpp"
 #include "tickwheel/tickwheel.h"
 
@@ -230,16 +231,13 @@ TEST(Stages, DriverPlusWaitIsTheLatenessAlsoForBurstCatchUpsAndTheCApiShowsTheFi
     struct Ctx {
         std::atomic<int> runs{0};
     } ctx;
-    tw_timer_spec spec;
-    tw_timer_spec_init(&spec);
-    spec.delay_ns = 1'000'000;
-    spec.period_ns = 2'000'000;
+    tw_timer_spec spec = tw_test::capi::c_spec(
+        [](void* arg, tw_timer) {
+            auto* c = static_cast<Ctx*>(arg);
+            if (c->runs.fetch_add(1) == 0) std::this_thread::sleep_for(milliseconds(50));
+        },
+        &ctx, nullptr, 1'000'000, 2'000'000);
     spec.period_policy = TW_PERIOD_BURST;
-    spec.arg = &ctx;
-    spec.callback = [](void* arg, tw_timer) {
-        auto* c = static_cast<Ctx*>(arg);
-        if (c->runs.fetch_add(1) == 0) std::this_thread::sleep_for(milliseconds(50));
-    };
     tw_timer id = 0;
     ASSERT_EQ(tw_timer_start_ex(rt, &spec, &id), TW_OK);
     ASSERT_TRUE(wait_until([&] { return ctx.runs.load() >= 30; }));

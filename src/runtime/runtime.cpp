@@ -478,22 +478,21 @@ void Runtime::stats_sized(Stats* out, std::size_t out_size) const {
     st.lateness_p99 = Duration(lat.p99);
     st.lateness_p999 = Duration(lat.p999);
     st.lateness_max = Duration(lat.max);
-    const auto driver = core.driver_lateness.summarize();
-    st.driver_lateness_p50 = Duration(driver.p50);
-    st.driver_lateness_p99 = Duration(driver.p99);
-    st.driver_lateness_p999 = Duration(driver.p999);
-    st.driver_lateness_max = Duration(driver.max);
-    const auto wait = core.wait_lateness.summarize();
-    st.wait_lateness_p50 = Duration(wait.p50);
-    st.wait_lateness_p99 = Duration(wait.p99);
-    st.wait_lateness_p999 = Duration(wait.p999);
-    st.wait_lateness_max = Duration(wait.max);
-    const auto run = core.run_duration.summarize();
-    st.run_duration_p50 = Duration(run.p50);
-    st.run_duration_p99 = Duration(run.p99);
-    st.run_duration_p999 = Duration(run.p999);
-    st.run_duration_max = Duration(run.max);
-    st.run_duration_samples = run.count;
+    // The stages' histograms (issue 34): p50, p99, p99.9 and max of each.
+    const auto quantiles = [](const auto& h, Duration& p50, Duration& p99, Duration& p999, Duration& max) {
+        const auto q = h.summarize();
+        p50 = Duration(q.p50);
+        p99 = Duration(q.p99);
+        p999 = Duration(q.p999);
+        max = Duration(q.max);
+        return q.count;
+    };
+    (void)quantiles(core.driver_lateness, st.driver_lateness_p50, st.driver_lateness_p99, st.driver_lateness_p999,
+                    st.driver_lateness_max);
+    (void)quantiles(core.wait_lateness, st.wait_lateness_p50, st.wait_lateness_p99, st.wait_lateness_p999,
+                    st.wait_lateness_max);
+    st.run_duration_samples = quantiles(core.run_duration, st.run_duration_p50, st.run_duration_p99,
+                                        st.run_duration_p999, st.run_duration_max);
     const rt::Saturation sat = core.saturation();
     st.workers_busy = sat.workers_busy;
     st.waiting_for_worker = sat.waiting_for_worker;

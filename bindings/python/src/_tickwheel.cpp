@@ -739,24 +739,25 @@ public:
         d["lateness_samples"] = st.lateness_samples;
         // Since 1.7 (issue 34): lateness by stage, the callbacks' duration,
         // saturation and memory (the C tw_stats fields of the same names).
-        const auto ns = [](tw::Duration v) { return static_cast<std::uint64_t>(v.count()); };
-        d["driver_lateness_p50_ns"] = ns(st.driver_lateness_p50);
-        d["driver_lateness_p99_ns"] = ns(st.driver_lateness_p99);
-        d["driver_lateness_p999_ns"] = ns(st.driver_lateness_p999);
-        d["driver_lateness_max_ns"] = ns(st.driver_lateness_max);
-        d["wait_lateness_p50_ns"] = ns(st.wait_lateness_p50);
-        d["wait_lateness_p99_ns"] = ns(st.wait_lateness_p99);
-        d["wait_lateness_p999_ns"] = ns(st.wait_lateness_p999);
-        d["wait_lateness_max_ns"] = ns(st.wait_lateness_max);
-        d["run_duration_p50_ns"] = ns(st.run_duration_p50);
-        d["run_duration_p99_ns"] = ns(st.run_duration_p99);
-        d["run_duration_p999_ns"] = ns(st.run_duration_p999);
-        d["run_duration_max_ns"] = ns(st.run_duration_max);
+        // A stage's four quantiles: <stage>_p50_ns, _p99_ns, _p999_ns, _max_ns.
+        const auto stage = [&d](const char* name, tw::Duration p50, tw::Duration p99, tw::Duration p999,
+                                tw::Duration max) {
+            const std::string n(name);
+            d[py::str(n + "_p50_ns")] = static_cast<std::uint64_t>(p50.count());
+            d[py::str(n + "_p99_ns")] = static_cast<std::uint64_t>(p99.count());
+            d[py::str(n + "_p999_ns")] = static_cast<std::uint64_t>(p999.count());
+            d[py::str(n + "_max_ns")] = static_cast<std::uint64_t>(max.count());
+        };
+        stage("driver_lateness", st.driver_lateness_p50, st.driver_lateness_p99, st.driver_lateness_p999,
+              st.driver_lateness_max);
+        stage("wait_lateness", st.wait_lateness_p50, st.wait_lateness_p99, st.wait_lateness_p999,
+              st.wait_lateness_max);
+        stage("run_duration", st.run_duration_p50, st.run_duration_p99, st.run_duration_p999, st.run_duration_max);
         d["run_duration_samples"] = st.run_duration_samples;
         d["workers_busy"] = st.workers_busy;
         d["waiting_for_worker"] = st.waiting_for_worker;
         d["callbacks_running"] = st.callbacks_running;
-        d["oldest_run_age_ns"] = ns(st.oldest_run_age);
+        d["oldest_run_age_ns"] = static_cast<std::uint64_t>(st.oldest_run_age.count());
         d["slots"] = static_cast<std::uint64_t>(st.slots);
         d["resident_bytes"] = st.resident_bytes;
         return d;
