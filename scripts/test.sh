@@ -19,14 +19,21 @@ done
 jobs=$(nproc)
 status=0
 summary=()
+failed=()
 for p in "${presets[@]}"; do
   echo "=== [$p] configure + build" >&2
   cmake --preset "$p" >/dev/null
   cmake --build --preset "$p" -j "$jobs"
   echo "=== [$p] ctest" >&2
   start=$SECONDS
-  if ctest --preset "$p" -j "$jobs"; then r=pass; else r=FAIL; status=1; fi
+  if ctest --preset "$p" -j "$jobs"; then r=pass; else r=FAIL; status=1; failed+=("$p"); fi
   summary+=("$p: $r ($((SECONDS - start)) s)")
+done
+# Last, where a log cut to its end still shows them: each failed test of
+# each failed preset, with the lines of its output that say why.
+for p in "${failed[@]}"; do
+  echo "=== [$p] failed tests" >&2
+  python3 scripts/ctest-failures.py "build/$p" >&2 || true
 done
 printf '=== %s\n' "${summary[@]}" >&2
 exit $status
