@@ -205,8 +205,12 @@ TEST_P(StaleWindow, ParkedCallerNeverActsOnTheSlotsNextOccupants) {
     int on_slot = 0;
     for (;;) {
         bool freed = false;
+        const std::uint64_t pushes_before = g_pushes.load();
         const std::uint64_t id = fire_once(rt, runs, &freed);
-        ASSERT_EQ(Id::index(id), slot) << "the churn lost the slot";
+        ASSERT_EQ(Id::index(id), slot) << "the churn lost the slot after " << on_slot << " reuses (gen " << Id::gen(id)
+                                       << ", A's " << g0 << "; pushes " << pushes_before << " -> " << g_pushes.load()
+                                       << ", last top " << g_last_top.load() << ", the slot's pushes "
+                                       << g_pushes_of[slot].load() << ", freed " << freed << ")";
         ++on_slot;
         last = id;
         if (!freed || Id::gen(id) + 1 == g0 + 1024) break;
