@@ -9,7 +9,8 @@
 # command:
 #
 #   scripts/bench.sh all        every mode below in turn (the full suite,
-#                               capi, scaling, python, node, delay, model):
+#                               capi, scaling, python, node, delay, model,
+#                               probes):
 #                               what the published figures come from. About
 #                               15 minutes on 2 cores (the full suite's last
 #                               run took 654 s, the others 13-60 s each)
@@ -25,7 +26,7 @@
 # Every mode ends by recording its command, commit and machine in its data
 # file (scripts/figures.py --stamp) and, when it wrote docs/bench and was
 # not --quick, by publishing: scripts/figures.py --write rebuilds
-# docs/bench/figures.json from the seven data files and rewrites every
+# docs/bench/figures.json from the eight data files and rewrites every
 # figure and table the README and the site quote (docs/site/development.md,
 # "Publishing figures"). Into another folder (BENCH_OUT, --quick) it writes
 # that folder's figures.json only.
@@ -111,6 +112,22 @@
 #                               and 100 K (MODEL_TIMERS, MODEL_PENDING
 #                               override); writes model.json. 13 s on 2
 #                               cores after the build.
+#   scripts/bench.sh probes [--quick]
+#                               issue 34's cost of the USDT probes while
+#                               none is attached: this commit's release
+#                               build against the same commit built with
+#                               -DTICKWHEEL_PROBES=OFF (build/release-
+#                               noprobes, or BENCH_NOPROBES_BUILD_DIR), both
+#                               through peer_tickwheel_c and their shared
+#                               library: start+stop at 1 K and 1 M pending
+#                               and the expiry of 1 M one-shots, 21 rounds
+#                               (BENCH_REPS; --quick: 2), the two builds in
+#                               alternating order; writes probes.json (each
+#                               case's medians, the difference and the 2%
+#                               goal, met or not). About 70 s on 2 cores
+#                               after the builds (a single round varies by
+#                               5-17% here: 7 rounds once put 1 K at +2.5%,
+#                               21 at +0.7%).
 #
 # Environment: BENCH_BUILD_DIR=<dir> builds there (same settings as the
 # release preset) instead of build/release; BENCH_OUT=<dir> writes there
@@ -151,10 +168,11 @@ while (($#)); do
     python) mode=python ;;
     delay) mode=delay ;;
     model) mode=model ;;
+    probes) mode=probes ;;
     all) mode=all ;;
     --threads) threads=${2:?--threads needs a number}; shift ;;
     --threads=*) threads=${1#--threads=} ;;
-    *) echo "usage: scripts/bench.sh [all|scaling|capi|node|python|delay|model] [--quick] [--threads N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [all|scaling|capi|node|python|delay|model|probes] [--quick] [--threads N]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -174,7 +192,7 @@ if [[ $mode == all ]]; then
   [[ -n $threads ]] && pass+=(--threads "$threads")
   failed=()
   t0=$(date +%s)
-  for m in full capi scaling python node delay model; do
+  for m in full capi scaling python node delay model probes; do
     printf '[bench all] %s\n' "$m" >&2
     if [[ $m == full ]]; then "$0" "${pass[@]}" || failed+=("$m")
     else "$0" "$m" "${pass[@]}" || failed+=("$m"); fi
@@ -191,7 +209,7 @@ out=$(cd "$out" && pwd)
 # variables that change what is measured, then the script and its arguments.
 bench_cmd=""
 for v in BENCH_OPS BENCH_REPS BENCH_THREADS SCALING_REPS SCALING_OPS SCALING_PENDING SCALING_TIMERS \
-         MODEL_TIMERS MODEL_PENDING BENCH_BASE_BUILD_DIR; do
+         MODEL_TIMERS MODEL_PENDING BENCH_BASE_BUILD_DIR BENCH_NOPROBES_BUILD_DIR; do
   [[ -n ${!v:-} ]] && bench_cmd+="$v=${!v} "
 done
 bench_cmd+="scripts/bench.sh"
@@ -343,6 +361,79 @@ if [[ $mode == delay || $mode == model ]]; then
   python3 "$root/scripts/figures.py" --collect "$raw" --mode "$mode" --meta "$meta" --out "$out/$mode.json"
   publish "$mode" "$out/$mode.json" || exit 1
   log "done: $out/$mode.json in $(( t_end - t_start )) s (load average before: $load_before, after: $load_after)"
+  exit 0
+fi
+
+# ---- probes (issue 34): unattached USDT probes against a build without them ---------------
+# The same commit twice: the release preset (probes in) and the release
+# preset configured with -DTICKWHEEL_PROBES=OFF in its own folder; each
+# round runs every case with both builds' peer_tickwheel_c (each through its
+# own libtickwheel.so.1, found by its RUNPATH), in alternating order.
+if [[ $mode == probes ]]; then
+  if ((no_build)); then
+    build=${BENCH_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_BUILD_DIR}
+    nb=${BENCH_NOPROBES_BUILD_DIR:?BENCH_NO_BUILD=1 needs BENCH_NOPROBES_BUILD_DIR}
+  else
+    build=${BENCH_BUILD_DIR:-$root/build/release}
+    nb=${BENCH_NOPROBES_BUILD_DIR:-$root/build/release-noprobes}
+    log "configuring $build (release preset) and $nb (release preset, -DTICKWHEEL_PROBES=OFF)"
+    cmake --preset release -B "$build" -DTICKWHEEL_PROBES=ON >/dev/null
+    cmake --preset release -B "$nb" -DTICKWHEEL_PROBES=OFF >/dev/null
+    for b in "$build" "$nb"; do
+      log "building peer_tickwheel_c in $b"
+      cmake --build "$b" --target peer_tickwheel_c >&2
+    done
+  fi
+  with_bin=$build/bench/peers/peer_tickwheel_c
+  without_bin=$nb/bench/peers/peer_tickwheel_c
+  for b in "$with_bin" "$without_bin"; do [[ -x $b ]] || { echo "bench: no $b" >&2; exit 1; }; done
+  # The two libraries must differ in the probes: notes in one, none in the other.
+  notes() { readelf -n "$1" 2>/dev/null | grep -c 'stapsdt' || true; }
+  n_with=$(notes "$build/capi/libtickwheel.so.1"); n_without=$(notes "$nb/capi/libtickwheel.so.1")
+  if ((n_with == 0 || n_without != 0)); then
+    echo "bench: expected USDT notes in $build's library and none in $nb's (found $n_with and $n_without)" >&2
+    exit 1
+  fi
+  log "USDT notes: $n_with in $build/capi/libtickwheel.so.1, none in $nb's"
+  raw=$(mktemp)
+  logs=$build/bench-logs
+  mkdir -p "$logs"
+  trap 'rm -f "$raw"' EXIT
+  one() {  # one <with|without> <label> <args...>: one run, JSON lines to $raw
+    local which=$1 label=$2 rc=0; shift 2
+    local prog=$with_bin peer=tickwheel-capi
+    [[ $which == without ]] && prog=$without_bin peer=tickwheel-capi-noprobes
+    log "$label ($which probes)"
+    timeout --kill-after=5 300 "$prog" "$@" 2>"$logs/probes-$label-$which.log" \
+      | sed "s/\"peer\":\"tickwheel-capi\"/\"peer\":\"$peer\"/" >>"$raw" || rc=$?
+    ((rc == 0)) || { log "FAILED or timed out: $label (see $logs/probes-$label-$which.log)"; exit 1; }
+  }
+  if ((quick)); then PR=2; POPS=100000; PEXP=200000; else PR=${BENCH_REPS:-21}; POPS=${BENCH_OPS:-500000}; PEXP=1000000; fi
+  for ((round = 1; round <= PR; round++)); do
+    for c in "startstop-1000" "startstop-1000000" "expiry"; do
+      if [[ $c == expiry ]]; then
+        a=(--workload expiry --pending "$PEXP" --window-ms 1000 --resolution-us 1000000 --reps 1)
+      else
+        a=(--workload startstop --pending "${c#startstop-}" --ops "$POPS" --reps 1 --warmup 1)
+      fi
+      if ((round % 2)); then order=(with without); else order=(without with); fi
+      for w in "${order[@]}"; do one "$w" "$c-$round" "${a[@]}"; done
+    done
+  done
+  t_end=$(date +%s)
+  load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+  meta=$(printf '{"quick": %s, "rounds": %d, "notes": %d, "started_unix": %d, "total_s": %d, "load_before": "%s", "load_after": "%s", "command": "%s"}' \
+    "$( ((quick)) && echo true || echo false)" "$PR" "$n_with" "$t_start" $((t_end - t_start)) "$load_before" \
+    "$load_after" "$bench_cmd")
+  python3 "$root/scripts/figures.py" --collect "$raw" --mode probes --meta "$meta" --out "$out/probes.json"
+  python3 - "$out/probes.json" <<'PY' >&2
+import json, sys
+for f in json.load(open(sys.argv[1]))["figures"]:
+    print("  %-34s with %-12.4g without %-12.4g %+6.2f%%  %s" % (f["what"], f["median_with"], f["median_without"],
+                                                                f["slower_pct"], "met" if f["met"] else "NOT MET"))
+PY
+  publish probes "$out/probes.json" || exit 1
+  log "done: $out/probes.json in $(( t_end - t_start )) s (load average before: $load_before, after: $load_after)"
   exit 0
 fi
 

@@ -47,9 +47,9 @@ pages quote the figures through markers that keep the Markdown readable:
   scripts/figures.py --stamp FILE --mode MODE --command CMD
                                records the run's command, commit and machine in
                                a data file (scripts/bench.sh, after each mode)
-  scripts/figures.py --collect RAW --mode delay|model --meta JSON --out FILE
-                               writes the data file of a delay or model run
-                               from its programs' output (scripts/bench.sh)
+  scripts/figures.py --collect RAW --mode delay|model|probes --meta JSON --out FILE
+                               writes the data file of a delay, model or probes
+                               run from its programs' output (scripts/bench.sh)
 
 Options: --root DIR (the source tree, default this script's), --bench DIR
 (the data files, default ROOT/docs/bench), --figures FILE (default
@@ -80,6 +80,7 @@ MODES = [  # mode, data file, the command that writes it, its generated reports
     ("node", "node.json", "scripts/bench.sh node", []),
     ("delay", "delay.json", "scripts/bench.sh delay", []),
     ("model", "model.json", "scripts/bench.sh model", []),
+    ("probes", "probes.json", "scripts/bench.sh probes", []),
 ]
 # Pages whose marked figures are checked and rewritten: the README and every
 # page of the site. Pages where a figure must not appear unmarked (the lint):
@@ -173,7 +174,7 @@ def describe_run(mode, doc, default_command):
         machine = {"cpu": m.get("cpu"), "cores": m.get("cores"), "kernel": m.get("kernel")}
         commit, duration = doc.get("commit"), None
         load = " ".join("%.2f" % x for x in m.get("load_average_before", []))
-    elif mode in ("delay", "model"):  # scripts/figures.py --collect
+    elif mode in ("delay", "model", "probes"):  # scripts/figures.py --collect
         meta = doc.get("meta", {})
         started = int(meta.get("started_unix", 0))
         quick = bool(meta.get("quick"))
@@ -498,14 +499,75 @@ MODEL_LINES = [  # bench/model_bench's lines -> records
 ]
 
 
+# scripts/bench.sh probes: (workload, pending, metric, unit, larger is better, what)
+PROBES_CASES = [
+    ("startstop", 1000, "wall_ns_per_pair", "ns", False, "start+stop pair, 1 K pending"),
+    ("startstop", 1000000, "wall_ns_per_pair", "ns", False, "start+stop pair, 1 M pending"),
+    ("expiry", 1000000, "callbacks_per_s", "callbacks/s", True, "expiry, 1 M due in the same tick"),
+]
+PROBES_GOAL_PCT = 2.0  # issue 34: unattached probes cost at most 2%
+
+
+def probes_summary(lines, rounds):
+    """The A/B of scripts/bench.sh probes: per case, each build's samples
+    (one per round, in round order), their medians, and how much slower the
+    build with the probes is, in % (positive: slower): the median over the
+    rounds of the two builds' ratio in that round (the runs of a round are
+    back to back; on a machine whose speed drifts or jumps between modes --
+    the expiry case runs at ~8 or ~14 M callbacks/s here, in either build --
+    a round's ratio is steadier than the ratio of the two medians)."""
+    out = []
+    for wl, n, metric, unit, higher, what in PROBES_CASES:
+        on, off = [], []
+        for r in lines:
+            p = r.get("params", {})
+            if r["workload"] != wl or r["metric"] != metric or p.get("pending", p.get("timers")) != n:
+                continue
+            (off if r["peer"].endswith("-noprobes") else on).append(r["median"])
+        if not on or not off or len(on) != len(off):
+            continue
+        mon, moff = _median(on), _median(off)
+        slower = (_median([b / a if higher else a / b for a, b in zip(on, off)]) - 1) * 100
+        out.append({"name": "%s.%s" % (wl, nkey(n)), "what": what, "metric": metric, "unit": unit,
+                    "with_probes": on, "without_probes": off, "median_with": mon, "median_without": moff,
+                    "slower_pct": round(slower, 3), "rounds": rounds,
+                    "goal": "the build with unattached probes at most %g%% slower than the build without them"
+                            % PROBES_GOAL_PCT,
+                    "met": slower <= PROBES_GOAL_PCT})
+    return out
+
+
+def probes_figures(F, run, doc):
+    """scripts/bench.sh probes: the USDT probes unattached against a build without them (issue 34)."""
+    for c in doc.get("figures", []):
+        k = "probes.%s" % c["name"]
+        F.add(k + ".with", run, c["median_with"], c["unit"], "%s, the library with its USDT probes (none attached), "
+              "median of %d interleaved rounds" % (c["what"], c["rounds"]), min(c["with_probes"]), max(c["with_probes"]))
+        F.add(k + ".without", run, c["median_without"], c["unit"], "%s, the same commit built with "
+              "-DTICKWHEEL_PROBES=OFF, median of %d interleaved rounds" % (c["what"], c["rounds"]),
+              min(c["without_probes"]), max(c["without_probes"]))
+        F.add(k + ".cost", run, c["slower_pct"], "%", "%s: how much slower the build with unattached probes is "
+              "(negative: faster): the median of the %d rounds' ratios" % (c["what"], c["rounds"]),
+              txt=("%+.1f%%" % c["slower_pct"]))
+    spreads = [(max(xs) - min(xs)) / _median(xs) * 100 for c in doc.get("figures", [])
+               for xs in (c["with_probes"], c["without_probes"])]
+    if spreads:
+        F.add("probes.spread", run, max(spreads), "%", "the largest spread (max - min over the median) of one build's "
+              "rounds in one case of the probes A/B: the noise a single round carries")
+
+
 def collect(raw, mode, meta, out):
-    """scripts/bench.sh delay|model: the data file from the program's output
-    (delay_sources: JSON lines; model_bench: its text lines, parsed here)."""
+    """scripts/bench.sh delay|model|probes: the data file from the programs'
+    output (delay_sources, peer_tickwheel_c: JSON lines; model_bench: its
+    text lines, parsed here)."""
     with open(raw, encoding="utf-8") as f:
         lines = [x.rstrip("\n") for x in f if x.strip()]
     doc = {"meta": json.loads(meta)}
     if mode == "delay":
         doc["cases"] = [json.loads(x) for x in lines]
+    elif mode == "probes":
+        doc["lines"] = [json.loads(x) for x in lines]
+        doc["figures"] = probes_summary(doc["lines"], doc["meta"].get("rounds", 0))
     else:
         recs = []
         for x in lines:
@@ -526,7 +588,7 @@ def collect(raw, mode, meta, out):
 
 
 EXTRACT = {"full": full_figures, "capi": capi_figures, "scaling": scaling_figures, "python": python_figures,
-           "node": node_figures, "delay": delay_figures, "model": model_figures}
+           "node": node_figures, "delay": delay_figures, "model": model_figures, "probes": probes_figures}
 
 
 def goals_of(mode, run, doc):
@@ -539,11 +601,15 @@ def goals_of(mode, run, doc):
     else:
         for f in doc.get("figures", []):
             if f.get("goal") and f.get("met") is not None:
-                v = f.get("best", f.get("median"))
+                if "slower_pct" in f:  # probes: the A/B's difference
+                    figure = "%+.1f%% (%s against %s %s)" % (f["slower_pct"], number(f["median_with"], f["unit"]),
+                                                             number(f["median_without"], f["unit"]), f["unit"])
+                else:
+                    v = f.get("best", f.get("median"))
+                    figure = number(v, "×" if f["unit"] in ("x", "ratio") else "ns") + \
+                        ("×" if f["unit"] in ("x", "ratio") else " ns")
                 out.append({"run": run["id"], "goal": "%s: %s" % (f.get("what") or f["name"], f["goal"]),
-                            "figure": number(v, "×" if f["unit"] in ("x", "ratio") else "ns") +
-                            ("×" if f["unit"] in ("x", "ratio") else " ns"),
-                            "verdict": "met" if f["met"] else "not met"})
+                            "figure": figure, "verdict": "met" if f["met"] else "not met"})
     return out
 
 
@@ -766,7 +832,8 @@ class Tables:
         page, the commit: the user pages name none)."""
         what = {"full": "the full suite", "capi": "C and C++ against libuv, interleaved rounds",
                 "scaling": "threads and cores", "python": "per call from Python", "node": "per call from Node.js",
-                "delay": "what can delay a timer", "model": "leeway, groups, query, manual clock"}
+                "delay": "what can delay a timer", "model": "leeway, groups, query, manual clock",
+                "probes": "USDT probes unattached against a build without them"}
         rows = []
         for mode, _, _, _ in MODES:
             r = self.doc["runs"].get(mode)
@@ -825,9 +892,9 @@ TABLES = {  # name -> (method, the modes whose runs it shows; a plot beside it m
     "lateness": ("lateness", ["full"]),
     "idle": ("idle", ["full"]),
     "delay-sources": ("delay_sources", ["delay"]),
-    "runs": ("runs", ["full", "capi", "scaling", "python", "node", "delay", "model"]),
-    "runs-dev": ("runs_dev", ["full", "capi", "scaling", "python", "node", "delay", "model"]),
-    "goals": ("goals", ["full", "capi", "scaling", "python", "node", "delay", "model"]),
+    "runs": ("runs", ["full", "capi", "scaling", "python", "node", "delay", "model", "probes"]),
+    "runs-dev": ("runs_dev", ["full", "capi", "scaling", "python", "node", "delay", "model", "probes"]),
+    "goals": ("goals", ["full", "capi", "scaling", "python", "node", "delay", "model", "probes"]),
 }
 
 
@@ -1070,8 +1137,8 @@ def main():
         stamp(a.stamp, a.mode, a.command)
         return 0
     if a.collect:
-        if not (a.mode in ("delay", "model") and a.meta and a.out):
-            ap.error("--collect needs --mode delay|model, --meta and --out")
+        if not (a.mode in ("delay", "model", "probes") and a.meta and a.out):
+            ap.error("--collect needs --mode delay|model|probes, --meta and --out")
         collect(a.collect, a.mode, a.meta, a.out)
         return 0
     root = os.path.abspath(a.root)
