@@ -16,7 +16,9 @@
 // clock's advance_to is a CAS-max (a load and a store let two movers take
 // it back); tw_queue_stats.due and the fd after shutdown/close; and the
 // deadline lock's generation check in the reset path, forced with hook 'O'
-// (a stale reset parked before the lock while the slot is reused).
+// (a stale reset parked before the lock while the slot is reused); a query
+// of a due wall-clock timer beside a reset answers one side of it, forced
+// with hook 'Q'.
 #include <poll.h>
 
 #include <atomic>
@@ -25,6 +27,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -516,9 +519,59 @@ TEST(StaleResetBeforeTheDeadlineLock, LeavesTheSlotsNextTimerAlone) {
         EXPECT_TRUE(rt.reset_at(b, b_deadline)) << "B's deadline lock carries another generation";
         ASSERT_TRUE(wait_until([&] { return b_runs.load() == 1; }));
         EXPECT_GE(b_ran_at.load(), b_deadline.time_since_epoch().count()) << "B fired early";
-        EXPECT_FALSE(rt.query(b));  // a one-shot that ran is gone
+        // A one-shot that ran is gone, once its callback (which counted the
+        // run) has returned and its record was released.
+        EXPECT_TRUE(wait_until([&] { return !rt.query(b); })) << "B stayed live after its run";
         for (const std::uint64_t h : held) (void)rt.stop(h);  // (those due already ran)
     }
 }
 
 }  // namespace
+
+// ---- a query beside a reset (hook 'Q') -----------------------------------------------------
+// A wall-clock (or boot-time) timer bound to a delivery queue whose thread
+// does not call run() is DUE. A query reads its word (DUE) and is parked at
+// hook 'Q', before it reads the timer's own-clock deadline, while a reset
+// to an hour from now moves both (the word and the deadline, under the
+// deadline lock). Released, the query must answer one side of the reset;
+// since the reset returned before it read the deadline, the new one:
+// PENDING, an hour ahead. Before the fix it answered DUE with the new
+// deadline, an hour ahead of the clock (seen in stress.history under TSan:
+// DUE with a deadline 25 ms ahead).
+TEST(QueryBesideAReset, AnswersTheStateAndTheDeadlineOfOneSide) {
+    for (const auto clock : {tickwheel::TimerClock::realtime, tickwheel::TimerClock::boottime}) {
+        SCOPED_TRACE(clock == tickwheel::TimerClock::realtime ? "realtime" : "boottime");
+        tickwheel::Runtime rt(tw_test::small_config(1, 1));
+        tickwheel::Queue q(rt);
+        tickwheel::StartOptions o;
+        o.clock = clock;
+        o.queue = &q;
+        const tickwheel::TimePoint due_at(rt.now(clock));
+        o.deadline = due_at;
+        const tickwheel::Timer t = rt.start(o, [] {});
+        ASSERT_TRUE(wait_until([&] {
+            const auto i = rt.query(t);
+            return i && i->state == tickwheel::TimerStatus::due;
+        })) << "the timer never became due";
+
+        ThreadPark park('Q');  // (its destructor releases and unhooks)
+        std::optional<tickwheel::TimerInfo> answer;
+        std::thread th([&] {
+            ThreadPark::who = std::this_thread::get_id();
+            answer = rt.query(t);
+        });
+        ASSERT_TRUE(wait_until([] { return ThreadPark::parked.load(); }));
+        const tickwheel::TimePoint later(rt.now(clock) + 1h);
+        EXPECT_TRUE(rt.reset_at(t.id(), later));
+        ThreadPark::release();
+        th.join();
+        ASSERT_TRUE(answer) << "the query did not find a live timer";
+        EXPECT_EQ(answer->state, tickwheel::TimerStatus::pending) << "the old state beside the new deadline";
+        EXPECT_EQ(answer->deadline, later);
+        const auto now_answer = rt.query(t);
+        ASSERT_TRUE(now_answer);
+        EXPECT_EQ(now_answer->state, tickwheel::TimerStatus::pending);
+        EXPECT_EQ(now_answer->deadline, later);
+        EXPECT_TRUE(rt.stop(t));
+    }
+}

@@ -329,30 +329,48 @@ bool Runtime::query_sized(std::uint64_t id, TimerInfo* out, std::size_t out_size
     // generation again. The record is recycled (generation + 1) before a
     // new occupant writes its fields, so an unchanged generation after the
     // reads means they were this timer's.
-    const rt::Word c = TimerState::load(*r);
-    if (r->gen() != gen || Ctl::gen10(c) != (gen & Ctl::kGenMask)) return false;
-    const State s = Ctl::state(c);
-    const std::uint16_t flags = r->flags();
-    const std::uint64_t period = (flags & Record::kPeriodic) != 0 ? rt::HandleTable::period_ticks_of(*r) : 0;
+    // A boot-time or wall-clock timer's word and its own-clock deadline
+    // change together under its deadline lock (a reset: reset.cpp); read
+    // apart, a reset between the two would give its old state with its new
+    // deadline (seen: DUE with a deadline 25 ms ahead of the clock, TSan,
+    // stress.history). So the word is read again after the deadline, and
+    // both again if it moved: a bounded number of times (a query never
+    // waits), then the latest reading.
+    rt::Word c;
+    State s;
+    std::uint16_t flags;
+    std::uint64_t period, runs, missed;
+    bool clocked;
+    std::int64_t own_deadline;  // a boot-time or wall-clock timer: its exact deadline on its clock
     TimerInfo info;
     info.shard = static_cast<int>(si);
-    std::uint64_t runs = 0, missed = 0;
-    const bool clocked = (flags & Record::kClockMask) != 0;
-    std::int64_t own_deadline = 0;  // a boot-time or wall-clock timer: its exact deadline on its clock
-    if ((flags & Record::kHasExtra) != 0) {
-        const rt::Extra& x = table.extra(Id::index(id));
-        // (Seqlock-style under its deadline lock: a reset's new deadline
-        // with its new tick, never one without the other.)
-        if (clocked && !rt::OwnDeadline::read(x, gen, own_deadline)) return false;
-        runs = x.runs.load(std::memory_order_relaxed);
-        missed = x.missed.load(std::memory_order_relaxed);
-        info.group = x.group.load(std::memory_order_relaxed);
-        info.leeway = Duration(static_cast<std::int64_t>(x.leeway_ns.load(std::memory_order_relaxed)));
-    } else {
-        runs = Ctl::running(s) ? 1 : 0;  // a one-shot that never re-armed itself
+    constexpr unsigned kQueryTries = 16;
+    for (unsigned tries = 0;; ++tries) {
+        c = TimerState::load(*r);
+        if (r->gen() != gen || Ctl::gen10(c) != (gen & Ctl::kGenMask)) return false;
+        s = Ctl::state(c);
+        flags = r->flags();
+        period = (flags & Record::kPeriodic) != 0 ? rt::HandleTable::period_ticks_of(*r) : 0;
+        runs = missed = 0;
+        clocked = (flags & Record::kClockMask) != 0;
+        own_deadline = 0;
+        if (clocked) rt::test_hooks::window(r, 'Q');  // between the word and the deadline
+        if ((flags & Record::kHasExtra) != 0) {
+            const rt::Extra& x = table.extra(Id::index(id));
+            // (Seqlock-style under its deadline lock: a reset's new deadline
+            // with its new tick, never one without the other.)
+            if (clocked && !rt::OwnDeadline::read(x, gen, own_deadline)) return false;
+            runs = x.runs.load(std::memory_order_relaxed);
+            missed = x.missed.load(std::memory_order_relaxed);
+            info.group = x.group.load(std::memory_order_relaxed);
+            info.leeway = Duration(static_cast<std::int64_t>(x.leeway_ns.load(std::memory_order_relaxed)));
+        } else {
+            runs = Ctl::running(s) ? 1 : 0;  // a one-shot that never re-armed itself
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (r->gen() != gen) return false;
+        if (!clocked || tries >= kQueryTries || TimerState::load(*r) == c) break;
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (r->gen() != gen) return false;
     const bool delay = period != 0 && ((flags & Record::kPolicyMask) >> Record::kPolicyShift) ==
                                            static_cast<std::uint16_t>(rt::Policy::Delay);
     const std::int64_t d_ns = clocked ? own_deadline : core.clock.tick_start_ns(Ctl::deadline(c));

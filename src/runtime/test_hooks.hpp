@@ -58,7 +58,11 @@ namespace tickwheel::rt::test_hooks {
 /// reset.cpp; also a batch's) after its generation check and before it
 /// takes the timer's deadline lock (OwnDeadline::lock, which checks the
 /// generation again: a stale reset parked here while the slot is reused
-/// must not take the next timer's lock; issue 31). 'V', with a null
+/// must not take the next timer's lock; issue 31). 'Q' by a query of a
+/// boot-time or wall-clock timer (Runtime::query_sized) between its read of
+/// the timer's word and its read of the own-clock deadline (a reset landing
+/// here moves both: the query must not answer the old state with the new
+/// deadline). 'V', with a null
 /// record, by a manual runtime's Clocks::advance_to (clock.hpp) between its
 /// load of the virtual clock and its CAS (an advance, or a delivery queue's
 /// run of a manual runtime's timer: two threads may move it at once).
