@@ -876,8 +876,11 @@ public:
     /// counters; std::nullopt for a stale, 0 or released id (and in a fork()
     /// child). From inside the timer's own callback it reports running, with
     /// runs and missed current (the skips before this run counted), so a
-    /// callback knows what it missed. Never blocks; lock-free: a few atomic
-    /// loads and a clock read. Any thread. Since 1.3.
+    /// callback knows what it missed. The state and the deadline are of one
+    /// moment: a reset during the call is wholly in the answer or not at
+    /// all (since 1.7). Never blocks; lock-free: a few atomic loads and a
+    /// clock read (read again a bounded number of times while a reset moves
+    /// them). Any thread. Since 1.3.
     std::optional<TimerInfo> query(std::uint64_t id) const noexcept {
         TimerInfo info;
         if (!query_sized(id, &info, sizeof(TimerInfo))) return std::nullopt;

@@ -641,8 +641,12 @@ static inline void tw_timer_info_init(tw_timer_info *info) TW_NOEXCEPT {
 /** Reads a live timer's state, next deadline, period, leeway, group and run
  *  counters into *out. From inside the timer's own callback it reports
  *  TW_TIMER_RUNNING with runs and missed current (the skips before this
- *  run already counted), so a callback knows what it missed. Never blocks;
- *  lock-free (a few atomic loads and a clock read); any thread. Since 1.3
+ *  run already counted), so a callback knows what it missed. The state and
+ *  the deadline are of one moment: a reset that lands during the call is
+ *  either wholly in the answer or not at all (since 1.7; before, a boot-time
+ *  or wall-clock timer could show the old state with the new deadline).
+ *  Never blocks; lock-free (a few atomic loads and a clock read, read again
+ *  a bounded number of times while a reset moves them); any thread. Since 1.3
  *  (TICKWHEEL_1.3). Returns, in this order:
  *  @retval TW_EINVAL     rt or out is NULL; out->size < 64 or > 4096.
  *  @retval TW_EFORKED    in a fork() child of the process that created rt.
