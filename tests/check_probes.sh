@@ -52,7 +52,7 @@ trap 'rm -rf "$dir"; [[ -n ${pid:-} ]] && kill "$pid" 2>/dev/null; true' EXIT
 trace() {
   local secs=$1
   shift
-  for attempt in 1 2; do
+  for attempt in 1 2 3; do
     "$target" 600 >"$dir/target.out" 2>&1 &
     pid=$!
     sleep 1  # the library mapped, the runtime running
@@ -66,15 +66,21 @@ trace() {
     done
     sleep "$secs"
     kill -INT "$bt" 2>/dev/null
-    for ((w = 0; w < 300; w++)); do kill -0 "$bt" 2>/dev/null || break; sleep 0.1; done
+    # END prints the maps; user stacks are symbolized then, which takes
+    # seconds on a loaded machine (once over 30 s: killed before it printed)
+    for ((w = 0; w < 900; w++)); do kill -0 "$bt" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$bt" 2>/dev/null
     wait "$bt" 2>/dev/null
     kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     pid=
     # bpftrace 0.17 sometimes finds no probe in a process it looks at too
-    # early ("couldn't get argument", "Error finding location"): once more.
-    grep -qE "couldn't get argument|Error finding location" "$dir/out" || break
+    # early ("couldn't get argument", "Error finding location"), and now and
+    # then fails to load a script's END program ("Error loading program:
+    # END": tickwheel-slowest.bt, 1 fresh-clone release suite in 5 here,
+    # its probes' output printed; the same script passes when run again):
+    # up to twice more.
+    grep -qE "couldn't get argument|Error finding location|Error loading program" "$dir/out" || break
   done
   if grep -qE "Operation not permitted|Permission denied|perf_event_open|Could not attach|Failed to attach|Unknown uprobe" "$dir/out" &&
      ! grep -q "^@" "$dir/out"; then
@@ -97,15 +103,24 @@ for p in "${probes[@]}"; do
 done
 
 # 2. The ready scripts print what they promise.
+# A script that printed less than it promises is run again (up to 3 times
+# in all): bpftrace 0.17's own failures (an END program it could not load,
+# an END killed before it printed) leave the report short, not the probes.
 check() {
-  local name=$1
+  local name=$1 attempt missing
   shift
-  trace 3 "$tools/$name" || exit 0
-  echo "---- $name"
-  cat "$dir/out"
-  for want in "$@"; do
-    grep -qF -- "$want" "$dir/out" || fail "$name printed no '$want'"
+  for attempt in 1 2 3; do
+    trace 3 "$tools/$name" || exit 0
+    echo "---- $name (attempt $attempt)"
+    cat "$dir/out"
+    missing=
+    for want in "$@"; do
+      grep -qF -- "$want" "$dir/out" || { missing=$want; break; }
+    done
+    [[ -z $missing ]] && return 0
+    echo "---- $name printed no '$missing'"
   done
+  fail "$name printed no '$missing' in 3 attempts"
 }
 check tickwheel-stages.bt '@driver_us[0]' '@wait_us[' '@run_us['
 check tickwheel-starters.bt '@starts_by_stack[' 'start_a_timeout' '@starts_by_caller['
